@@ -1,0 +1,152 @@
+"""Typed configuration: defaults < config file (YAML/JSON) < environment (HOOKSERVER_*) < flags.
+
+One frozen pydantic model per area. Each area's model lives beside its code and is only collected
+here. Errors name the file, the field and the value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hookserver.errors import ConfigError
+
+__all__ = ["HookServerSettings", "Settings", "load_settings"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HookServerSettings(_Frozen):
+    """The koord-runtime-proxy front door."""
+
+    socket: str = "/var/run/koordlet/koordlet.sock"
+    # The path the proxy dials, written into the registration file (differs from `socket` in a DaemonSet
+    # where the host path is mounted elsewhere). Empty means the same as `socket`.
+    host_endpoint: str = ""
+    registration_dir: str = "/etc/runtime/hookserver.d"
+    registration_name: str = "hookserver"
+    socket_mode: int = 0o660
+    failure_policy: Literal["Ignore", "Fail"] = "Ignore"
+    disable_stages: tuple[str, ...] = ()
+    max_workers: int = Field(default=8, ge=1, le=256)
+
+
+class CgroupSettings(_Frozen):
+    root: str = "/sys/fs/cgroup"
+    # auto: detect from the tree (kubepods.slice vs kubepods), fall back to systemd.
+    driver: Literal["auto", "cgroupfs", "systemd"] = "auto"
+    # auto: detect v1 / v2 / hybrid from the mounts under `root`.
+    version: Literal["auto", "v1", "v2"] = "auto"
+    runtime: Literal["containerd", "docker", "cri-o", "pouch"] = "containerd"
+    force_update_seconds: float = Field(default=60.0, ge=0)
+
+
+class DebugSettings(_Frozen):
+    socket: str = "/var/run/hookserver/debug.sock"
+
+
+class MetricsSettings(_Frozen):
+    addr: str = "127.0.0.1:9316"
+
+
+class NriSettings(_Frozen):
+    enabled: bool = True
+    socket: str = "/var/run/nri/nri.sock"
+    plugin_name: str = "hookserver"
+    plugin_idx: str = "00"
+    connect_timeout_s: float = Field(default=6.0, gt=0)
+    backoff_initial_s: float = Field(default=1.0, gt=0)
+    backoff_max_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("plugin_idx")
+    @classmethod
+    def _two_digits(cls, value: str) -> str:
+        if len(value) != 2 or not value.isdigit():
+            raise ValueError(f"plugin index must be two digits, got {value!r}")
+        return value
+
+
+class Settings(_Frozen):
+    standalone: bool = False
+    node_name: str = Field(default_factory=lambda: os.environ.get("NODE_NAME", "") or os.uname().nodename)
+    state_dir: str = "/var/run/hookserver"
+    kubeconfig: str = ""
+    slo_file: str = ""
+    proc_root: str = "/proc"
+    sys_root: str = "/sys"
+    log_level: str = "INFO"
+    hook: HookServerSettings = HookServerSettings()
+    cgroup: CgroupSettings = CgroupSettings()
+    debug: DebugSettings = DebugSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    nri: NriSettings = NriSettings()
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config file {path}: not valid YAML/JSON: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """HOOKSERVER_NODE_NAME=x, HOOKSERVER_HOOK__SOCKET=/x (double underscore nests)."""
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith("HOOKSERVER_") or key == "HOOKSERVER_CONFIG":
+            continue
+        parts = key[len("HOOKSERVER_"):].lower().split("__")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    *, config_file: str = "", overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Build the settings. `overrides` come from flags, as a nested dict of only what was given."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    source = "defaults"
+    path = config_file or env.get("HOOKSERVER_CONFIG", "")
+    if path:
+        data = _read_file(path)
+        source = path
+    data = _deep_merge(data, _from_env(env))
+    data = _deep_merge(data, overrides or {})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err.get('input')!r})" for err in exc.errors()
+        )
+        raise ConfigError(f"config from {source}: {problems}") from None

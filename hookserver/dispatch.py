@@ -1,0 +1,233 @@
+"""The one stage runner behind every hook front door (proxy gRPC, NRI, reconciler).
+
+A front door translates its wire request into a context and calls `dispatch_pod` or
+`dispatch_container`. Here, and only here: the skip label is honoured, the failure policy is applied,
+the store learns the pod/container, pod-level values are written to the pod cgroup (neither the proxy
+nor NRI carries them), and every decision, call and write is audited and counted. A failed hook
+never leaves a partial set of values: the result is all of them or none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hookserver.errors import ExecutorError, HookServerError, InputError
+from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
+from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass
+from hookserver.hooks.outcome import FailurePolicy, StageOutcome
+from hookserver.hooks.registry import HookRegistry
+from hookserver.hooks.runner import run_stage
+from hookserver.hooks.stages import Stage
+from hookserver.observability.metrics import HookMetrics
+from hookserver.resources import Resources
+from hookserver.store.audit import DecisionRecord, HookEventRecord
+from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.state import StateStore
+
+__all__ = ["DispatchResult", "HookDispatcher", "HookRejected"]
+
+log = logging.getLogger(__name__)
+
+
+class HookRejected(HookServerError):
+    """Under the Fail policy: the caller must fail the runtime operation. `field` names the input."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """What the front door folds into its response. Empty resources mean "echo unchanged"."""
+
+    stage: Stage
+    resources: Resources = field(default_factory=Resources)
+    envs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    result: str = "ok"  # ok | skipped | error
+    error: str = ""
+    outcome: StageOutcome | None = None
+    pod_writes: ApplyReport | None = None
+
+
+class HookDispatcher:
+    def __init__(
+        self,
+        *,
+        registry: HookRegistry,
+        store: StateStore,
+        executor: ResourceExecutor | None,
+        policy: FailurePolicy = FailurePolicy.IGNORE,
+        metrics: HookMetrics | None = None,
+        perf_clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.executor = executor
+        self.policy = policy
+        self.metrics = metrics
+        self._perf = perf_clock
+
+    # -- pods ------------------------------------------------------------------------------------
+    def dispatch_pod(self, stage: Stage, request: PodRequest, *, door: str, rpc: str) -> DispatchResult:
+        started = self._perf()
+        self._learn_pod(stage, request)
+        if request.skips_hooks():
+            return self._finish(DispatchResult(stage, result="skipped"), door, rpc, request.key, "", started)
+        outcome = run_stage(
+            self.registry, stage, request, self.store.snapshot(), stop_on_error=self.policy is FailurePolicy.FAIL
+        )
+        self._audit(door, outcome, request, "")
+        if outcome.failed:
+            return self._fail(stage, outcome, door, rpc, request.key, "", started)
+        report: ApplyReport | None = None
+        if stage is Stage.PRE_RUN_POD_SANDBOX and not outcome.resources.is_empty():
+            try:
+                report = self._write_pod(request, outcome)
+            except ExecutorError as exc:
+                return self._fail_error(
+                    stage, f"pod cgroup {request.cgroup_parent!r}: {exc}", "cgroup_parent", door, rpc,
+                    request.key, "", started, outcome,
+                )
+        result = DispatchResult(
+            stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome, pod_writes=report
+        )
+        if report is not None and not report.ok:
+            # Each file reports separately; a kernel refusal is audited and counted, never raised.
+            result = DispatchResult(
+                stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome, pod_writes=report,
+                result="error", error="; ".join(f"{r.path}={r.value}: {r.error}" for r in report.errors),
+            )
+        return self._finish(result, door, rpc, request.key, "", started)
+
+    # -- containers ------------------------------------------------------------------------------
+    def dispatch_container(
+        self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str
+    ) -> DispatchResult:
+        started = self._perf()
+        self._learn_container(stage, request)
+        if request.pod.skips_hooks():
+            return self._finish(
+                DispatchResult(stage, result="skipped"), door, rpc, request.pod.key, request.name, started
+            )
+        outcome = run_stage(
+            self.registry, stage, request, self.store.snapshot(), stop_on_error=self.policy is FailurePolicy.FAIL
+        )
+        self._audit(door, outcome, request.pod, request.name)
+        if outcome.failed:
+            return self._fail(stage, outcome, door, rpc, request.pod.key, request.name, started)
+        result = DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
+        return self._finish(result, door, rpc, request.pod.key, request.name, started)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _write_pod(self, request: PodRequest, outcome: StageOutcome) -> ApplyReport | None:
+        if self.executor is None or not request.cgroup_parent:
+            return None
+        owners = ",".join(o.plugin for o in outcome.outcomes if o.result is not None and o.result.applied)
+        reason = " | ".join(o.result.reason for o in outcome.outcomes if o.result is not None and o.result.applied)
+        writes = writes_for_resources(request.cgroup_parent, outcome.resources, owner=owners, reason=reason)
+        return self.executor.apply(ResourcePlan.single(writes))
+
+    def _fail(
+        self, stage: Stage, outcome: StageOutcome, door: str, rpc: str, pod_key: str, container: str, started: float
+    ) -> DispatchResult:
+        first = outcome.first_error
+        assert first is not None
+        return self._fail_error(
+            stage, f"hook {first.plugin} failed: {first.error}", first.error_field, door, rpc, pod_key,
+            container, started, outcome,
+        )
+
+    def _fail_error(
+        self, stage: Stage, message: str, field_name: str, door: str, rpc: str, pod_key: str, container: str,
+        started: float, outcome: StageOutcome | None,
+    ) -> DispatchResult:
+        if self.policy is FailurePolicy.FAIL:
+            self._finish(DispatchResult(stage, result="rejected", error=message), door, rpc, pod_key, container, started)
+            raise HookRejected(message, field=field_name)
+        log.warning("%s %s for %s: %s (policy Ignore: request passes unchanged)", door, rpc, pod_key, message)
+        return self._finish(
+            DispatchResult(stage, result="error", error=message, outcome=outcome), door, rpc, pod_key, container,
+            started,
+        )
+
+    def _finish(
+        self, result: DispatchResult, door: str, rpc: str, pod_key: str, container: str, started: float
+    ) -> DispatchResult:
+        latency = self._perf() - started
+        self.store.audit.record_event(
+            HookEventRecord(
+                ts=self.store.clock(), door=door, rpc=rpc, pod_key=pod_key, container=container,
+                latency_s=latency, result=result.result, error=result.error,
+            )
+        )
+        if self.metrics is not None:
+            self.metrics.calls.labels(door, rpc, result.result).inc()
+            self.metrics.latency.labels(door, rpc).observe(latency)
+            if result.outcome is not None:
+                for o in result.outcome.outcomes:
+                    self.metrics.plugin_duration.labels(o.plugin, o.stage.value).observe(o.duration_s)
+                    if o.failed:
+                        self.metrics.plugin_errors.labels(o.plugin, o.stage.value, o.error_type).inc()
+            if result.pod_writes is not None:
+                for r in result.pod_writes.results:
+                    state = "skipped" if r.skipped else ("ok" if r.ok else "error")
+                    self.metrics.cgroup_writes.labels(r.write.resource.value, state).inc()
+        return result
+
+    def _audit(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str) -> None:
+        ts = self.store.clock()
+        for o in outcome.outcomes:
+            res = o.result
+            self.store.audit.record_decision(
+                DecisionRecord(
+                    ts=ts, door=door, stage=o.stage.value, pod_key=pod.key, pod_uid=pod.uid,
+                    container=container, plugin=o.plugin, applied=bool(res and res.applied),
+                    values=MappingProxyType(res.resources.as_dict() if res else {}),
+                    reason=res.reason if res else "", inputs=res.inputs if res else MappingProxyType({}),
+                    error=o.error,
+                )
+            )
+
+    def _learn_pod(self, stage: Stage, request: PodRequest) -> None:
+        if stage in (Stage.POST_STOP_POD_SANDBOX, Stage.PRE_REMOVE_RUN_POD_SANDBOX):
+            if stage is Stage.PRE_REMOVE_RUN_POD_SANDBOX or request.source.value == "proxy":
+                self.store.remove_pod(request.uid) if request.uid else None
+            return
+        if request.uid:
+            self.store.upsert_pod(_pod_record(request, self.store.clock()))
+
+    def _learn_container(self, stage: Stage, request: ContainerRequest) -> None:
+        pod = request.pod
+        snap = self.store.snapshot()
+        if pod.uid and pod.uid not in snap.pods:
+            self.store.upsert_pod(_pod_record(pod, self.store.clock()))
+        key = request.container_id or f"pending:{pod.uid}/{request.name}"
+        if stage is Stage.POST_STOP_CONTAINER:
+            self.store.remove_container(key)
+            return
+        if request.container_id:
+            self.store.remove_container(f"pending:{pod.uid}/{request.name}")
+        self.store.upsert_container(
+            ContainerRecord(
+                id=key, pod_uid=pod.uid, name=request.name, sandbox_id=pod.sandbox_id,
+                cgroup_parent=request.cgroup_parent or pod.cgroup_parent, resources=request.resources,
+                source=request.source.value, updated_at=self.store.clock(),
+            )
+        )
+
+
+def _pod_record(request: PodRequest, now: float) -> PodRecord:
+    try:
+        qos = QoSClass.from_labels(request.labels).value
+    except InputError:
+        qos = request.labels.get("koordinator.sh/qosClass", "")
+    return PodRecord(
+        uid=request.uid, namespace=request.namespace, name=request.name, labels=request.labels,
+        annotations=request.annotations, cgroup_parent=request.cgroup_parent, sandbox_id=request.sandbox_id,
+        qos_class=qos, source=request.source.value, updated_at=now,
+    )

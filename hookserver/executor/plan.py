@@ -1,0 +1,127 @@
+"""Resource plans: what to write, independent of cgroup version and driver.
+
+Hooks and QoS planners produce these; only the executor turns them into files. Values are in cgroup v1
+units (shares, quota in µs, bytes, -1 = unlimited); the executor converts for v2.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hookserver.resources import Resources
+
+__all__ = [
+    "ApplyReport",
+    "CgroupResource",
+    "CgroupWrite",
+    "ResourceExecutor",
+    "ResourcePlan",
+    "WriteResult",
+    "writes_for_resources",
+]
+
+
+class CgroupResource(enum.Enum):
+    """A cgroup knob by its v1 name. The executor maps it to the v2 file and value."""
+
+    CPU_SHARES = "cpu.shares"
+    CPU_CFS_QUOTA = "cpu.cfs_quota_us"
+    CPU_CFS_PERIOD = "cpu.cfs_period_us"
+    CPU_CFS_BURST = "cpu.cfs_burst_us"
+    CPU_IDLE = "cpu.idle"
+    CPU_BVT_WARP_NS = "cpu.bvt_warp_ns"
+    CPUSET_CPUS = "cpuset.cpus"
+    CPUSET_MEMS = "cpuset.mems"
+    MEMORY_LIMIT = "memory.limit_in_bytes"
+    MEMORY_MIN = "memory.min"
+    MEMORY_LOW = "memory.low"
+    MEMORY_HIGH = "memory.high"
+    BLKIO_WEIGHT = "blkio.weight"
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupWrite:
+    """Set `resource` of the cgroup `cgroup_dir` (relative to the hierarchy root, e.g. the CRI cgroup
+    parent `/kubepods/besteffort/pod<uid>` or the systemd slice name) to `value`.
+
+    `owner` is the hook or reconciler that asked and `reason` why: both land in the audit.
+    """
+
+    cgroup_dir: str
+    resource: CgroupResource
+    value: int | str
+    owner: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePlan:
+    """Writes grouped by level, top (e.g. QoS dir) first. With `leveled`, growing limits are written
+    top-down and shrinking ones bottom-up, so a parent is never below its child meanwhile.
+    `cacheable` lets the executor skip a value it wrote recently and that has not changed.
+    """
+
+    levels: tuple[tuple[CgroupWrite, ...], ...]
+    leveled: bool = False
+    cacheable: bool = True
+
+    @classmethod
+    def single(cls, writes: Sequence[CgroupWrite], *, cacheable: bool = True) -> ResourcePlan:
+        return cls(levels=(tuple(writes),), leveled=False, cacheable=cacheable)
+
+    def all_writes(self) -> list[CgroupWrite]:
+        return [w for level in self.levels for w in level]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    write: CgroupWrite
+    path: str
+    value: str
+    ok: bool
+    skipped: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyReport:
+    results: tuple[WriteResult, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    @property
+    def errors(self) -> list[WriteResult]:
+        return [r for r in self.results if not r.ok]
+
+
+class ResourceExecutor(Protocol):
+    """The single write choke point. `apply` never raises for a failed file: it reports it.
+
+    It does raise PathEscapeError (before writing anything) when any write in the plan resolves
+    outside the cgroup root, so a crafted plan is refused whole.
+    """
+
+    def apply(self, plan: ResourcePlan) -> ApplyReport: ...
+
+
+def writes_for_resources(
+    cgroup_dir: str, resources: Resources, *, owner: str, reason: str = ""
+) -> list[CgroupWrite]:
+    """The writes that carry a `Resources` value into one cgroup (shares, quota, memory, cpuset)."""
+    pairs: list[tuple[CgroupResource, int | str | None]] = [
+        (CgroupResource.CPU_SHARES, resources.cpu_shares),
+        (CgroupResource.CPU_CFS_PERIOD, resources.cpu_period_us),
+        (CgroupResource.CPU_CFS_QUOTA, resources.cpu_quota_us),
+        (CgroupResource.MEMORY_LIMIT, resources.memory_limit_bytes),
+        (CgroupResource.CPUSET_CPUS, resources.cpuset_cpus),
+    ]
+    return [
+        CgroupWrite(cgroup_dir=cgroup_dir, resource=res, value=value, owner=owner, reason=reason)
+        for res, value in pairs
+        if value is not None and value != ""
+    ]

@@ -1,0 +1,115 @@
+"""The one internal pod/container context that every front door builds.
+
+The proxy gRPC server, the NRI plugin and the reconciler each translate their wire types into these
+frozen values, so a hook plugin never sees protobuf and the same plugin serves all three doors.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hookserver.errors import UnknownQoSClassError
+from hookserver.resources import Resources
+
+__all__ = [
+    "LABEL_QOS_CLASS",
+    "LABEL_SKIP_HOOKSERVER",
+    "ContainerRequest",
+    "PodRequest",
+    "QoSClass",
+    "RequestSource",
+    "Resources",
+    "frozen_map",
+]
+
+LABEL_QOS_CLASS = "koordinator.sh/qosClass"
+LABEL_SKIP_HOOKSERVER = "runtimeproxy.koordinator.sh/skip-hookserver"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def frozen_map(values: Mapping[str, str] | None) -> Mapping[str, str]:
+    """A read-only copy, so a context can be shared across threads without defensive copies."""
+    if not values:
+        return _EMPTY
+    return MappingProxyType(dict(values))
+
+
+class QoSClass(enum.Enum):
+    """Koordinator QoS classes, from the `koordinator.sh/qosClass` label."""
+
+    LSE = "LSE"
+    LSR = "LSR"
+    LS = "LS"
+    BE = "BE"
+    SYSTEM = "SYSTEM"
+    NONE = ""
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str]) -> QoSClass:
+        """The pod's class. A missing label is NONE; a value we do not know is an input error."""
+        raw = labels.get(LABEL_QOS_CLASS)
+        if raw is None or raw == "":
+            return cls.NONE
+        try:
+            return cls(raw)
+        except ValueError:
+            known = ", ".join(c.value for c in cls if c.value)
+            raise UnknownQoSClassError(
+                f"unknown QoS class {raw!r} (known: {known})", field=f"labels[{LABEL_QOS_CLASS}]"
+            ) from None
+
+
+class RequestSource(enum.Enum):
+    """Which front door built the context."""
+
+    PROXY = "proxy"
+    NRI = "nri"
+    RECONCILER = "reconciler"
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """A pod as a front door saw it."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    cgroup_parent: str = ""
+    sandbox_id: str = ""
+    runtime_handler: str = ""
+    attempt: int = 0
+    resources: Resources = field(default_factory=Resources)
+    source: RequestSource = RequestSource.PROXY
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def skips_hooks(self) -> bool:
+        """The runtime-proxy skip label (PR #718): the agent's own pod must never wait on itself."""
+        return self.labels.get(LABEL_SKIP_HOOKSERVER) == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    """A container as a front door saw it, with its pod.
+
+    `container_id` is empty during PreCreateContainer on the proxy path: the runtime assigns it later.
+    `cgroup_parent` is the pod cgroup parent (the container's own dir is derived by the executor).
+    """
+
+    pod: PodRequest
+    name: str
+    container_id: str = ""
+    attempt: int = 0
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    envs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    resources: Resources = field(default_factory=Resources)
+    cgroup_parent: str = ""
+    source: RequestSource = RequestSource.PROXY

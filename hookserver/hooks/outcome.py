@@ -1,0 +1,85 @@
+"""What a hook run produces: values, explanations and errors as values, never as exceptions.
+
+Inside the pipeline an exception becomes a `HookOutcome`; the failure policy is applied once, at the
+front door (`hookserver.dispatch`), never inside a plugin.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hookserver.hooks.context import Resources
+from hookserver.hooks.stages import Stage
+
+__all__ = ["FailurePolicy", "HookOutcome", "HookResult", "StageOutcome"]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class FailurePolicy(enum.Enum):
+    """Ignore (default): an error returns the request unchanged. Fail: the caller gets an error."""
+
+    IGNORE = "Ignore"
+    FAIL = "Fail"
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """What one plugin decided for one request.
+
+    `applied` is False when the plugin looked and chose to do nothing (not a BE pod, no annotation);
+    `reason` says why in words, and `inputs` holds the values the decision was computed from.
+    """
+
+    resources: Resources = field(default_factory=Resources)
+    envs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    applied: bool = True
+    reason: str = ""
+    inputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def skip(cls, reason: str, **inputs: str) -> HookResult:
+        return cls(applied=False, reason=reason, inputs=MappingProxyType(dict(inputs)))
+
+
+@dataclass(frozen=True, slots=True)
+class HookOutcome:
+    """One plugin's run: its result or its error, and how long it took."""
+
+    plugin: str
+    stage: Stage
+    duration_s: float
+    result: HookResult | None = None
+    error: str = ""
+    error_type: str = ""
+    error_field: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.result is None
+
+
+@dataclass(frozen=True, slots=True)
+class StageOutcome:
+    """Every plugin outcome for one stage, and the merged values (later plugins win per field)."""
+
+    stage: Stage
+    outcomes: tuple[HookOutcome, ...]
+    resources: Resources
+    envs: Mapping[str, str]
+    duration_s: float
+
+    @property
+    def errors(self) -> tuple[HookOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.failed)
+
+    @property
+    def failed(self) -> bool:
+        return any(o.failed for o in self.outcomes)
+
+    @property
+    def first_error(self) -> HookOutcome | None:
+        return next((o for o in self.outcomes if o.failed), None)

@@ -1,0 +1,110 @@
+"""The `node.koordinator.sh/extended-resource-spec` annotation, parsed and validated.
+
+koord-manager's webhook writes `{"containers": {"<name>": {"requests": {...}, "limits": {...}}}}` with Go
+quantity strings. A key that is missing reads as -1 (absent), exactly as koordlet's getters do.
+Anything malformed raises AnnotationError/QuantityError naming the JSON path, so a bad pod gets a clear
+message instead of silently wrong cgroup values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hookserver.errors import AnnotationError, QuantityError
+from hookserver.quantity import INT64_MAX, parse_quantity
+
+__all__ = [
+    "ANNOTATION_EXTENDED_RESOURCE_SPEC",
+    "BATCH_CPU",
+    "BATCH_MEMORY",
+    "ContainerBatchResources",
+    "parse_extended_resource_spec",
+]
+
+ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
+BATCH_CPU = "kubernetes.io/batch-cpu"
+BATCH_MEMORY = "kubernetes.io/batch-memory"
+_LEGACY = {BATCH_CPU: "koordinator.sh/batch-cpu", BATCH_MEMORY: "koordinator.sh/batch-memory"}
+_MAX_ANNOTATION_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerBatchResources:
+    """One container's batch resources; -1 means the key was absent. CPU in milli-cores, memory in bytes.
+
+    `has_limits` is False when the container entry had no `limits` object at all.
+    """
+
+    name: str
+    cpu_request_milli: int = -1
+    cpu_limit_milli: int = -1
+    memory_request_bytes: int = -1
+    memory_limit_bytes: int = -1
+    has_limits: bool = False
+    raw: str = ""
+
+
+def parse_extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, ContainerBatchResources] | None:
+    """The per-container batch resources, or None when the pod has no annotation at all."""
+    text = annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    if text is None:
+        return None
+    field = f"annotations[{ANNOTATION_EXTENDED_RESOURCE_SPEC}]"
+    if len(text) > _MAX_ANNOTATION_BYTES:
+        raise AnnotationError(f"annotation is {len(text)} bytes, over {_MAX_ANNOTATION_BYTES}", field=field)
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise AnnotationError(f"not valid JSON: {exc}", field=field) from None
+    if not isinstance(doc, dict):
+        raise AnnotationError(f"expected a JSON object, got {type(doc).__name__}", field=field)
+    containers = doc.get("containers", {})
+    if containers is None:
+        containers = {}
+    if not isinstance(containers, dict):
+        raise AnnotationError("'containers' must be an object", field=f"{field}.containers")
+    result: dict[str, ContainerBatchResources] = {}
+    for name, spec in containers.items():
+        path = f"{field}.containers[{name}]"
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, dict):
+            raise AnnotationError("must be an object with 'requests' and 'limits'", field=path)
+        requests = _resource_list(spec.get("requests"), f"{path}.requests")
+        limits_raw = spec.get("limits")
+        limits = _resource_list(limits_raw, f"{path}.limits")
+        result[str(name)] = ContainerBatchResources(
+            name=str(name),
+            cpu_request_milli=_amount(requests, BATCH_CPU, f"{path}.requests"),
+            cpu_limit_milli=_amount(limits, BATCH_CPU, f"{path}.limits"),
+            memory_request_bytes=_amount(requests, BATCH_MEMORY, f"{path}.requests"),
+            memory_limit_bytes=_amount(limits, BATCH_MEMORY, f"{path}.limits"),
+            has_limits=limits_raw is not None,
+            raw=json.dumps(spec, sort_keys=True, separators=(",", ":")),
+        )
+    return result
+
+
+def _resource_list(value: object, path: str) -> Mapping[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AnnotationError("must be an object of resource name to quantity", field=path)
+    return value
+
+
+def _amount(resources: Mapping[str, object], name: str, path: str) -> int:
+    """Quantity.Value() of the resource (batch-cpu is already milli-cores); -1 when absent."""
+    key = name if name in resources else _LEGACY[name]
+    if key not in resources:
+        return -1
+    field = f"{path}[{key}]"
+    quantity = parse_quantity(resources[key], field=field)
+    if quantity.is_negative():
+        raise QuantityError(f"quantity {quantity.text!r} is negative", field=field)
+    value = quantity.value()
+    if value > INT64_MAX:
+        raise QuantityError(f"quantity {quantity.text!r} overflows int64", field=field)
+    return value

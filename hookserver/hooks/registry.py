@@ -1,0 +1,108 @@
+"""The hook registry: a plugin declares its stages by the methods it defines.
+
+Like containerd/nri's stub, nothing is configured twice: a plugin that defines `pre_create_container`
+handles PreCreateContainer, and the stage list written into the runtime-proxy registration file and
+the NRI event mask are both derived from here. Configuration may narrow the set, never widen it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from hookserver.errors import ConfigError
+from hookserver.hooks.context import ContainerRequest, PodRequest
+from hookserver.hooks.outcome import HookResult
+from hookserver.hooks.stages import Stage
+
+__all__ = [
+    "ContainerHook",
+    "HookPlugin",
+    "HookRegistry",
+    "PodHook",
+]
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class HookPlugin(Protocol):
+    """Every plugin has a name; hooks in a stage run sorted by it (byte order, as koordlet does)."""
+
+    name: str
+
+
+class PodHook(Protocol):
+    def __call__(self, request: PodRequest, snapshot: Any) -> HookResult: ...
+
+
+class ContainerHook(Protocol):
+    def __call__(self, request: ContainerRequest, snapshot: Any) -> HookResult: ...
+
+
+class HookRegistry:
+    """Plugins per stage. A fresh registry per test; the daemon builds one at startup."""
+
+    def __init__(self, plugins: Iterable[HookPlugin] = ()) -> None:
+        self._plugins: dict[str, HookPlugin] = {}
+        self._by_stage: dict[Stage, list[tuple[str, Any]]] = {}
+        self._disabled: frozenset[Stage] = frozenset()
+        for plugin in plugins:
+            self.register(plugin)
+
+    def register(self, plugin: HookPlugin) -> frozenset[Stage]:
+        """Add a plugin; return the stages it handles. A plugin with no stage method is refused."""
+        name = getattr(plugin, "name", "")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"hook plugin {plugin!r} has no name")
+        if name in self._plugins:
+            raise ConfigError(f"hook plugin {name!r} is registered twice")
+        stages = frozenset(s for s in Stage if callable(getattr(plugin, s.method, None)))
+        if not stages:
+            raise ConfigError(f"hook plugin {name!r} implements no stage method")
+        self._plugins[name] = plugin
+        for stage in stages:
+            handlers = self._by_stage.setdefault(stage, [])
+            handlers.append((name, getattr(plugin, stage.method)))
+            handlers.sort(key=lambda item: item[0].encode())
+        log.info("hook plugin %s handles %s", name, ", ".join(sorted(s.value for s in stages)))
+        return stages
+
+    def disable(self, stages: Iterable[Stage | str]) -> frozenset[Stage]:
+        """Narrow the active stages. Naming a stage no plugin handles is a config error."""
+        wanted = frozenset(s if isinstance(s, Stage) else _stage_from_name(s) for s in stages)
+        unknown = wanted - self.declared_stages()
+        if unknown:
+            raise ConfigError(
+                "disabled stages have no hook: " + ", ".join(sorted(s.value for s in unknown))
+            )
+        self._disabled = wanted
+        return self.stages()
+
+    def declared_stages(self) -> frozenset[Stage]:
+        return frozenset(self._by_stage)
+
+    def stages(self) -> frozenset[Stage]:
+        """Stages with at least one hook, minus the disabled ones."""
+        return self.declared_stages() - self._disabled
+
+    def stage_names(self) -> list[str]:
+        """Sorted wire names, for the runtime-proxy registration file (stable, unlike koordlet's)."""
+        return sorted(s.value for s in self.stages())
+
+    def handlers(self, stage: Stage) -> list[tuple[str, Any]]:
+        if stage in self._disabled:
+            return []
+        return list(self._by_stage.get(stage, ()))
+
+    @property
+    def plugins(self) -> Mapping[str, HookPlugin]:
+        return dict(self._plugins)
+
+
+def _stage_from_name(name: str) -> Stage:
+    try:
+        return Stage(name)
+    except ValueError:
+        raise ConfigError(f"unknown hook stage {name!r}") from None

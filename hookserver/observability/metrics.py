@@ -1,0 +1,48 @@
+"""hookserver's own Prometheus registry and the hook metrics. No module touches the global registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
+
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
+
+
+class HookMetrics:
+    """Hook calls by door, rpc and result; call latency; per-plugin duration; cgroup writes."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.calls = Counter(
+            "hookserver_hook_calls_total",
+            "Hook calls by front door, rpc and result (ok, skipped, error, rejected).",
+            ["door", "rpc", "result"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "hookserver_hook_latency_seconds",
+            "Hook call latency inside the server, by front door and rpc.",
+            ["door", "rpc"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.plugin_duration = Histogram(
+            "hookserver_hook_plugin_duration_seconds",
+            "Time one hook plugin took for one stage.",
+            ["plugin", "stage"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        self.plugin_errors = Counter(
+            "hookserver_hook_plugin_errors_total",
+            "Hook plugin failures by plugin, stage and error type.",
+            ["plugin", "stage", "error_type"],
+            registry=registry,
+        )
+        self.cgroup_writes = Counter(
+            "hookserver_cgroup_writes_total",
+            "cgroup writes by resource file and result (ok, skipped, error).",
+            ["resource", "result"],
+            registry=registry,
+        )

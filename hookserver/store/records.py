@@ -1,0 +1,70 @@
+"""Frozen records held by the state store. Everything a reader gets is immutable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hookserver.resources import Resources
+
+__all__ = ["ContainerRecord", "NodeRecord", "PodRecord"]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A pod as the agent knows it. `source` says who told us: proxy, nri, apiserver, kubelet."""
+
+    uid: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    cgroup_parent: str = ""
+    sandbox_id: str = ""
+    qos_class: str = ""
+    kube_qos: str = ""
+    priority: int | None = None
+    priority_class: str = ""
+    phase: str = ""
+    node_name: str = ""
+    runtime_class: str = ""
+    source: str = ""
+    first_seen: float = 0.0
+    updated_at: float = 0.0
+    # Container name -> (requests, limits) as resource name -> quantity string, from the pod spec.
+    container_specs: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRecord:
+    id: str
+    pod_uid: str
+    name: str
+    sandbox_id: str = ""
+    cgroup_parent: str = ""
+    state: str = ""
+    pid: int = 0
+    resources: Resources = field(default_factory=Resources)
+    source: str = ""
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    capacity: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    allocatable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    source: str = ""
+    updated_at: float = 0.0

@@ -1,0 +1,151 @@
+"""The one state store every module meets in.
+
+Writers mutate plain dicts under a short lock and bump a version; `snapshot()` hands out an immutable
+view, rebuilt only when the version moved. So a hook reads the pod set without waiting on a writer and
+without copying on every call, and no lock is ever held across I/O or an await.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from hookserver.store.audit import AuditLog
+from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
+
+__all__ = ["StateStore", "StoreSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSnapshot:
+    version: int
+    taken_at: float
+    pods: Mapping[str, PodRecord]
+    pods_by_key: Mapping[str, PodRecord]
+    pods_by_sandbox: Mapping[str, PodRecord]
+    containers: Mapping[str, ContainerRecord]
+    node: NodeRecord | None = None
+    node_slo: Any = None
+    node_slo_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    stale: bool = False
+
+    def pod_by_key(self, namespace: str, name: str) -> PodRecord | None:
+        return self.pods_by_key.get(f"{namespace}/{name}")
+
+    def containers_of(self, pod_uid: str) -> list[ContainerRecord]:
+        return [c for c in self.containers.values() if c.pod_uid == pod_uid]
+
+
+class StateStore:
+    """Pods, containers, node and NodeSLO, plus the audit. Thread-safe; snapshots are immutable."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, audit_capacity: int = 4096) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._version = 0
+        self._pods: dict[str, PodRecord] = {}
+        self._containers: dict[str, ContainerRecord] = {}
+        self._node: NodeRecord | None = None
+        self._node_slo: Any = None
+        self._node_slo_sources: dict[str, str] = {}
+        self._stale = False
+        self._snapshot: StoreSnapshot | None = None
+        self.audit = AuditLog(capacity=audit_capacity)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    # -- writers ---------------------------------------------------------------------------------
+    def upsert_pod(self, record: PodRecord) -> PodRecord | None:
+        """Insert or replace by UID; keeps `first_seen` of an existing record. Returns the old record."""
+        with self._lock:
+            old = self._pods.get(record.uid)
+            if old is not None and old.first_seen and record.first_seen != old.first_seen:
+                record = _replace(record, first_seen=old.first_seen)
+            elif not record.first_seen:
+                record = _replace(record, first_seen=self._clock())
+            self._pods[record.uid] = record
+            self._bump()
+            return old
+
+    def remove_pod(self, uid: str) -> PodRecord | None:
+        with self._lock:
+            old = self._pods.pop(uid, None)
+            if old is not None:
+                for cid in [c.id for c in self._containers.values() if c.pod_uid == uid]:
+                    del self._containers[cid]
+                self._bump()
+            return old
+
+    def upsert_container(self, record: ContainerRecord) -> ContainerRecord | None:
+        with self._lock:
+            old = self._containers.get(record.id)
+            self._containers[record.id] = record
+            self._bump()
+            return old
+
+    def remove_container(self, container_id: str) -> ContainerRecord | None:
+        with self._lock:
+            old = self._containers.pop(container_id, None)
+            if old is not None:
+                self._bump()
+            return old
+
+    def set_node(self, node: NodeRecord | None) -> None:
+        with self._lock:
+            self._node = node
+            self._bump()
+
+    def set_node_slo(self, slo: Any, sources: Mapping[str, str] | None = None) -> None:
+        """The effective, merged NodeSLO and, per top-level part, where it came from."""
+        with self._lock:
+            self._node_slo = slo
+            self._node_slo_sources = dict(sources or {})
+            self._bump()
+
+    def set_stale(self, stale: bool) -> None:
+        with self._lock:
+            if self._stale != stale:
+                self._stale = stale
+                self._bump()
+
+    def _bump(self) -> None:
+        self._version += 1
+        self._snapshot = None
+
+    # -- readers ---------------------------------------------------------------------------------
+    def snapshot(self) -> StoreSnapshot:
+        snap = self._snapshot
+        if snap is not None:
+            return snap
+        with self._lock:
+            if self._snapshot is not None:
+                return self._snapshot
+            pods = dict(self._pods)
+            snap = StoreSnapshot(
+                version=self._version,
+                taken_at=self._clock(),
+                pods=MappingProxyType(pods),
+                pods_by_key=MappingProxyType({p.key: p for p in pods.values()}),
+                pods_by_sandbox=MappingProxyType({p.sandbox_id: p for p in pods.values() if p.sandbox_id}),
+                containers=MappingProxyType(dict(self._containers)),
+                node=self._node,
+                node_slo=self._node_slo,
+                node_slo_sources=MappingProxyType(dict(self._node_slo_sources)),
+                stale=self._stale,
+            )
+            self._snapshot = snap
+            return snap
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+
+def _replace(record: PodRecord, **changes: Any) -> PodRecord:
+    return replace(record, **changes)
