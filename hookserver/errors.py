@@ -16,6 +16,7 @@ boundary (`raise ... from exc`), so callers catch a base class rather than a lis
     │   └── UnsupportedResourceError  the file does not exist on this kernel or cgroup version
     ├── WireError                   malformed gRPC / ttrpc / mux frames, oversized messages
     ├── StoreError                  the state store was used wrongly
+    ├── SystemFileError             a /proc, /sys or cgroup file could not be read or did not parse (names the file)
     ├── CheckpointCorrupt           a checkpoint file did not decode (it is set aside, never fatal)
     └── InformerError               the apiserver or kubelet source failed
 """
@@ -35,6 +36,7 @@ __all__ = [
     "PathEscapeError",
     "QuantityError",
     "StoreError",
+    "SystemFileError",
     "UnknownQoSClassError",
     "UnsupportedResourceError",
     "WireError",
@@ -105,6 +107,14 @@ class WireError(HookServerError):
 
 class StoreError(HookServerError):
     """The state store was asked for something it cannot do."""
+
+
+class SystemFileError(HookServerError):
+    """A /proc, /sys or cgroup file that exists but could not be read or parsed. Names the file."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class CheckpointCorrupt(HookServerError):

@@ -1,0 +1,112 @@
+"""`hookserver serve`: parse flags into settings, run the daemon until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from hookserver.config import Settings, load_settings
+from hookserver.errors import ConfigError
+
+__all__ = ["build_parser", "main", "settings_from_args"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hookserver", description="Kubernetes colocation node agent")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the agent")
+    serve.add_argument("--standalone", action="store_true", default=None, help="no apiserver: pods from hooks/NRI, NodeSLO from --slo-file or defaults")
+    serve.add_argument("--config", default="", help="YAML or JSON config file (flags override it)")
+    serve.add_argument("--hook-socket", help="unix socket for the koord-runtime-proxy RuntimeHookService")
+    serve.add_argument("--hook-host-endpoint", help="socket path the proxy dials, written into the registration file")
+    serve.add_argument("--registration-dir", help="runtime-proxy hookserver.d directory")
+    serve.add_argument("--debug-socket", help="unix socket for hookctl")
+    nri = serve.add_mutually_exclusive_group()
+    nri.add_argument("--nri-socket", help="containerd NRI socket to dial")
+    nri.add_argument("--no-nri", action="store_true", help="do not register as an NRI plugin")
+    serve.add_argument("--metrics-addr", help="HOST:PORT for /metrics, /healthz, /readyz (port 0 picks one)")
+    serve.add_argument("--state-dir", help="directory for checkpoints")
+    serve.add_argument("--cgroup-root", help="cgroup filesystem root (default /sys/fs/cgroup)")
+    serve.add_argument("--cgroup-driver", choices=["cgroupfs", "systemd", "auto"])
+    serve.add_argument("--node-name")
+    serve.add_argument("--failure-policy", choices=["Ignore", "Fail"])
+    serve.add_argument("--kubeconfig")
+    serve.add_argument("--slo-file", help="NodeSLO or slo-controller-config file (standalone)")
+    serve.add_argument("--proc-root")
+    serve.add_argument("--sys-root")
+    serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Flags override the file and environment; only flags actually given are applied."""
+    overrides: dict[str, Any] = {}
+
+    def put(path: str, value: Any) -> None:
+        if value is None:
+            return
+        node = overrides
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+
+    put("standalone", args.standalone)
+    put("hook.socket", args.hook_socket)
+    put("hook.host_endpoint", args.hook_host_endpoint)
+    put("hook.registration_dir", args.registration_dir)
+    put("hook.failure_policy", args.failure_policy)
+    put("debug.socket", args.debug_socket)
+    put("nri.socket", args.nri_socket)
+    if args.no_nri:
+        put("nri.enabled", False)
+    put("metrics.addr", args.metrics_addr)
+    put("state_dir", args.state_dir)
+    put("cgroup.root", args.cgroup_root)
+    put("cgroup.driver", args.cgroup_driver)
+    put("node_name", args.node_name)
+    put("kubeconfig", args.kubeconfig)
+    put("slo_file", args.slo_file)
+    put("proc_root", args.proc_root)
+    put("sys_root", args.sys_root)
+    put("log_level", args.log_level)
+    return load_settings(config_file=args.config, overrides=overrides)
+
+
+async def _serve(settings: Settings) -> int:
+    from hookserver.daemon import Daemon
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    daemon = Daemon(settings)
+    return await daemon.run(stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        print(f"hookserver: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=getattr(logging, settings.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return asyncio.run(_serve(settings))
+    except ConfigError as exc:
+        logging.getLogger("hookserver").error("%s", exc)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
