@@ -15,7 +15,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from collectors.settings import CollectorSettings
 from hookserver.errors import ConfigError
+from hookserver.informer.settings import InformerSettings
 
 __all__ = ["HookServerSettings", "Settings", "load_settings"]
 
@@ -88,6 +90,8 @@ class Settings(_Frozen):
     debug: DebugSettings = DebugSettings()
     metrics: MetricsSettings = MetricsSettings()
     nri: NriSettings = NriSettings()
+    collectors: CollectorSettings = CollectorSettings()
+    informer: InformerSettings = InformerSettings()
 
 
 def _read_file(path: str) -> dict[str, Any]:

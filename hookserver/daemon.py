@@ -48,7 +48,7 @@ class Daemon:
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
         self.metrics = HookMetrics(self.prometheus)
-        self.health = HealthState()
+        self.health = HealthState(required=("proxy", "debug"))
         self.executor = build_executor(settings.cgroup, store=self.store, roots=self.roots, metrics=self.metrics)
         self.registry = HookRegistry(default_plugins())  # type: ignore[arg-type]
         self.registry.disable(settings.hook.disable_stages)
@@ -101,6 +101,7 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until `stop` is set. Returns the exit code: 0 on a clean stop, 1 if a root task died."""
         tasks = RootTasks(stop)
+        self.health.attach_loop(asyncio.get_running_loop())
         try:
             self.http.start()
             self.health.set_ready("proxy", False, "starting")

@@ -173,10 +173,6 @@ class HookDispatcher:
                     self.metrics.plugin_duration.labels(o.plugin, o.stage.value).observe(o.duration_s)
                     if o.failed:
                         self.metrics.plugin_errors.labels(o.plugin, o.stage.value, o.error_type).inc()
-            if result.pod_writes is not None:
-                for r in result.pod_writes.results:
-                    state = "skipped" if r.skipped else ("ok" if r.ok else "error")
-                    self.metrics.cgroup_writes.labels(r.write.resource.value, state).inc()
         return result
 
     def _audit(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str) -> None:
@@ -199,7 +195,8 @@ class HookDispatcher:
                 self.store.remove_pod(request.uid) if request.uid else None
             return
         if request.uid:
-            self.store.upsert_pod(_pod_record(request, self.store.clock()))
+            # merge, not replace: keep what the informer knows (priority, phase, specs) that a hook does not
+            self.store.merge_pod(_pod_record(request, self.store.clock()))
 
     def _learn_container(self, stage: Stage, request: ContainerRequest) -> None:
         pod = request.pod

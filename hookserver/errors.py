@@ -126,4 +126,13 @@ class CheckpointCorrupt(HookServerError):
 
 
 class InformerError(HookServerError):
-    """The apiserver or kubelet source failed in a way the informer reports."""
+    """The apiserver or kubelet source failed in a way the informer reports.
+
+    `status` is the HTTP status (or the watch ERROR event's Status code), 0 for transport failures;
+    the informer relists on 410 and treats 404 on a custom resource as "CRD not installed".
+    """
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason

@@ -78,12 +78,17 @@ class ResourcePlan:
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
+    """One write attempt. `value` is the text meant for the file, `previous` what it held before and
+    `held` what the kernel shows after the write (read back where it may clamp or round; else "")."""
+
     write: CgroupWrite
     path: str
     value: str
     ok: bool
     skipped: bool = False
     error: str = ""
+    previous: str = ""
+    held: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ and reset oom_score_adj to 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.errors import InputError
-from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource, frozen_map
+from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource
 from hookserver.resources import Resources
 
 __all__ = [
@@ -27,6 +28,14 @@ __all__ = [
 ]
 
 _NO_RESOURCES = Resources()
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _frozen(wire_map: Mapping[str, str]) -> Mapping[str, str]:
+    """A read-only plain-dict copy of a protobuf map (a comprehension is ~2x faster than dict(map))."""
+    if not wire_map:
+        return _EMPTY
+    return MappingProxyType({key: wire_map[key] for key in wire_map})
 
 
 def resources_from_wire(wire: pb.LinuxContainerResources) -> Resources:
@@ -67,8 +76,8 @@ def pod_request(req: pb.PodSandboxHookRequest) -> PodRequest:
         namespace=namespace,
         name=name,
         uid=uid,
-        labels=frozen_map(req.labels),
-        annotations=frozen_map(req.annotations),
+        labels=_frozen(req.labels),
+        annotations=_frozen(req.annotations),
         cgroup_parent=req.cgroup_parent,
         runtime_handler=req.runtime_handler,
         attempt=attempt,
@@ -93,8 +102,8 @@ def container_request(req: pb.ContainerResourceHookRequest) -> ContainerRequest:
         namespace=namespace,
         name=name,
         uid=uid,
-        labels=frozen_map(req.pod_labels),
-        annotations=frozen_map(req.pod_annotations),
+        labels=_frozen(req.pod_labels),
+        annotations=_frozen(req.pod_annotations),
         cgroup_parent=req.pod_cgroup_parent,
         attempt=attempt,
         resources=resources_from_wire(req.pod_resources) if req.HasField("pod_resources") else _NO_RESOURCES,
@@ -105,8 +114,8 @@ def container_request(req: pb.ContainerResourceHookRequest) -> ContainerRequest:
         name=meta.name,
         container_id=meta.id,
         attempt=meta.attempt,
-        annotations=frozen_map(req.container_annotations),
-        envs=frozen_map(req.container_envs),
+        annotations=_frozen(req.container_annotations),
+        envs=_frozen(req.container_envs),
         resources=(
             resources_from_wire(req.container_resources) if req.HasField("container_resources") else _NO_RESOURCES
         ),

@@ -1,8 +1,9 @@
-"""Store layer: the one state store (pods, containers, node, NodeSLO, audit; time series in issue 5)."""
+"""Store layer: the one state store (pods, containers, node, NodeSLO, audit, time series)."""
 
 from hookserver.store.audit import AuditLog, DecisionRecord, HookEventRecord, WriteRecord
 from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
 from hookserver.store.state import StateStore, StoreSnapshot
+from hookserver.store.timeseries import SeriesKey, TimeSeriesStore, WindowStats, series_key
 
 __all__ = [
     "AuditLog",
@@ -11,7 +12,11 @@ __all__ = [
     "HookEventRecord",
     "NodeRecord",
     "PodRecord",
+    "SeriesKey",
     "StateStore",
     "StoreSnapshot",
+    "TimeSeriesStore",
+    "WindowStats",
     "WriteRecord",
+    "series_key",
 ]

@@ -7,6 +7,7 @@ without copying on every call, and no lock is ever held across I/O or an await.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -15,9 +16,19 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.store.audit import AuditLog
+from hookserver.store.changes import (
+    CHANGE_FIELDS as CHANGE_KINDS_ALL,
+    PodChange,
+    PodListener,
+    merge_pod_records,
+    pod_changed_fields,
+)
 from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
+from hookserver.store.timeseries import TimeSeriesStore
 
 __all__ = ["StateStore", "StoreSnapshot"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +43,7 @@ class StoreSnapshot:
     node_slo: Any = None
     node_slo_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     stale: bool = False
+    node_metric: Any = None
 
     def pod_by_key(self, namespace: str, name: str) -> PodRecord | None:
         return self.pods_by_key.get(f"{namespace}/{name}")
@@ -53,8 +65,13 @@ class StateStore:
         self._node_slo: Any = None
         self._node_slo_sources: dict[str, str] = {}
         self._stale = False
+        self._node_metric: Any = None
+        self._pod_listeners: tuple[PodListener, ...] = ()
         self._snapshot: StoreSnapshot | None = None
+        self._containers_base: StoreSnapshot | None = None  # see _bump_containers
         self.audit = AuditLog(capacity=audit_capacity)
+        # Measured samples (collectors): bounded rings, retention set by build_collectors (issue 5).
+        self.series = TimeSeriesStore(clock=clock)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -71,7 +88,25 @@ class StateStore:
                 record = _replace(record, first_seen=self._clock())
             self._pods[record.uid] = record
             self._bump()
-            return old
+        self._notify_pod(old, record)
+        return old
+
+    def merge_pod(self, record: PodRecord, *, authoritative: frozenset[str] = frozenset()) -> PodRecord:
+        """Upsert `record` merged over the stored copy (see `merge_pod_records`). Returns what is stored.
+
+        The read-modify-write happens under the lock, so two sources racing on one pod never lose a field.
+        """
+        with self._lock:
+            old = self._pods.get(record.uid)
+            merged = merge_pod_records(old, record, authoritative=authoritative)
+            if old is not None and old.first_seen:
+                merged = _replace(merged, first_seen=old.first_seen)
+            elif not merged.first_seen:
+                merged = _replace(merged, first_seen=self._clock())
+            self._pods[record.uid] = merged
+            self._bump()
+        self._notify_pod(old, merged)
+        return merged
 
     def remove_pod(self, uid: str) -> PodRecord | None:
         with self._lock:
@@ -80,20 +115,55 @@ class StateStore:
                 for cid in [c.id for c in self._containers.values() if c.pod_uid == uid]:
                     del self._containers[cid]
                 self._bump()
-            return old
+        if old is not None:
+            self._notify_pod(old, None)
+        return old
+
+    def subscribe_pods(self, listener: PodListener) -> Callable[[], None]:
+        """Call `listener` on pod adds, deletes and updates that change resources, QoS, priority,
+        hook-relevant annotations or phase. Returns the unsubscribe function."""
+        with self._lock:
+            self._pod_listeners = (*self._pod_listeners, listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._pod_listeners = tuple(x for x in self._pod_listeners if x is not listener)
+
+        return unsubscribe
+
+    def _notify_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        listeners = self._pod_listeners
+        if not listeners:
+            return
+        if old is None and new is not None:
+            change = PodChange("added", new.uid, None, new, frozenset(CHANGE_KINDS_ALL))
+        elif new is None and old is not None:
+            change = PodChange("deleted", old.uid, old, None, frozenset(CHANGE_KINDS_ALL))
+        elif old is not None and new is not None:
+            changed = pod_changed_fields(old, new)
+            if not changed:
+                return
+            change = PodChange("updated", new.uid, old, new, changed)
+        else:
+            return
+        for listener in listeners:
+            try:
+                listener(change)
+            except Exception:  # noqa: BLE001 - a listener's bug must not fail the writer (informer, hook)
+                _log.exception("pod listener %r failed on %s %s", listener, change.kind, change.uid)
 
     def upsert_container(self, record: ContainerRecord) -> ContainerRecord | None:
         with self._lock:
             old = self._containers.get(record.id)
             self._containers[record.id] = record
-            self._bump()
+            self._bump_containers()
             return old
 
     def remove_container(self, container_id: str) -> ContainerRecord | None:
         with self._lock:
             old = self._containers.pop(container_id, None)
             if old is not None:
-                self._bump()
+                self._bump_containers()
             return old
 
     def set_node(self, node: NodeRecord | None) -> None:
@@ -108,6 +178,12 @@ class StateStore:
             self._node_slo_sources = dict(sources or {})
             self._bump()
 
+    def set_node_metric(self, spec: Any) -> None:
+        """The NodeMetric spec (reporting cadence) from the informer; None when there is none."""
+        with self._lock:
+            self._node_metric = spec
+            self._bump()
+
     def set_stale(self, stale: bool) -> None:
         with self._lock:
             if self._stale != stale:
@@ -116,6 +192,15 @@ class StateStore:
 
     def _bump(self) -> None:
         self._version += 1
+        self._snapshot = None
+        self._containers_base = None
+
+    def _bump_containers(self) -> None:
+        """Only containers changed: the next snapshot reuses the last one's pod maps (every hook call
+        records its container, and rebuilding the pod indexes each time made snapshots O(pods) per call)."""
+        self._version += 1
+        if self._snapshot is not None:
+            self._containers_base = self._snapshot
         self._snapshot = None
 
     # -- readers ---------------------------------------------------------------------------------
@@ -126,6 +211,15 @@ class StateStore:
         with self._lock:
             if self._snapshot is not None:
                 return self._snapshot
+            base = self._containers_base
+            if base is not None:
+                # Only containers changed since `base`: anything derived from containers must be rebuilt here.
+                snap = replace(
+                    base, version=self._version, taken_at=self._clock(),
+                    containers=MappingProxyType(dict(self._containers)),
+                )
+                self._snapshot = snap
+                return snap
             pods = dict(self._pods)
             snap = StoreSnapshot(
                 version=self._version,
@@ -138,6 +232,7 @@ class StateStore:
                 node_slo=self._node_slo,
                 node_slo_sources=MappingProxyType(dict(self._node_slo_sources)),
                 stale=self._stale,
+                node_metric=self._node_metric,
             )
             self._snapshot = snap
             return snap

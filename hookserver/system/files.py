@@ -14,7 +14,7 @@ import os
 
 from hookserver.errors import SystemFileError
 
-__all__ = ["MAX_READ_BYTES", "exists", "read_int", "read_kv", "read_text"]
+__all__ = ["MAX_READ_BYTES", "exists", "is_dir", "read_int", "read_kv", "read_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,3 +89,8 @@ def read_kv(path: str) -> dict[str, int]:
 def exists(path: str) -> bool:
     """Whether a path exists (follows symlinks). Here so callers never need `os` for system paths."""
     return os.path.exists(path)
+
+
+def is_dir(path: str) -> bool:
+    """Whether a path is a directory (follows symlinks)."""
+    return os.path.isdir(path)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from hookserver.hooks import ContainerRequest, HookRegistry, PodRequest, Stage, run_stage
 from hookserver.hooks.plugins import BatchResourcePlugin
-from hookserver.hooks.plugins.batch_formulas import (
+from hookserver.cgroupmath import (
     milli_cpu_to_quota,
     milli_cpu_to_shares,
     shares_to_weight,

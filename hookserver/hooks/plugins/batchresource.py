@@ -12,7 +12,7 @@ from typing import Any
 
 from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, Resources
 from hookserver.hooks.outcome import HookResult
-from hookserver.hooks.plugins.batch_formulas import (
+from hookserver.cgroupmath import (
     apply_quota_rule,
     milli_cpu_to_quota,
     milli_cpu_to_shares,

@@ -1,4 +1,4 @@
-"""Batch-resource formulas, exactly as koordlet computes them (reference §4.2-4.6).
+"""cgroup CPU arithmetic shared by hooks and the executor: batch-resource formulas and v1<->v2 conversions (reference §4.2-4.6).
 
 Pure integer arithmetic: batch-cpu is in milli-cores, memory in bytes, -1 means unlimited.
 """

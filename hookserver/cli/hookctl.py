@@ -1,0 +1,148 @@
+"""`hookctl`: ask a running hookserver what it knows and why it decided what it did.
+
+    hookctl [--socket PATH] status | pods | explain NS/NAME | events | writes   [-o json]
+            slo | top [--window S] | metrics QUERY | nri
+
+Talks to the debug API on a unix socket (default /var/run/hookserver/debug.sock, or $HOOKCTL_SOCKET).
+Output is a table or `key: value` lines by default; `-o json` prints the server's JSON, indented with
+sorted keys. Any failure prints one line to stderr and exits 1 (2 for a usage error), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from hookserver.debug.client import DEFAULT_SOCKET, DEFAULT_TIMEOUT_S, DebugCallError, DebugClient
+from hookserver.debug.podref import parse_pod_key
+from hookserver.debug.render import render
+from hookserver.errors import InputError
+
+__all__ = ["build_parser", "main"]
+
+ENV_SOCKET = "HOOKCTL_SOCKET"
+_EXIT_ERROR = 1
+_EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # `-o` is accepted before or after the command; SUPPRESS keeps a subcommand from resetting it.
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "-o", "--output", choices=["table", "json"], default=argparse.SUPPRESS, help="output format (default table)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="hookctl", description="Inspect a running hookserver through its debug socket.", parents=[output]
+    )
+    parser.add_argument(
+        "--socket",
+        default=None,
+        help=f"debug socket (default ${ENV_SOCKET} or {DEFAULT_SOCKET})",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds to wait for a reply (default {DEFAULT_TIMEOUT_S:g})"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("status", parents=[output], help="node, store and process status")
+    sub.add_parser("pods", parents=[output], help="pods the agent knows")
+    explain = sub.add_parser("explain", parents=[output], help="what each hook decided for a pod, and why")
+    explain.add_argument("pod", metavar="NAMESPACE/NAME")
+    events = sub.add_parser("events", parents=[output], help="recent hook calls: rpc, latency, result")
+    events.add_argument("--limit", type=int, default=0, help="how many, newest last (default 50)")
+    writes = sub.add_parser("writes", parents=[output], help="recent cgroup writes")
+    writes.add_argument("--limit", type=int, default=0, help="how many, newest last (default 50)")
+    writes.add_argument("--path", default="", dest="path_contains", help="only paths containing this text")
+    sub.add_parser("slo", parents=[output], help="the effective NodeSLO and where each part came from")
+    top = sub.add_parser("top", parents=[output], help="node and pod CPU/memory now and p95 over a window")
+    top.add_argument("--window", type=int, default=0, help="window in seconds (default 300)")
+    metrics = sub.add_parser("metrics", parents=[output], help="a raw time-series query")
+    metrics.add_argument("query")
+    sub.add_parser("nri", parents=[output], help="the NRI connection")
+    return parser
+
+
+def _non_negative(value: int, flag: str) -> int:
+    if value < 0 or value > 2**32 - 1:
+        raise InputError(f"must be between 0 and {2**32 - 1}, got {value}", field=flag)
+    return value
+
+
+def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]:
+    """The call for the chosen command; argument errors surface before anything is dialed."""
+    command = args.command
+    if command == "explain":
+        namespace, name = parse_pod_key(args.pod)
+        return lambda: client.explain(namespace, name)
+    if command == "events":
+        limit = _non_negative(args.limit, "--limit")
+        return lambda: client.events(limit=limit)
+    if command == "writes":
+        limit = _non_negative(args.limit, "--limit")
+        return lambda: client.writes(limit=limit, path_contains=args.path_contains)
+    if command == "top":
+        window = _non_negative(args.window, "--window")
+        return lambda: client.top(window_seconds=window)
+    if command == "metrics":
+        if not args.query.strip():
+            raise InputError("is empty: give a time-series query", field="QUERY")
+        return lambda: client.metrics(args.query)
+    simple: dict[str, Callable[[], str]] = {
+        "status": client.status,
+        "pods": client.pods,
+        "slo": client.slo,
+        "nri": client.nri,
+    }
+    return simple[command]
+
+
+def _print_reply(text: str, output: str, out: TextIO) -> None:
+    doc: Any = json.loads(text)
+    if output == "json":
+        out.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    else:
+        out.write(render(doc) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return the exit status (0 ok, 1 failed call, 2 usage error)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has already printed usage and the error (or --help)
+        return exc.code if isinstance(exc.code, int) else _EXIT_USAGE
+    socket_path = args.socket or os.environ.get(ENV_SOCKET) or DEFAULT_SOCKET
+    output = getattr(args, "output", "table")
+    if args.timeout <= 0:
+        print(f"hookctl: error: --timeout must be positive, got {args.timeout:g}", file=sys.stderr)
+        return _EXIT_USAGE
+    with DebugClient(socket_path, timeout_s=args.timeout) as client:
+        try:
+            call = _request(args, client)
+        except InputError as exc:
+            print(f"hookctl: error: {exc}", file=sys.stderr)
+            return _EXIT_USAGE
+        try:
+            text = call()
+        except DebugCallError as exc:
+            print(f"hookctl: error: {exc}", file=sys.stderr)
+            return _EXIT_ERROR
+    try:
+        _print_reply(text, output, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `hookctl events | head`: the reader left. Point stdout at /dev/null so the interpreter's
+        # final flush does not print a traceback, and exit quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _EXIT_ERROR
+    except ValueError as exc:
+        print(f"hookctl: error: the server sent a reply that is not JSON: {exc}", file=sys.stderr)
+        return _EXIT_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Informer layer (beside hooks | qos | executor; only this package imports `kubernetes`): pods, the
+node, NodeSLO and NodeMetric from the apiserver, the kubelet or local files, into the state store.
+
+    informer = build_informer(settings, store=store, registry=registry)
+    await informer.run(stop)      # never raises for outages: marks the store stale, reconnects
+    informer.status()             # hookctl status: per source connected, last sync, rv, stale, counts
+    informer.slo_report()         # hookctl slo: effective NodeSLO and where each part came from
+
+Only the settings are imported eagerly: `hookserver.config` needs them, and importing the kubernetes
+client costs about a second, which `hookctl` should not pay. Everything else loads on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hookserver.informer.settings import InformerSettings, KubeletSettings
+
+__all__ = [
+    "ApiClientTransport",
+    "Informer",
+    "InformerMetrics",
+    "InformerSettings",
+    "KubeTransport",
+    "KubeletPodSource",
+    "KubeletSettings",
+    "NodeHandler",
+    "NodeMetricHandler",
+    "NodeSLOHandler",
+    "ObjectHandler",
+    "PodHandler",
+    "Reflector",
+    "ResourceKind",
+    "SLOFileSource",
+    "SLOState",
+    "Source",
+    "WatchStream",
+    "build_informer",
+    "load_client_configuration",
+    "resolve_mode",
+]
+
+_LAZY = {
+    "ApiClientTransport": "transport",
+    "KubeTransport": "transport",
+    "WatchStream": "transport",
+    "load_client_configuration": "transport",
+    "Informer": "informer",
+    "Source": "informer",
+    "build_informer": "informer",
+    "resolve_mode": "informer",
+    "InformerMetrics": "metrics",
+    "KubeletPodSource": "kubelet",
+    "NodeHandler": "handlers",
+    "NodeMetricHandler": "handlers",
+    "NodeSLOHandler": "handlers",
+    "ObjectHandler": "handlers",
+    "PodHandler": "handlers",
+    "Reflector": "reflector",
+    "ResourceKind": "reflector",
+    "SLOFileSource": "slo_file",
+    "SLOState": "slo_state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

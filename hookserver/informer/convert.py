@@ -1,0 +1,170 @@
+"""Kubernetes JSON objects (as the apiserver and the kubelet serve them) into store records.
+
+Hand-written, not pydantic: this runs once per watch event and must stay in the tens of microseconds.
+Anything malformed raises InputError naming the field, and the caller logs and skips that one object.
+Quantities are checked with the exact parser, so a garbage request never reaches a hook.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from hookserver.errors import InputError, QuantityError
+from hookserver.quantity import parse_quantity
+from hookserver.store.records import NodeRecord, PodRecord
+
+__all__ = ["POD_FIELDS_FROM_API", "node_from_json", "object_key", "pod_from_json", "resource_version_of"]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+# Fields an apiserver/kubelet pod copy owns: taken as given even when empty. sandbox_id and cgroup_parent
+# are the runtime's (learned from hooks and NRI) and are kept when the API copy has none.
+POD_FIELDS_FROM_API = frozenset({
+    "labels", "annotations", "qos_class", "kube_qos", "priority", "priority_class", "phase", "node_name",
+    "runtime_class", "container_specs", "resource_version", "source", "updated_at", "namespace", "name",
+})
+
+
+def _mapping(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return _EMPTY
+    if value.__class__ is dict:  # what json.loads gives: skip the slower ABC check
+        return value
+    if not isinstance(value, Mapping):
+        raise InputError(f"must be an object, got {type(value).__name__}", field=f"{where}.{key}")
+    return value
+
+
+def _str_map(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
+    value = _mapping(obj, key, where)
+    if not value:
+        return _EMPTY
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise InputError(f"value must be a string, got {type(v).__name__}", field=f"{where}.{key}[{k}]")
+    return MappingProxyType(dict(value))
+
+
+def _str(obj: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str:
+    value = obj.get(key)
+    if value is None or value == "":
+        if required:
+            raise InputError("is required", field=f"{where}.{key}")
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"must be a string, got {type(value).__name__}", field=f"{where}.{key}")
+    return value
+
+
+def _quantities(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
+    values = _mapping(obj, key, where)
+    if not values:
+        return _EMPTY
+    out: dict[str, str] = {}
+    for name, raw in values.items():
+        text = str(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else raw
+        if not isinstance(text, str):
+            raise InputError(f"must be a quantity string, got {type(raw).__name__}", field=f"{where}.{key}[{name}]")
+        problem = _quantity_problem(text)
+        if problem:
+            raise InputError(problem, field=f"{where}.{key}[{name}]")
+        out[str(name)] = text
+    return MappingProxyType(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_problem(text: str) -> str:
+    """"" when `text` parses. Cached: a node's pods repeat a few dozen quantity strings, and the exact
+    parser costs more than the rest of a watch event's conversion."""
+    try:
+        parse_quantity(text)
+    except QuantityError as exc:
+        return str(exc)
+    return ""
+
+
+def resource_version_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        rv = meta.get("resourceVersion")
+        if isinstance(rv, str):
+            return rv
+    return ""
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """uid if present, else namespace/name: what a DELETED event needs to find the object."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ""
+    uid = meta.get("uid")
+    if isinstance(uid, str) and uid:
+        return uid
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
+    if not isinstance(obj, Mapping):
+        raise InputError(f"pod must be an object, got {type(obj).__name__}", field="pod")
+    meta = _mapping(obj, "metadata", "pod")
+    spec = _mapping(obj, "spec", "pod")
+    status = _mapping(obj, "status", "pod")
+    uid = _str(meta, "uid", "metadata", required=True)
+    namespace = _str(meta, "namespace", "metadata", required=True)
+    name = _str(meta, "name", "metadata", required=True)
+    labels = _str_map(meta, "labels", "metadata")
+    priority = spec.get("priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise InputError(f"must be an integer, got {priority!r}", field="spec.priority")
+    containers = spec.get("containers") or []
+    if not isinstance(containers, list):
+        raise InputError(f"must be a list, got {type(containers).__name__}", field="spec.containers")
+    specs: dict[str, tuple[Mapping[str, str], Mapping[str, str]]] = {}
+    for index, container in enumerate(containers):
+        where = f"spec.containers[{index}]"
+        if not isinstance(container, Mapping):
+            raise InputError(f"must be an object, got {type(container).__name__}", field=where)
+        cname = _str(container, "name", where, required=True)
+        resources = _mapping(container, "resources", where)
+        specs[cname] = (
+            _quantities(resources, "requests", f"{where}.resources"),
+            _quantities(resources, "limits", f"{where}.resources"),
+        )
+    return PodRecord(
+        uid=uid,
+        namespace=namespace,
+        name=name,
+        labels=labels,
+        annotations=_str_map(meta, "annotations", "metadata"),
+        qos_class=labels.get("koordinator.sh/qosClass", ""),
+        kube_qos=_str(status, "qosClass", "status"),
+        priority=priority,
+        priority_class=_str(spec, "priorityClassName", "spec"),
+        phase=_str(status, "phase", "status"),
+        node_name=_str(spec, "nodeName", "spec"),
+        runtime_class=_str(spec, "runtimeClassName", "spec"),
+        source=source,
+        updated_at=now,
+        container_specs=MappingProxyType(specs),
+        resource_version=_str(meta, "resourceVersion", "metadata"),
+    )
+
+
+def node_from_json(obj: Any, *, source: str, now: float) -> NodeRecord:
+    if not isinstance(obj, Mapping):
+        raise InputError(f"node must be an object, got {type(obj).__name__}", field="node")
+    meta = _mapping(obj, "metadata", "node")
+    status = _mapping(obj, "status", "node")
+    return NodeRecord(
+        name=_str(meta, "name", "metadata", required=True),
+        labels=_str_map(meta, "labels", "metadata"),
+        annotations=_str_map(meta, "annotations", "metadata"),
+        capacity=_quantities(status, "capacity", "status"),
+        allocatable=_quantities(status, "allocatable", "status"),
+        source=source,
+        updated_at=now,
+    )

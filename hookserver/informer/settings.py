@@ -1,0 +1,71 @@
+"""Informer settings: which source, how to reach it, how often to resync, how to back off.
+
+Collected into `hookserver.config.Settings.informer`. Defaults follow koordlet's states informer
+(reference §7: kubelet sync every 10 s, 3 s timeout, read-only port 10255) and client-go's reflector
+(watch timeouts of 5–10 min, exponential backoff with jitter, capped at 30 s).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["InformerSettings", "KubeletSettings"]
+
+
+class KubeletSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    # 10255 is the read-only port (http, no auth); 10250 is the secure port (https + bearer token).
+    port: int = Field(default=10255, ge=1, le=65535)
+    scheme: Literal["http", "https"] = "http"
+    token_file: str = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    # auto: send the bearer token on https only (the read-only port ignores it, and plain http would leak
+    # it); token: always; none: never.
+    auth: Literal["auto", "token", "none"] = "auto"
+    ca_file: str = ""
+    insecure_skip_verify: bool = False
+    sync_interval_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=3.0, gt=0)
+    max_response_bytes: int = Field(default=64 << 20, ge=1 << 10)
+
+
+class InformerSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # auto: standalone when Settings.standalone, else apiserver when a kubeconfig or in-cluster
+    # credentials exist, else standalone.
+    source: Literal["auto", "apiserver", "kubelet", "standalone"] = "auto"
+    # The Node, NodeSLO and NodeMetric come from the apiserver in apiserver and kubelet modes (when it is
+    # reachable); these switch the custom resources off for clusters without Koordinator's CRDs.
+    watch_nodeslo: bool = True
+    watch_nodemetric: bool = True
+    # Full relist every resync period (catches anything a watch could have missed); 0 disables it.
+    resync_period_s: float = Field(default=1800.0, ge=0)
+    # Server-side watch timeout; each watch picks a random value in [min, 2*min) like client-go.
+    watch_timeout_s: float = Field(default=300.0, gt=0)
+    list_timeout_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    # Go-style limit: list pages of this many items (0 = no paging).
+    list_page_size: int = Field(default=500, ge=0)
+    backoff_initial_s: float = Field(default=0.8, gt=0)
+    backoff_max_s: float = Field(default=30.0, gt=0)
+    backoff_factor: float = Field(default=2.0, ge=1.0)
+    backoff_jitter: float = Field(default=0.2, ge=0.0, le=1.0)
+    # A JSON event line longer than this is refused (and the watch restarted) instead of read into memory.
+    max_event_bytes: int = Field(default=16 << 20, ge=1 << 10)
+    # Standalone: how often to look at --slo-file for a change (mtime, size, inode).
+    slo_file_poll_s: float = Field(default=2.0, gt=0)
+    # Standalone: labels of this node, for matching ConfigMap nodeStrategies (the host has no Node object).
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    kubelet: KubeletSettings = KubeletSettings()
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> InformerSettings:
+        if self.backoff_initial_s > self.backoff_max_s:
+            raise ValueError(
+                f"backoff_initial_s ({self.backoff_initial_s}) must not exceed backoff_max_s ({self.backoff_max_s})"
+            )
+        return self

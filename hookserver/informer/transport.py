@@ -1,0 +1,209 @@
+"""How the informer reaches the apiserver: a two-call Protocol and its `kubernetes`-client implementation.
+
+The kubernetes client gives us what is hard to get right (kubeconfig and in-cluster loading, exec and
+token-refresh auth, client certificates, CA bundles, proxies); we use its configured ApiClient for raw
+GETs and read list and watch bodies as JSON ourselves. Typed models would cost more than the event
+itself, and raw streaming lets `close()` interrupt a blocked watch read from another thread at once.
+
+Only this package imports `kubernetes`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from hookserver.errors import ConfigError, InformerError
+
+__all__ = ["ApiClientTransport", "KubeTransport", "WatchStream", "load_client_configuration"]
+
+log = logging.getLogger(__name__)
+
+_ERROR_BODY_BYTES = 64 << 10
+_READ_BYTES = 64 << 10
+
+
+class WatchStream(Protocol):
+    def lines(self) -> Iterator[bytes]:
+        """Yield complete event lines until the server ends the stream or `close()` is called."""
+        ...
+
+    def close(self) -> None:
+        """Interrupt a blocked `lines()` from any thread. Idempotent."""
+        ...
+
+
+class KubeTransport(Protocol):
+    def get_json(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> Any:
+        """GET and decode JSON. Raises InformerError with `status` set on an HTTP error."""
+        ...
+
+    def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream: ...
+
+    def close(self) -> None: ...
+
+
+def load_client_configuration(kubeconfig: str = "") -> k8s_client.Configuration:
+    """From `kubeconfig` if given, else in-cluster (service account). ConfigError names what failed."""
+    configuration = k8s_client.Configuration()
+    try:
+        if kubeconfig:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration, persist_config=False
+            )
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config"
+        raise ConfigError(f"{where}: {exc}") from exc
+    return configuration
+
+
+def _status_error(method_path: str, response: urllib3.BaseHTTPResponse) -> InformerError:
+    body = b""
+    try:
+        body = response.read(_ERROR_BODY_BYTES)
+    except (urllib3.exceptions.HTTPError, OSError):
+        body = b""
+    finally:
+        response.release_conn()
+    reason = response.reason or ""
+    message = ""
+    try:
+        status = json.loads(body)
+        if isinstance(status, Mapping):
+            reason = str(status.get("reason") or reason)
+            message = str(status.get("message") or "")
+    except ValueError:
+        message = body[:200].decode("utf-8", "replace")
+    return InformerError(
+        f"{method_path}: HTTP {response.status} {reason}{': ' + message if message else ''}",
+        status=response.status,
+        reason=reason,
+    )
+
+
+class _ResponseLines:
+    """Lines of a streaming HTTP body. `close()` shuts the socket so a blocked read returns now."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, *, what: str, max_line_bytes: int) -> None:
+        self._response = response
+        self._what = what
+        self._max = max_line_bytes
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def lines(self) -> Iterator[bytes]:
+        buffer = b""
+        try:
+            while not self._closed.is_set():
+                chunk = self._response.read1(_READ_BYTES)
+                if not chunk:
+                    break
+                buffer += chunk
+                start = 0
+                while True:
+                    end = buffer.find(b"\n", start)
+                    if end < 0:
+                        break
+                    line = buffer[start:end]
+                    start = end + 1
+                    if line.strip():
+                        yield line
+                buffer = buffer[start:]
+                if len(buffer) > self._max:
+                    raise InformerError(f"{self._what}: event line longer than {self._max} bytes")
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as exc:
+            if self._closed.is_set():
+                return
+            raise InformerError(f"{self._what}: stream broken: {exc}") from exc
+        if buffer.strip() and not self._closed.is_set():
+            yield buffer
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+        response = self._response
+        try:
+            response.shutdown()  # wakes a reader blocked in recv() on another thread
+        except (ValueError, RuntimeError, OSError, NotImplementedError):
+            pass  # already released or never connected: nothing is blocked on it
+        try:
+            response.close()
+            response.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            log.debug("%s: close: %s", self._what, exc)
+
+
+class ApiClientTransport:
+    """KubeTransport over a configured `kubernetes.client.ApiClient`."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        connect_timeout_s: float = 5.0,
+        max_event_bytes: int = 16 << 20,
+    ) -> None:
+        if configuration.retries is None:
+            # Our reflector retries with jittered backoff; urllib3's own immediate retries would only
+            # triple the connection attempts (and warnings) against an apiserver that is down.
+            configuration.retries = 0
+        self._api = k8s_client.ApiClient(configuration)
+        self._connect_timeout_s = connect_timeout_s
+        self._max_event_bytes = max_event_bytes
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    def _get(self, path: str, params: Mapping[str, str], read_timeout_s: float) -> urllib3.BaseHTTPResponse:
+        what = f"GET {path}"
+        try:
+            method, url, headers, _body, _post = self._api.param_serialize(
+                "GET",
+                path,
+                query_params=list(params.items()),
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            rest = self._api.call_api(
+                method, url, header_params=headers, _request_timeout=(self._connect_timeout_s, read_timeout_s)
+            )
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
+            raise InformerError(f"{what}: {exc}") from exc
+        response: urllib3.BaseHTTPResponse = rest.response
+        if not 200 <= response.status < 300:
+            raise _status_error(what, response)
+        return response
+
+    def get_json(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> Any:
+        response = self._get(path, params, timeout_s)
+        try:
+            body = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise InformerError(f"GET {path}: body: {exc}") from exc
+        finally:
+            response.release_conn()
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise InformerError(f"GET {path}: response is not JSON: {exc}") from exc
+
+    def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream:
+        response = self._get(path, params, timeout_s)
+        return _ResponseLines(response, what=f"WATCH {path}", max_line_bytes=self._max_event_bytes)
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]

@@ -1,0 +1,361 @@
+"""The Plugin service we serve on mux conn 1: NRI requests in, hook dispatches, NRI replies out.
+
+There is no hook logic here: each event becomes a `PodRequest`/`ContainerRequest` and goes through
+`HookDispatcher`, exactly as the proxy's requests do. What lives here is the NRI contract:
+
+* Every answer comes inside the runtime's deadline. A dispatch runs in a worker thread under
+  `asyncio.timeout(budget)`, budget = half the request timeout from Configure (or the call's own
+  deadline if tighter): a slow path gives up and answers before NRI would drop the plugin.
+* Failure policy, applied once here: under Ignore a timeout or an internal error answers "no
+  change" and is recorded (audit event, metrics, status). Under Fail a hook rejection answers
+  status UNKNOWN (the runtime then fails the operation), a timeout DEADLINE_EXCEEDED and an
+  internal error INTERNAL. Synchronize and the stop/remove bookkeeping never fail.
+* Split Synchronize: chunks with `more` are gathered and answered `more=true` with no updates; the
+  last chunk is answered with updates for the whole set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from hookserver.api import nri_pb2
+from hookserver.dispatch import HookDispatcher, HookRejected
+from hookserver.errors import HookServerError
+from hookserver.hooks.context import PodRequest
+from hookserver.hooks.outcome import FailurePolicy
+from hookserver.hooks.registry import HookRegistry
+from hookserver.hooks.stages import Stage
+from hookserver.nri.conn import Handler
+from hookserver.nri.events import EVENT_STAGES, Event, mask_words, subscription_mask, valid_mask_for
+from hookserver.nri.status import NriStatus
+from hookserver.nri.translate import adjustment_for, container_request, pod_request, update_for
+from hookserver.nri.ttrpc import Code, StatusError
+from hookserver.store.audit import HookEventRecord
+
+__all__ = ["BUDGET_FRACTION", "DEFAULT_REQUEST_TIMEOUT_S", "DOOR", "PLUGIN_SERVICE", "RUNTIME_SERVICE", "PluginService"]
+
+log = logging.getLogger(__name__)
+
+PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
+RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+DOOR = "nri"
+DEFAULT_REQUEST_TIMEOUT_S = 2.0
+BUDGET_FRACTION = 0.5
+
+_M = TypeVar("_M", bound=Message)
+_T = TypeVar("_T")
+_STOPPED = nri_pb2.ContainerState.Value("CONTAINER_STOPPED")
+
+_POD_RPCS: dict[Event, tuple[Any, Any]] = {
+    Event.RUN_POD_SANDBOX: (nri_pb2.RunPodSandboxRequest, nri_pb2.RunPodSandboxResponse),
+    Event.STOP_POD_SANDBOX: (nri_pb2.StopPodSandboxRequest, nri_pb2.StopPodSandboxResponse),
+    Event.REMOVE_POD_SANDBOX: (nri_pb2.RemovePodSandboxRequest, nri_pb2.RemovePodSandboxResponse),
+    Event.POST_UPDATE_POD_SANDBOX: (nri_pb2.PostUpdatePodSandboxRequest, nri_pb2.PostUpdatePodSandboxResponse),
+}
+_CONTAINER_RPCS: dict[Event, tuple[Any, Any]] = {
+    Event.POST_CREATE_CONTAINER: (nri_pb2.PostCreateContainerRequest, nri_pb2.PostCreateContainerResponse),
+    Event.START_CONTAINER: (nri_pb2.StartContainerRequest, nri_pb2.StartContainerResponse),
+    Event.POST_START_CONTAINER: (nri_pb2.PostStartContainerRequest, nri_pb2.PostStartContainerResponse),
+    Event.POST_UPDATE_CONTAINER: (nri_pb2.PostUpdateContainerRequest, nri_pb2.PostUpdateContainerResponse),
+    Event.REMOVE_CONTAINER: (nri_pb2.RemoveContainerRequest, nri_pb2.RemoveContainerResponse),
+}
+
+
+class PluginService:
+    """One connection's Plugin service. A fresh one per connection, so sync state never leaks."""
+
+    def __init__(
+        self,
+        *,
+        dispatcher: HookDispatcher,
+        registry: HookRegistry,
+        policy: FailurePolicy,
+        status: NriStatus,
+        pool: Executor,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._registry = registry
+        self._policy = policy
+        self._status = status
+        self._pool = pool
+        self._clock = clock
+        self._request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
+        self._sync_pods: list[nri_pb2.PodSandbox] = []
+        self._sync_containers: list[nri_pb2.Container] = []
+        self._sync_chunks = 0
+        self.configured = asyncio.Event()
+        self.synchronized = asyncio.Event()
+
+    def methods(self) -> dict[str, Handler]:
+        """Method name -> wire handler. Methods not listed (UpdatePodSandbox, ValidateContainerAdjustment:
+        never subscribed, no StateChange fallback) are answered UNIMPLEMENTED by the server."""
+        w = self._wire
+        table: dict[str, Handler] = {
+            "Configure": w("Configure", nri_pb2.ConfigureRequest, self.configure),
+            "Synchronize": w("Synchronize", nri_pb2.SynchronizeRequest, self.synchronize),
+            "Shutdown": w("Shutdown", nri_pb2.Empty, self.shutdown),
+            "CreateContainer": w("CreateContainer", nri_pb2.CreateContainerRequest, self.create_container),
+            "UpdateContainer": w("UpdateContainer", nri_pb2.UpdateContainerRequest, self.update_container),
+            "StopContainer": w("StopContainer", nri_pb2.StopContainerRequest, self.stop_container),
+            "StateChange": w("StateChange", nri_pb2.StateChangeEvent, self.state_change),
+        }
+        # The dedicated per-event rpcs of nri v0.12 take the same path as their StateChange form.
+        for event, (request_type, reply_type) in _POD_RPCS.items():
+            table[event.word] = w(event.word, request_type, self._pod_rpc(event, reply_type))
+        for event, (request_type, reply_type) in _CONTAINER_RPCS.items():
+            table[event.word] = w(event.word, request_type, self._ctr_rpc(event, reply_type))
+        return table
+
+    # -- configure and synchronize ---------------------------------------------------------------
+    async def configure(self, req: nri_pb2.ConfigureRequest, budget: float) -> nri_pb2.ConfigureResponse:
+        st = self._status
+        st.runtime_name, st.runtime_version, st.nri_version = req.runtime_name, req.runtime_version, req.NRI_version
+        st.registration_timeout_ms, st.request_timeout_ms = req.registration_timeout, req.request_timeout
+        if req.request_timeout > 0:
+            self._request_timeout_s = req.request_timeout / 1000
+        valid = valid_mask_for(req.runtime_name, req.runtime_version, req.NRI_version)
+        mask = subscription_mask(self._registry.stages(), valid)
+        if mask == 0:  # 0 would subscribe us to everything: refuse rather than return it
+            raise StatusError(Code.FAILED_PRECONDITION, "no event to subscribe to")
+        st.event_mask, st.valid_mask = mask, valid
+        if req.config:
+            log.info("nri: ignoring the %d-byte plugin config the runtime passed", len(req.config))
+        log.info(
+            "nri: configured by %s %s (nri %s, request timeout %s ms): subscribing to %s (mask %#x)",
+            req.runtime_name or "?", req.runtime_version or "?", req.NRI_version or "unknown",
+            req.request_timeout or "default", ", ".join(mask_words(mask)), mask,
+        )
+        self.configured.set()
+        return nri_pb2.ConfigureResponse(events=mask)
+
+    async def synchronize(self, req: nri_pb2.SynchronizeRequest, budget: float) -> nri_pb2.SynchronizeResponse:
+        self._sync_pods.extend(req.pods)
+        self._sync_containers.extend(req.containers)
+        self._sync_chunks += 1
+        if req.more:
+            return nri_pb2.SynchronizeResponse(more=True)
+        pods, containers = self._sync_pods, self._sync_containers
+        self._sync_pods, self._sync_containers = [], []
+        updates: list[nri_pb2.ContainerUpdate] = []
+        await self._guarded(
+            "Synchronize", "", "", lambda: self._sync_work(pods, containers, updates), budget, may_fail=False
+        )
+        collected = list(updates)  # on a timeout the worker may still append: answer what is ready
+        st = self._status
+        st.sync_pods, st.sync_containers, st.sync_updates = len(pods), len(containers), len(collected)
+        st.sync_chunks, self._sync_chunks = self._sync_chunks, 0
+        log.info("nri: synchronized %d pods, %d containers; %d updates", len(pods), len(containers), len(collected))
+        self.synchronized.set()
+        return nri_pb2.SynchronizeResponse(update=collected, more=False)
+
+    def _sync_work(
+        self, pods: list[nri_pb2.PodSandbox], containers: list[nri_pb2.Container], out: list[nri_pb2.ContainerUpdate]
+    ) -> None:
+        """Load the store and re-apply values: pod level to the pod cgroup, containers as updates.
+
+        Sync never fails: an item that is rejected (Fail policy) or does not translate is logged and
+        skipped, and the rest goes on.
+        """
+        dispatcher = self._dispatcher
+        by_sandbox: dict[str, PodRequest] = {}
+        for pod in pods:
+            try:
+                request = pod_request(pod)
+                by_sandbox[pod.id] = request
+                dispatcher.dispatch_pod(Stage.PRE_RUN_POD_SANDBOX, request, door=DOOR, rpc="Synchronize")
+            except HookServerError as exc:
+                self._skip_sync_item(f"pod {pod.namespace}/{pod.name}", exc)
+        for ctr in containers:
+            pod_req = by_sandbox.get(ctr.pod_sandbox_id)
+            if pod_req is None or ctr.state == _STOPPED:
+                continue
+            try:
+                creq = container_request(pod_req, ctr)
+                result = dispatcher.dispatch_container(
+                    Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, door=DOOR, rpc="Synchronize"
+                )
+                update = update_for(ctr.id, result.resources, ignore_failure=True) if result.result == "ok" else None
+            except HookServerError as exc:
+                self._skip_sync_item(f"container {pod_req.key}/{ctr.name}", exc)
+                continue
+            if update is not None:
+                out.append(update)
+
+    def _skip_sync_item(self, what: str, exc: HookServerError) -> None:
+        if isinstance(exc, HookRejected):
+            self._status.rejections += 1
+        else:
+            self._status.errors += 1
+        log.warning("nri: Synchronize: %s skipped: %s", what, exc)
+
+    async def shutdown(self, req: nri_pb2.Empty, budget: float) -> nri_pb2.Empty:
+        log.info("nri: the runtime asked the plugin to shut down; it will reconnect")
+        return nri_pb2.Empty()
+
+    # -- container events ------------------------------------------------------------------------
+    async def create_container(
+        self, req: nri_pb2.CreateContainerRequest, budget: float
+    ) -> nri_pb2.CreateContainerResponse:
+        creq = container_request(pod_request(req.pod), req.container)
+
+        def work() -> nri_pb2.CreateContainerResponse:
+            result = self._dispatcher.dispatch_container(
+                Stage.PRE_CREATE_CONTAINER, creq, door=DOOR, rpc="CreateContainer"
+            )
+            return adjustment_for(result.resources, result.envs)
+
+        reply = await self._guarded("CreateContainer", creq.pod.key, creq.name, work, budget)
+        return reply if reply is not None else nri_pb2.CreateContainerResponse()
+
+    async def update_container(
+        self, req: nri_pb2.UpdateContainerRequest, budget: float
+    ) -> nri_pb2.UpdateContainerResponse:
+        wanted = req.linux_resources if req.HasField("linux_resources") else None
+        creq = container_request(pod_request(req.pod), req.container, wanted)
+
+        def work() -> nri_pb2.UpdateContainerResponse:
+            result = self._dispatcher.dispatch_container(
+                Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, door=DOOR, rpc="UpdateContainer"
+            )
+            update = update_for(req.container.id, result.resources)
+            return nri_pb2.UpdateContainerResponse(update=[update] if update is not None else [])
+
+        reply = await self._guarded("UpdateContainer", creq.pod.key, creq.name, work, budget)
+        return reply if reply is not None else nri_pb2.UpdateContainerResponse()
+
+    async def stop_container(self, req: nri_pb2.StopContainerRequest, budget: float) -> nri_pb2.StopContainerResponse:
+        await self._container_event(Event.STOP_CONTAINER, req.pod, req.container, "StopContainer", budget)
+        return nri_pb2.StopContainerResponse()
+
+    async def state_change(self, req: nri_pb2.StateChangeEvent, budget: float) -> nri_pb2.Empty:
+        try:
+            event = Event(req.event)
+        except ValueError:
+            log.debug("nri: StateChange with unknown event %d ignored", req.event)
+            return nri_pb2.Empty()
+        rpc = f"StateChange({event.word})"
+        if req.HasField("container"):
+            await self._container_event(event, req.pod, req.container, rpc, budget)
+        else:
+            await self._pod_event(event, req.pod, rpc, budget)
+        return nri_pb2.Empty()
+
+    def _pod_rpc(self, event: Event, reply: type[_M]) -> Callable[[Any, float], Awaitable[_M]]:
+        async def handle(req: Any, budget: float) -> _M:
+            await self._pod_event(event, req.pod, event.word, budget)
+            empty: _M = reply()
+            return empty
+
+        return handle
+
+    def _ctr_rpc(self, event: Event, reply: type[_M]) -> Callable[[Any, float], Awaitable[_M]]:
+        async def handle(req: Any, budget: float) -> _M:
+            await self._container_event(event, req.pod, req.container, event.word, budget)
+            empty: _M = reply()
+            return empty
+
+        return handle
+
+    async def _pod_event(self, event: Event, pod: nri_pb2.PodSandbox, rpc: str, budget: float) -> None:
+        stage = EVENT_STAGES.get(event)
+        if stage is None or not stage.is_pod_stage:
+            return
+        preq = pod_request(pod)
+        # Only RunPodSandbox may fail the operation; stop and remove are bookkeeping and never refuse.
+        await self._guarded(
+            rpc, preq.key, "", lambda: self._dispatcher.dispatch_pod(stage, preq, door=DOOR, rpc=rpc), budget,
+            may_fail=event is Event.RUN_POD_SANDBOX,
+        )
+
+    async def _container_event(
+        self, event: Event, pod: nri_pb2.PodSandbox, ctr: nri_pb2.Container, rpc: str, budget: float
+    ) -> None:
+        if event is Event.REMOVE_CONTAINER:
+            self._dispatcher.store.remove_container(ctr.id)
+            return
+        stage = EVENT_STAGES.get(event)
+        if stage is None or stage.is_pod_stage:
+            return
+        creq = container_request(pod_request(pod), ctr)
+        await self._guarded(
+            rpc, creq.pod.key, creq.name,
+            lambda: self._dispatcher.dispatch_container(stage, creq, door=DOOR, rpc=rpc), budget,
+            may_fail=event is Event.START_CONTAINER,
+        )
+
+    # -- deadlines and policy --------------------------------------------------------------------
+    def budget(self, deadline_s: float | None) -> float:
+        base = self._request_timeout_s if deadline_s is None else min(self._request_timeout_s, deadline_s)
+        return base * BUDGET_FRACTION
+
+    async def _guarded(
+        self, rpc: str, pod_key: str, container: str, call: Callable[[], _T], budget: float, *, may_fail: bool = True
+    ) -> _T | None:
+        """Run `call` in a worker within `budget` and apply the failure policy to what goes wrong."""
+        fail = may_fail and self._policy is FailurePolicy.FAIL
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(budget):
+                return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        except TimeoutError:
+            self._status.timeouts += 1
+            message = f"no answer within the {budget * 1000:.0f} ms budget"
+            self._record(rpc, pod_key, container, "timeout", message, started)
+            log.warning("nri %s for %s: %s (%s)", rpc, pod_key or "-", message, "failing" if fail else "answering no change")
+            if fail:
+                raise StatusError(Code.DEADLINE_EXCEEDED, f"{rpc}: {message}") from None
+            return None
+        except HookRejected as exc:
+            self._status.rejections += 1
+            if not may_fail:
+                log.warning("nri %s for %s: %s (not refusable: ignored)", rpc, pod_key or "-", exc)
+                return None
+            raise StatusError(Code.UNKNOWN, str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - the front-door boundary: policy decides, nothing is lost
+            self._status.errors += 1
+            self._record(rpc, pod_key, container, "error", f"internal error: {exc}", started)
+            log.error("nri %s for %s: internal error: %s", rpc, pod_key or "-", exc, exc_info=True)
+            if fail:
+                raise StatusError(Code.INTERNAL, f"{rpc}: {exc}") from exc
+            return None
+
+    def _record(self, rpc: str, pod_key: str, container: str, result: str, error: str, started: float) -> None:
+        store = self._dispatcher.store
+        latency = time.perf_counter() - started
+        store.audit.record_event(
+            HookEventRecord(
+                ts=store.clock(), door=DOOR, rpc=rpc, pod_key=pod_key, container=container,
+                latency_s=latency, result=result, error=error,
+            )
+        )
+        metrics = self._dispatcher.metrics
+        if metrics is not None:
+            metrics.calls.labels(DOOR, rpc, result).inc()
+            metrics.latency.labels(DOOR, rpc).observe(latency)
+
+    # -- wire ------------------------------------------------------------------------------------
+    def _wire(
+        self, method: str, request_type: type[_M], fn: Callable[[_M, float], Awaitable[Message]]
+    ) -> Handler:
+        async def handler(payload: bytes, deadline_s: float | None) -> bytes:
+            self._status.calls[method] += 1
+            request = request_type()
+            try:
+                request.ParseFromString(payload)
+            except DecodeError as exc:
+                raise StatusError(
+                    Code.INVALID_ARGUMENT, f"{method}: {request_type.DESCRIPTOR.full_name} does not decode: {exc}"
+                ) from exc
+            reply = await fn(request, self.budget(deadline_s))
+            data: bytes = reply.SerializeToString()
+            return data
+
+        return handler

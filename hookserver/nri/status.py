@@ -1,0 +1,91 @@
+"""The NRI connection's state, as `hookctl nri` shows it.
+
+One mutable record per plugin, touched only from the event loop; `as_dict()` is the JSON-able copy
+the debug provider returns.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from hookserver.nri.events import mask_words
+
+__all__ = ["ConnState", "NriStatus"]
+
+
+class ConnState(enum.Enum):
+    IDLE = "idle"                  # run() not started
+    CONNECTING = "connecting"      # dialing the socket
+    REGISTERING = "registering"    # RegisterPlugin sent, not yet configured and answered
+    REGISTERED = "registered"      # registered and configured; waiting for Synchronize
+    READY = "ready"                # synchronized: receiving events
+    BACKOFF = "backoff"            # closed; waiting before the next dial
+    STOPPED = "stopped"            # run() returned
+
+
+@dataclass(slots=True)
+class NriStatus:
+    plugin: str
+    socket: str
+    state: ConnState = ConnState.IDLE
+    runtime_name: str = ""
+    runtime_version: str = ""
+    nri_version: str = ""
+    registration_timeout_ms: int = 0
+    request_timeout_ms: int = 0
+    event_mask: int = 0
+    valid_mask: int = 0
+    connections: int = 0
+    reconnects: int = 0
+    connected_since: float | None = None
+    last_error: str = ""
+    last_error_at: float | None = None
+    next_retry_s: float | None = None
+    sync_pods: int = 0
+    sync_containers: int = 0
+    sync_updates: int = 0
+    sync_chunks: int = 0
+    calls: Counter[str] = field(default_factory=Counter)
+    timeouts: int = 0
+    errors: int = 0
+    rejections: int = 0
+
+    def error(self, message: str, now: float) -> None:
+        self.last_error = message
+        self.last_error_at = now
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "plugin": self.plugin,
+            "socket": self.socket,
+            "runtime": {
+                "name": self.runtime_name,
+                "version": self.runtime_version,
+                "nri_version": self.nri_version,
+                "registration_timeout_ms": self.registration_timeout_ms,
+                "request_timeout_ms": self.request_timeout_ms,
+            },
+            "events": mask_words(self.event_mask),
+            "event_mask": f"{self.event_mask:#x}",
+            "valid_mask": f"{self.valid_mask:#x}",
+            "connections": self.connections,
+            "reconnects": self.reconnects,
+            "connected_since": self.connected_since,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "next_retry_s": self.next_retry_s,
+            "sync": {
+                "pods": self.sync_pods,
+                "containers": self.sync_containers,
+                "updates": self.sync_updates,
+                "chunks": self.sync_chunks,
+            },
+            "calls": dict(sorted(self.calls.items())),
+            "timeouts": self.timeouts,
+            "errors": self.errors,
+            "rejections": self.rejections,
+        }

@@ -1,0 +1,133 @@
+"""NRI wire messages <-> the hook contexts and results every front door shares.
+
+Pure functions, no I/O: protobuf types stop here. Pods become `PodRequest`, containers
+`ContainerRequest` (source NRI), and hook results become a `ContainerAdjustment` (at creation) or a
+`ContainerUpdate` carrying the container's id (on update and at sync: NRI files updates under that
+id, and koordlet's missing id is a known bug). Optional wrappers mean presence: a value we set is
+always written as a present wrapper, a value we do not set is left absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from hookserver.api import nri_pb2
+from hookserver.errors import InputError
+from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource, frozen_map
+from hookserver.resources import Resources
+
+__all__ = [
+    "adjustment_for",
+    "container_request",
+    "pod_request",
+    "resources_from_wire",
+    "resources_to_wire",
+    "split_env",
+    "update_for",
+]
+
+_UINT64_MAX = (1 << 64) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def pod_request(pod: nri_pb2.PodSandbox) -> PodRequest:
+    linux = pod.linux if pod.HasField("linux") else None
+    return PodRequest(
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        labels=frozen_map(pod.labels),
+        annotations=frozen_map(pod.annotations),
+        cgroup_parent=linux.cgroup_parent if linux is not None else "",
+        sandbox_id=pod.id,
+        runtime_handler=pod.runtime_handler,
+        resources=resources_from_wire(linux.resources if linux is not None and linux.HasField("resources") else None),
+        source=RequestSource.NRI,
+    )
+
+
+def container_request(
+    pod: PodRequest, container: nri_pb2.Container, resources: nri_pb2.LinuxResources | None = None
+) -> ContainerRequest:
+    """`resources` overrides the container's own (UpdateContainer's requested `linux_resources`)."""
+    if resources is None and container.HasField("linux") and container.linux.HasField("resources"):
+        resources = container.linux.resources
+    return ContainerRequest(
+        pod=pod,
+        name=container.name,
+        container_id=container.id,
+        annotations=frozen_map(container.annotations),
+        envs=frozen_map(split_env(container.env)),
+        resources=resources_from_wire(resources),
+        cgroup_parent=pod.cgroup_parent,
+        source=RequestSource.NRI,
+    )
+
+
+def split_env(env: Iterable[str]) -> dict[str, str]:
+    """"K=V" entries split at the first '='. Entries with an empty key or value are dropped, as koordlet does."""
+    out: dict[str, str] = {}
+    for entry in env:
+        key, sep, value = entry.partition("=")
+        if sep and key and value:
+            out[key] = value
+    return out
+
+
+def resources_from_wire(res: nri_pb2.LinuxResources | None) -> Resources:
+    if res is None:
+        return Resources()
+    cpu = res.cpu if res.HasField("cpu") else None
+    memory = res.memory if res.HasField("memory") else None
+    return Resources(
+        cpu_shares=cpu.shares.value if cpu is not None and cpu.HasField("shares") else None,
+        cpu_quota_us=cpu.quota.value if cpu is not None and cpu.HasField("quota") else None,
+        cpu_period_us=cpu.period.value if cpu is not None and cpu.HasField("period") else None,
+        memory_limit_bytes=memory.limit.value if memory is not None and memory.HasField("limit") else None,
+        cpuset_cpus=(cpu.cpus or None) if cpu is not None else None,
+        cpuset_mems=(cpu.mems or None) if cpu is not None else None,
+    )
+
+
+def resources_to_wire(res: Resources, out: nri_pb2.LinuxResources) -> None:
+    """Write the set fields of `res` into `out`. Out-of-range values are an InputError naming the field."""
+    if res.cpu_shares is not None:
+        out.cpu.shares.value = _ranged(res.cpu_shares, 0, _UINT64_MAX, "cpu.shares")
+    if res.cpu_quota_us is not None:
+        out.cpu.quota.value = _ranged(res.cpu_quota_us, _INT64_MIN, _INT64_MAX, "cpu.quota")
+    if res.cpu_period_us is not None:
+        out.cpu.period.value = _ranged(res.cpu_period_us, 0, _UINT64_MAX, "cpu.period")
+    if res.memory_limit_bytes is not None:
+        out.memory.limit.value = _ranged(res.memory_limit_bytes, _INT64_MIN, _INT64_MAX, "memory.limit")
+    if res.cpuset_cpus:
+        out.cpu.cpus = res.cpuset_cpus
+    if res.cpuset_mems:
+        out.cpu.mems = res.cpuset_mems
+
+
+def adjustment_for(resources: Resources, envs: Mapping[str, str]) -> nri_pb2.CreateContainerResponse:
+    """The CreateContainer reply: an adjustment of the new container only (never an update of it,
+    which the runtime rejects during creation). Nothing to change -> an empty reply."""
+    response = nri_pb2.CreateContainerResponse()
+    if not resources.is_empty():
+        resources_to_wire(resources, response.adjust.linux.resources)
+    for key in sorted(envs):
+        response.adjust.env.add(key=key, value=envs[key])
+    return response
+
+
+def update_for(container_id: str, resources: Resources, *, ignore_failure: bool = False) -> nri_pb2.ContainerUpdate | None:
+    """A ContainerUpdate for `container_id`, or None when there is nothing to update."""
+    if resources.is_empty():
+        return None
+    if not container_id:
+        raise InputError("an update needs the container id", field="container.id")
+    update = nri_pb2.ContainerUpdate(container_id=container_id, ignore_failure=ignore_failure)
+    resources_to_wire(resources, update.linux.resources)
+    return update
+
+
+def _ranged(value: int, low: int, high: int, field: str) -> int:
+    if not low <= value <= high:
+        raise InputError(f"value {value} is outside [{low}, {high}]", field=field)
+    return value

@@ -1,0 +1,187 @@
+"""ttrpc framing and envelope codec: the 10-byte frame header, status codes, the 4 MiB limit.
+
+A ttrpc frame is `[data length u32][stream id u32][type u8][flags u8][data]`, big-endian
+(reference/nri-protocol.md §1). One logical connection is a byte stream, so frames are cut out of
+it by `FrameDecoder`, which never buffers more than one frame: a frame longer than the limit is
+skipped byte by byte and reported as `OversizedFrame`, so the caller can answer that stream with
+RESOURCE_EXHAUSTED and keep the connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from hookserver.api import ttrpc_pb2
+from hookserver.errors import WireError
+
+__all__ = [
+    "HEADER",
+    "MAX_MESSAGE_BYTES",
+    "Code",
+    "Frame",
+    "FrameDecoder",
+    "MessageType",
+    "OversizedFrame",
+    "StatusError",
+    "decode_request",
+    "decode_response",
+    "encode_frame",
+    "encode_request",
+    "encode_response",
+]
+
+HEADER = struct.Struct(">IIBB")
+MAX_MESSAGE_BYTES = 4 << 20
+
+
+class MessageType(enum.IntEnum):
+    REQUEST = 0x01
+    RESPONSE = 0x02
+    DATA = 0x03
+
+
+class Code(enum.IntEnum):
+    """gRPC status codes, which ttrpc reuses."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+class StatusError(WireError):
+    """A call that ended with a non-OK status: raised by a handler to answer with it, or by a client
+    when the peer answered with it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = Code(code) if code in Code._value2member_map_ else code
+        self.status_message = message
+        name = self.code.name if isinstance(self.code, Code) else str(code)
+        super().__init__(f"{name}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    stream_id: int
+    type: int
+    flags: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OversizedFrame:
+    """The header of a frame whose data was longer than the limit; its data was discarded."""
+
+    stream_id: int
+    type: int
+    length: int
+
+
+def encode_frame(stream_id: int, message_type: int, data: bytes, flags: int = 0) -> bytes:
+    """One frame. Refuses data over the limit, as a Go sender does (the receiver would reject it)."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise StatusError(
+            Code.RESOURCE_EXHAUSTED,
+            f"message length {len(data)} exceeds maximum message size {MAX_MESSAGE_BYTES}",
+        )
+    return HEADER.pack(len(data), stream_id, message_type, flags) + data
+
+
+class FrameDecoder:
+    """Cuts ttrpc frames out of one logical connection's byte stream, chunk by chunk."""
+
+    __slots__ = ("_buf", "_max", "_skip")
+
+    def __init__(self, *, max_data: int = MAX_MESSAGE_BYTES) -> None:
+        self._buf = bytearray()
+        self._max = max_data
+        self._skip = 0
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, chunk: bytes) -> list[Frame | OversizedFrame]:
+        out: list[Frame | OversizedFrame] = []
+        if self._skip:
+            dropped = min(self._skip, len(chunk))
+            self._skip -= dropped
+            chunk = chunk[dropped:]
+        self._buf += chunk
+        buf = self._buf
+        pos = 0
+        while len(buf) - pos >= HEADER.size:
+            length, stream_id, message_type, flags = HEADER.unpack_from(buf, pos)
+            if length > self._max:
+                pos += HEADER.size
+                available = min(length, len(buf) - pos)
+                pos += available
+                self._skip = length - available
+                out.append(OversizedFrame(stream_id, message_type, length))
+                continue
+            end = pos + HEADER.size + length
+            if end > len(buf):
+                break
+            out.append(Frame(stream_id, message_type, flags, bytes(buf[pos + HEADER.size:end])))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return out
+
+
+def encode_request(service: str, method: str, payload: bytes, *, timeout_nano: int = 0) -> bytes:
+    data: bytes = ttrpc_pb2.Request(
+        service=service, method=method, payload=payload, timeout_nano=timeout_nano
+    ).SerializeToString()
+    return data
+
+
+def decode_request(data: bytes) -> ttrpc_pb2.Request:
+    request = ttrpc_pb2.Request()
+    try:
+        request.ParseFromString(data)
+    except DecodeError as exc:
+        raise StatusError(Code.INVALID_ARGUMENT, f"ttrpc.Request does not decode: {exc}") from exc
+    return request
+
+
+def encode_response(payload: bytes = b"", *, code: int = Code.OK, message: str = "") -> bytes:
+    """A Response. OK carries no status at all (what Go servers send); an error carries no payload."""
+    response = ttrpc_pb2.Response()
+    if code != Code.OK:
+        response.status.code = int(code)
+        response.status.message = message
+    elif payload:
+        response.payload = payload
+    data: bytes = response.SerializeToString()
+    return data
+
+
+def decode_response(data: bytes) -> bytes:
+    """The reply payload; raises StatusError for a non-OK status or an undecodable Response."""
+    response = ttrpc_pb2.Response()
+    try:
+        response.ParseFromString(data)
+    except DecodeError as exc:
+        raise StatusError(Code.INTERNAL, f"ttrpc.Response does not decode: {exc}") from exc
+    if response.HasField("status") and response.status.code != Code.OK:
+        raise StatusError(response.status.code, response.status.message)
+    payload: bytes = response.payload
+    return payload

@@ -1,0 +1,63 @@
+"""`resourceUsedThresholdWithBE`: the thresholds behind BE CPU suppress and memory/CPU eviction.
+
+Defaults are Koordinator's (`slo-controller-config` template; reference §7): off, suppress at 65 % with
+the cpuset policy, evict memory at 70 %. Fields Koordinator leaves unset (nil) stay None here; the QoS
+plugin that reads them applies its own fallback (e.g. memory lower = threshold − 2), via the helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hookserver.slo._base import SLOModel
+
+__all__ = ["CPUEvictPolicy", "CPUSuppressPolicy", "ResourceThresholdStrategy"]
+
+CPUSuppressPolicy = Literal["cpuset", "cfsQuota"]
+CPUEvictPolicy = Literal["evictByRealLimit", "evictByAllocatable"]
+
+
+
+class ResourceThresholdStrategy(SLOModel):
+    enable: bool = False
+    cpu_suppress_threshold_percent: int = Field(default=65, ge=0, le=100, alias="cpuSuppressThresholdPercent")
+    cpu_suppress_min_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuSuppressMinPercent")
+    cpu_suppress_policy: CPUSuppressPolicy = Field(default="cpuset", alias="cpuSuppressPolicy")
+    memory_evict_threshold_percent: int = Field(default=70, ge=0, le=100, alias="memoryEvictThresholdPercent")
+    memory_evict_lower_percent: int | None = Field(default=None, ge=0, le=100, alias="memoryEvictLowerPercent")
+    cpu_evict_be_satisfaction_upper_percent: int | None = Field(
+        default=None, ge=0, le=100, alias="cpuEvictBESatisfactionUpperPercent"
+    )
+    cpu_evict_be_satisfaction_lower_percent: int | None = Field(
+        default=None, ge=0, le=100, alias="cpuEvictBESatisfactionLowerPercent"
+    )
+    cpu_evict_be_usage_threshold_percent: int | None = Field(
+        default=None, ge=0, le=100, alias="cpuEvictBEUsageThresholdPercent"
+    )
+    cpu_evict_threshold_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuEvictThresholdPercent")
+    cpu_evict_lower_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuEvictLowerPercent")
+    cpu_evict_time_window_seconds: int | None = Field(default=None, ge=0, alias="cpuEvictTimeWindowSeconds")
+    cpu_evict_policy: CPUEvictPolicy = Field(default="evictByRealLimit", alias="cpuEvictPolicy")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ResourceThresholdStrategy:
+        lower, upper = self.memory_evict_lower_percent, self.memory_evict_threshold_percent
+        if lower is not None and lower > upper:
+            raise ValueError(
+                f"memoryEvictLowerPercent ({lower}) must not exceed memoryEvictThresholdPercent ({upper})"
+            )
+        s_low, s_up = self.cpu_evict_be_satisfaction_lower_percent, self.cpu_evict_be_satisfaction_upper_percent
+        if s_low is not None and s_up is not None and s_low > s_up:
+            raise ValueError(
+                f"cpuEvictBESatisfactionLowerPercent ({s_low}) must not exceed "
+                f"cpuEvictBESatisfactionUpperPercent ({s_up})"
+            )
+        return self
+
+    def effective_memory_evict_lower_percent(self) -> int:
+        """Koordinator's fallback when the lower bound is unset: threshold − 2."""
+        if self.memory_evict_lower_percent is not None:
+            return self.memory_evict_lower_percent
+        return max(0, self.memory_evict_threshold_percent - 2)

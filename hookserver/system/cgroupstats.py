@@ -1,0 +1,270 @@
+"""The read side of cgroups for the collectors: CPU usage, memory, throttling, PSI and CPU limits, v1 or v2.
+
+One reader per hierarchy version; nothing else branches on the version (the opencontainers/cgroups idea of
+one factory). Directories are relative to the hierarchy root (`kubepods/besteffort/pod<uid>`), already
+normalised by `hookserver.executor.naming.normalize_cgroup_dir` or built from the layout. On v1 each
+controller has its own mount (`cpu` and `cpuacct` are separate mounts on some hosts, co-mounted with
+symlinks on others: joining per controller works for both).
+
+A cgroup that is gone reads as None (the pod ended between listing and reading), not as an error.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import os
+from dataclasses import dataclass
+
+from hookserver.errors import SystemFileError
+from hookserver.system.files import read_text
+from hookserver.system.procfs import PSI_RESOURCES, PressureLine, read_pressure
+from hookserver.system.roots import SystemRoots
+from hookserver.system.topology import parse_cpu_list
+
+__all__ = [
+    "CgroupStatReader",
+    "CgroupVersion",
+    "CpuLimit",
+    "MemoryUsage",
+    "ThrottleStat",
+    "detect_cgroup_version",
+    "read_small",
+]
+
+
+class CgroupVersion(enum.IntEnum):
+    V1 = 1
+    V2 = 2
+
+
+def detect_cgroup_version(roots: SystemRoots, configured: str = "auto") -> CgroupVersion:
+    """`v1`/`v2` as configured; `auto` looks at the tree: a unified root has `cgroup.controllers`, a v1
+    (or hybrid) root has per-controller directories. Reading the tree, not the mounts, lets tests bring one."""
+    if configured == "v1":
+        return CgroupVersion.V1
+    if configured == "v2":
+        return CgroupVersion.V2
+    if os.path.exists(roots.cgroup_path("cgroup.controllers")):
+        return CgroupVersion.V2
+    return CgroupVersion.V1
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """Bytes. `without_cache` = anon + unevictable (koordlet's pod memory usage); `with_cache` adds the file
+    LRU lists on v1 and is the kernel's own `memory.current` on v2; `cache` is the page cache charged."""
+
+    without_cache: int
+    with_cache: int
+    cache: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleStat:
+    nr_periods: int
+    nr_throttled: int
+    throttled_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class CpuLimit:
+    """`quota_us` is -1 when unlimited. `cpuset_cpus` counts the CPUs the cgroup may run on (0: unknown)."""
+
+    quota_us: int
+    period_us: int
+    cpuset_cpus: int
+
+    @property
+    def cores(self) -> float:
+        """The effective limit in cores: min(quota / period, cpuset size), whichever are known."""
+        limits: list[float] = []
+        if self.quota_us > 0 and self.period_us > 0:
+            limits.append(self.quota_us / self.period_us)
+        if self.cpuset_cpus > 0:
+            limits.append(float(self.cpuset_cpus))
+        return min(limits) if limits else 0.0
+
+
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ESRCH})
+_CHUNK = 1 << 16
+_MAX_BYTES = 1 << 20
+
+
+def read_small(path: str) -> str | None:
+    """A small kernel file, or None when it is gone. The collectors' hot path: a 1 s cycle on a 500-pod
+    node reads ~3000 of these, and `os.open`/`os.read` costs a fifth of a buffered `open().read()`.
+    Other errors raise `SystemFileError` naming the file, like `hookserver.system.files.read_text`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        raise SystemFileError(f"cannot read {path}: {errno.errorcode.get(exc.errno or 0, 'EIO')} ({exc.strerror})", path=path) from exc
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _MAX_BYTES:
+                raise SystemFileError(f"{path} is larger than {_MAX_BYTES} bytes", path=path)
+            if len(chunk) < _CHUNK:
+                break  # cgroup, proc and sysfs files hand over everything they have in one short read
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        raise SystemFileError(f"cannot read {path}: {exc.strerror}", path=path) from exc
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _int_file(path: str) -> int | None:
+    text = read_small(path)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise SystemFileError(f"{path}: expected an integer, got {text.strip()[:64]!r}", path=path) from None
+
+
+def _kv_file(path: str) -> dict[str, str]:
+    """`key value` lines as strings ({} when gone); callers convert only the keys they use (`_get`)."""
+    text = read_small(path)
+    if text is None:
+        return {}
+    tokens = text.split()
+    if len(tokens) % 2:
+        raise SystemFileError(f"{path}: expected 'key value' lines, got an odd number of fields", path=path)
+    it = iter(tokens)
+    return dict(zip(it, it, strict=True))
+
+
+def _get(stat: dict[str, str], key: str, path: str, default: int = 0) -> int:
+    value = stat.get(key)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise SystemFileError(f"{path}: {key} is not an integer: {value[:32]!r}", path=path) from None
+
+
+def _join(base: str, rel: str) -> str:
+    return f"{base}/{rel}" if rel else base
+
+
+class CgroupStatReader:
+    """Reads the stat files of one cgroup hierarchy (v1 or v2) under `roots.cgroup`.
+
+    `cpu.stat` is memoised until `new_cycle()`: on v2 it holds both the usage and the throttling counters,
+    which two collectors read in the same cycle.
+    """
+
+    def __init__(self, roots: SystemRoots, version: CgroupVersion) -> None:
+        self.roots = roots
+        self.version = version
+        root = roots.cgroup.rstrip("/") or "/"
+        if version is CgroupVersion.V1:
+            self._cpuacct = f"{root}/cpuacct"
+            self._cpu = f"{root}/cpu"
+            self._memory = f"{root}/memory"
+            self._cpuset = f"{root}/cpuset"
+        else:
+            self._cpuacct = self._cpu = self._memory = self._cpuset = root
+        self._cpu_stat: dict[str, dict[str, str]] = {}
+
+    def new_cycle(self) -> None:
+        """Forget memoised files: the next reads see the kernel's new counters."""
+        self._cpu_stat.clear()
+
+    def exists(self, rel: str) -> bool:
+        """Whether the cgroup exists (in the memory hierarchy on v1, the one every pod has)."""
+        return os.path.isdir(_join(self._memory, rel))
+
+    def _read_cpu_stat(self, rel: str) -> tuple[str, dict[str, str]]:
+        path = f"{_join(self._cpu, rel)}/cpu.stat"
+        stat = self._cpu_stat.get(path)
+        if stat is None:
+            stat = self._cpu_stat[path] = _kv_file(path)
+        return path, stat
+
+    def cpu_usage_ns(self, rel: str) -> int | None:
+        """Cumulative CPU time of the cgroup and its children, in ns."""
+        if self.version is CgroupVersion.V1:
+            return _int_file(f"{_join(self._cpuacct, rel)}/cpuacct.usage")
+        path, stat = self._read_cpu_stat(rel)
+        if "usage_usec" not in stat:
+            return None
+        return _get(stat, "usage_usec", path) * 1000
+
+    def memory(self, rel: str) -> MemoryUsage | None:
+        base = _join(self._memory, rel)
+        path = f"{base}/memory.stat"
+        stat = _kv_file(path)
+        if not stat:
+            return None
+        if self.version is CgroupVersion.V1:
+            # Hierarchical totals (total_*) include child cgroups: a pod's pages live in its containers.
+            p = "total_" if "total_active_anon" in stat else ""
+            without = _get(stat, p + "inactive_anon", path) + _get(stat, p + "active_anon", path) + _get(stat, p + "unevictable", path)
+            files = _get(stat, p + "inactive_file", path) + _get(stat, p + "active_file", path)
+            return MemoryUsage(without_cache=without, with_cache=without + files, cache=_get(stat, p + "cache", path, files))
+        without = _get(stat, "inactive_anon", path) + _get(stat, "active_anon", path) + _get(stat, "unevictable", path)
+        files = _get(stat, "file", path, _get(stat, "inactive_file", path) + _get(stat, "active_file", path))
+        current = _int_file(f"{base}/memory.current")
+        return MemoryUsage(without_cache=without, with_cache=current if current is not None else without + files, cache=files)
+
+    def throttling(self, rel: str) -> ThrottleStat | None:
+        path, stat = self._read_cpu_stat(rel)
+        if "nr_periods" not in stat:
+            return None
+        if self.version is CgroupVersion.V1:
+            throttled_ns = _get(stat, "throttled_time", path)
+        else:
+            throttled_ns = _get(stat, "throttled_usec", path) * 1000
+        return ThrottleStat(_get(stat, "nr_periods", path), _get(stat, "nr_throttled", path), throttled_ns)
+
+    def pressure(self, rel: str) -> dict[str, dict[str, PressureLine]] | None:
+        """Per-cgroup PSI ({resource: {degree: line}}), v2 only; None on v1 or when PSI is off."""
+        if self.version is CgroupVersion.V1:
+            return None
+        base = _join(self._cpu, rel)
+        out: dict[str, dict[str, PressureLine]] = {}
+        for resource in PSI_RESOURCES:
+            lines = read_pressure(f"{base}/{resource}.pressure")
+            if lines is not None:
+                out[resource] = lines
+        return out or None
+
+    def cpu_limit(self, rel: str) -> CpuLimit | None:
+        base = _join(self._cpu, rel)
+        if self.version is CgroupVersion.V1:
+            quota = _int_file(f"{base}/cpu.cfs_quota_us")
+            if quota is None:
+                return None
+            period = _int_file(f"{base}/cpu.cfs_period_us") or 100_000
+            cpus_path = f"{_join(self._cpuset, rel)}/cpuset.cpus"
+        else:
+            max_path = f"{base}/cpu.max"
+            max_text = read_text(max_path)
+            if max_text is None:
+                return None
+            fields = max_text.split()
+            try:
+                quota = -1 if not fields or fields[0] == "max" else int(fields[0])
+                period = int(fields[1]) if len(fields) > 1 else 100_000
+            except ValueError:
+                raise SystemFileError(f"{max_path}: expected '<quota|max> <period>', got {max_text.strip()[:64]!r}", path=max_path) from None
+            cpus_path = f"{base}/cpuset.cpus.effective"
+        cpus_text = read_text(cpus_path)
+        try:
+            cpus = len(parse_cpu_list(cpus_text)) if cpus_text and cpus_text.strip() else 0
+        except ValueError as exc:
+            raise SystemFileError(f"{cpus_path}: {exc}", path=cpus_path) from exc
+        return CpuLimit(quota_us=quota, period_us=period, cpuset_cpus=cpus)

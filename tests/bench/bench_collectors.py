@@ -1,0 +1,151 @@
+"""Collector cycle cost (100 and 500 pods), time-series memory (200 pods x 10 series x 30 min at 1 s) and
+window-query latency. Targets from issue 5: cycle <= 20 ms at 500 pods, store <= 50 MiB.
+
+The pod trees are scripted cgroup v1 and v2 trees under a temporary directory (one container per pod),
+read through the same code as on a node. `python -m tests.bench collectors` runs only this module.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from tests.bench.common import BenchRow, summarize
+from tests.collectors.fakehost import make_scheduler
+from tests.collectors.fakehost import FakeClock, FakeHost, make_container, make_pod
+
+from collectors import top_report
+from hookserver.store.state import StateStore
+from hookserver.store.timeseries import TimeSeriesStore, series_key
+
+USAGE_GROUP = ("node_resource", "pod_resource", "host_application", "pod_throttled", "be_resource", "system_resource")
+
+
+def _tree(base: Path, pods: int, version: int) -> tuple[FakeHost, FakeClock, StateStore]:
+    host = FakeHost(base, version=version)
+    clock = FakeClock()
+    store = StateStore(clock=clock.time)
+    host.set_proc_stat(user=1000, system=100, idle=5000, ncpu=64)
+    host.set_meminfo(total_kb=256 << 20, free_kb=100 << 20, available_kb=150 << 20)
+    host.set_cpu_usage("kubepods/besteffort", 10**9)
+    host.set_cpu_limit("kubepods/besteffort", quota_us=-1, cpus="0-63")
+    for i in range(pods):
+        qos = "besteffort" if i % 3 == 0 else "burstable"
+        uid = f"0000{i:04d}-aaaa-bbbb-cccc-dddddddddddd"
+        rel = f"kubepods/{qos}/pod{uid}"
+        store.upsert_pod(make_pod(uid, cgroup_parent="/" + rel, qos_class="BE" if qos == "besteffort" else "LS",
+                                  batch_cpu={"app": "1000"} if qos == "besteffort" else None))
+        cid = f"{i:08d}" + "c" * 56
+        store.upsert_container(make_container(cid, uid, cgroup_parent="/" + rel))
+        for path in (rel, f"{rel}/{cid}"):
+            host.set_cpu_usage(path, 10**9 + i, nr_periods=100, nr_throttled=i % 7)
+            host.set_memory(path, active_anon=1 << 20, inactive_anon=1 << 19, active_file=1 << 22, inactive_file=1 << 21,
+                            current=(1 << 23))
+    return host, clock, store
+
+
+def _cycle_rows(pods: int, version: int, *, containers: bool = True) -> list[BenchRow]:
+    with tempfile.TemporaryDirectory(prefix="hs-bench-") as tmp:
+        host, clock, store = _tree(Path(tmp), pods, version)
+        sched = make_scheduler(host, clock, store, psi={"enabled": False}, containers=containers)
+        sched.probe()
+        samples: list[float] = []
+        kept = 0
+        for _ in range(40):
+            clock.advance(1.0)
+            start = time.perf_counter()
+            kept = sched.run_group(USAGE_GROUP, 1.0)
+            samples.append(time.perf_counter() - start)
+        stats = summarize(samples[5:])
+        load = os.getloadavg()[0]
+        per = {name: (state.last_duration_s or 0.0) * 1000 for name, state in sched.states().items() if name in USAGE_GROUP}
+        detail = ", ".join(f"{k} {v:.1f}" for k, v in per.items() if v >= 0.05)
+        return [
+            BenchRow(
+                "collectors",
+                f"1s cycle, {pods} pods{f' + {pods} containers' if containers else ' (containers off)'}, cgroup v{version}",
+                f"{stats['p50_ms']:.1f} ms",
+                f"p99 {stats['p99_ms']:.1f} ms; {kept} samples/cycle; load {load:.1f}; last run ms: {detail}",
+            )
+        ]
+
+
+def _memory_row() -> tuple[list[BenchRow], TimeSeriesStore]:
+    pods, per_pod, seconds = 200, 10, 1800
+    keys = [series_key(f"bench_metric_{m}", pod=f"pod-{p:04d}", qos="LS") for p in range(pods) for m in range(per_pod)]
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    store = TimeSeriesStore(retention_s=seconds, default_interval_s=1.0, clock=lambda: 1e9 + seconds)
+    start = time.perf_counter()
+    t0 = 1e9
+    for s in range(seconds + 1):
+        value = float(s % 97)
+        store.append_many(t0 + s, [(k, value) for k in keys], interval_s=1.0)
+    fill_s = time.perf_counter() - start
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    stats = store.stats()
+    per_append_us = fill_s / ((seconds + 1) * len(keys)) * 1e6
+    rows = [
+        BenchRow(
+            "collectors",
+            f"store memory, {pods} pods x {per_pod} series x 30 min at 1 s",
+            f"{used / (1 << 20):.1f} MiB",
+            f"tracemalloc; {stats.samples} samples, {used / stats.samples:.1f} B/sample; target <= 50 MiB; "
+            f"append {per_append_us:.2f} us/sample in batches of {len(keys)}",
+        )
+    ]
+    return rows, store
+
+
+def _query_rows(store: TimeSeriesStore) -> list[BenchRow]:
+    key = store.keys()[0]
+    now = 1e9 + 1800
+    rows: list[BenchRow] = []
+    for window in (300.0, 1800.0):
+        samples = []
+        for _ in range(300):
+            start = time.perf_counter()
+            store.window(key, window, now=now)
+            samples.append(time.perf_counter() - start)
+        s = summarize(samples)
+        rows.append(BenchRow("collectors", f"window query ({window / 60:.0f} min, all aggregates)", f"{s['p50_ms'] * 1000:.0f} us",
+                             f"p99 {s['p99_ms'] * 1000:.0f} us; {int(window) + 1} samples"))
+    return rows
+
+
+def _top_row() -> list[BenchRow]:
+    clock = FakeClock()
+    state = StateStore(clock=clock.time)
+    for p in range(200):
+        state.upsert_pod(make_pod(f"uid-{p:04d}"))
+    keys = [(series_key("pod_cpu_usage", pod=f"uid-{p:04d}"), series_key("pod_memory_usage", pod=f"uid-{p:04d}")) for p in range(200)]
+    for second in range(300):
+        clock.advance(1.0)
+        state.series.append_many(clock.time(), [(k, float(second)) for pair in keys for k in pair])
+    samples = []
+    for _ in range(10):
+        start = time.perf_counter()
+        top_report(state, window_s=300.0)
+        samples.append(time.perf_counter() - start)
+    stats = summarize(samples)
+    return [BenchRow("collectors", "hookctl top, 200 pods, 5 min window", f"{stats['p50_ms']:.1f} ms", f"p99 {stats['p99_ms']:.1f} ms")]
+
+
+def run() -> list[BenchRow]:
+    rows: list[BenchRow] = []
+    for pods in (100, 500):
+        for version in (1, 2):
+            rows += _cycle_rows(pods, version)
+    rows += _cycle_rows(500, 2, containers=False)
+    memory, store = _memory_row()
+    rows += memory
+    rows += _query_rows(store)
+    rows += _top_row()
+    return rows

@@ -1,0 +1,127 @@
+"""Against the real machine: node CPU and memory agree with psutil, and a busy child in a real cgroup v1
+subtree reads about one core. The cgroup test needs root and writable v1 cpu, cpuacct and memory
+hierarchies; it creates its own uniquely named cgroups and removes them, even on failure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from collectors import build_collectors
+from hookserver.config import CgroupSettings, Settings
+from hookserver.store.state import StateStore
+from hookserver.store.timeseries import series_key
+from hookserver.system.roots import SystemRoots
+from tests.collectors.fakehost import make_pod
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("cpu", "cpuacct", "memory")
+
+pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs a Linux /proc")
+
+
+def _scheduler(store: StateStore, version: str = "auto") -> object:
+    settings = Settings(node_name="real", cgroup=CgroupSettings(version=version, driver="cgroupfs"))  # type: ignore[arg-type]
+    return build_collectors(settings, store=store, roots=SystemRoots(), registry=None)
+
+
+def test_node_cpu_and_memory_agree_with_psutil() -> None:
+    store = StateStore()
+    sched = build_collectors(Settings(node_name="real"), store=store, roots=SystemRoots(), registry=None)
+    before = psutil.cpu_times()
+    sched.run_group(["node_resource"], 1.0)
+    burn_until = time.monotonic() + 0.6
+    while time.monotonic() < burn_until:  # some load, so the comparison is not 0 vs 0
+        pass
+    sched.run_group(["node_resource"], 1.0)
+    after = psutil.cpu_times()
+    vm = psutil.virtual_memory()
+    busy = sum(getattr(after, f) - getattr(before, f) for f in ("user", "nice", "system", "irq", "softirq", "steal"))
+    total = busy + (after.idle - before.idle) + (after.iowait - before.iowait)
+    psutil_cores = busy / total * psutil.cpu_count()
+    last = store.series.last(series_key("node_cpu_usage", node="real"))
+    assert last is not None
+    assert last[1] == pytest.approx(psutil_cores, abs=0.25)
+    assert 0.5 <= last[1] <= psutil.cpu_count() + 0.01  # this test itself kept one CPU busy
+    memory = store.series.last(series_key("node_memory_usage", node="real"))
+    assert memory is not None
+    assert memory[1] == pytest.approx(vm.total - vm.available, abs=max(64 << 20, 0.05 * vm.total))
+    total_mem = store.series.last(series_key("node_memory_total", node="real"))
+    assert total_mem is not None and total_mem[1] == vm.total
+
+
+def _v1_writable() -> str:
+    if os.geteuid() != 0:
+        return "needs root to create cgroups"
+    for controller in V1_CONTROLLERS:
+        path = CGROUP_ROOT / controller
+        if not (path / "cgroup.procs").exists() or not os.access(path, os.W_OK):
+            return f"needs a writable cgroup v1 {controller} hierarchy at {path}"
+    return ""
+
+
+@pytest.fixture
+def busy_cgroup() -> Iterator[tuple[str, int]]:
+    reason = _v1_writable()
+    if reason:
+        pytest.skip(reason)
+    name = f"hookserver-test-collectors-{uuid.uuid4().hex[:10]}"
+    made: list[Path] = []
+    child: subprocess.Popen[bytes] | None = None
+    try:
+        for controller in V1_CONTROLLERS:
+            path = CGROUP_ROOT / controller / name
+            path.mkdir()
+            made.append(path)
+        child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for path in made:
+            (path / "cgroup.procs").write_text(f"{child.pid}\n")
+        yield name, child.pid
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait(timeout=10)
+        for path in reversed(made):
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    path.rmdir()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)  # the killed child may take a moment to leave the cgroup
+
+
+@pytest.mark.cgroup
+def test_busy_child_in_a_real_v1_cgroup_reads_about_one_core(busy_cgroup: tuple[str, int]) -> None:
+    name, pid = busy_cgroup
+    store = StateStore()
+    store.upsert_pod(make_pod("real-uid", cgroup_parent=f"/{name}", qos_class="LS"))
+    settings = Settings(node_name="real", cgroup=CgroupSettings(version="v1", driver="cgroupfs"))
+    sched = build_collectors(settings, store=store, roots=SystemRoots(), registry=None)
+    proc = psutil.Process(pid)
+    time.sleep(0.2)  # let the child get going
+    cpu0 = sum(proc.cpu_times()[:2])
+    t0 = time.monotonic()
+    sched.run_group(["pod_resource"], 1.0)
+    time.sleep(1.5)
+    sched.run_group(["pod_resource"], 1.0)
+    child_cores = (sum(proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+    last = store.series.last(series_key("pod_cpu_usage", pod="real-uid", qos="LS"))
+    assert last is not None, sched.status()["collectors"]["pod_resource"]
+    # What the cgroup says is what the process used...
+    assert last[1] == pytest.approx(child_cores, rel=0.15)
+    # ...which on an idle enough machine is one core. On a machine too busy to give it one, say so.
+    if child_cores >= 0.85:
+        assert last[1] == pytest.approx(1.0, rel=0.15)
+    memory = store.series.last(series_key("pod_memory_usage", pod="real-uid", qos="LS"))
+    assert memory is not None and 1 << 20 < memory[1] < 1 << 30  # a python interpreter's anon memory

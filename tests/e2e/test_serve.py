@@ -1,0 +1,212 @@
+"""End to end: a real `hookserver serve --standalone` process, driven over its real unix sockets.
+
+The pod cgroup lives in a private subtree of the real cgroup v1 hierarchy, so the kernel's accepted
+values are what we assert. Also: hookctl explains the decision, SIGTERM removes the registration file
+and sockets, and a kill -9 leaves nothing that stops a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from hookserver.api import runtime_hook_pb2 as pb
+from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
+from hookserver.cli import hookctl
+
+ROOT = Path(__file__).resolve().parents[2]
+CGROUP = Path("/sys/fs/cgroup")
+SPEC = "node.koordinator.sh/extended-resource-spec"
+WORKED = json.dumps(
+    {
+        "containers": {
+            "a": {
+                "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
+                "limits": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "1Gi"},
+            },
+            "b": {
+                "requests": {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "2Gi"},
+                "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"},
+            },
+        }
+    }
+)
+
+
+def _cgroup_v1_writable() -> str:
+    if os.geteuid() != 0:
+        return "needs root to write cgroup files"
+    for sub in ("cpu", "memory"):
+        if not os.access(CGROUP / sub, os.W_OK):
+            return f"no writable cgroup v1 {sub} hierarchy at {CGROUP / sub}"
+    return ""
+
+
+@pytest.fixture
+def pod_cgroup() -> Iterator[str]:
+    why = _cgroup_v1_writable()
+    if why:
+        pytest.skip(why)
+    rel = f"/hookserver-e2e-{uuid.uuid4().hex[:8]}/podfeed"
+    made = []
+    for sub in ("cpu", "memory"):
+        path = CGROUP / sub / rel.lstrip("/")
+        path.mkdir(parents=True)
+        made.append(path)
+    try:
+        yield rel
+    finally:
+        for path in made:
+            for p in (path, path.parent):
+                try:
+                    p.rmdir()
+                except OSError:
+                    pass
+
+
+def _accepts(path: Path) -> bool:
+    """A stale socket file from a killed agent exists but refuses connections."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+class Agent:
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.tmp = tmp
+        self.hook_socket = tmp / "hook.sock"
+        self.debug_socket = tmp / "debug.sock"
+        self.registration = tmp / "reg" / "hookserver.json"
+        self.log = open(tmp / "agent.log", "ab")  # noqa: SIM115 - closed in stop()
+        args = [
+            sys.executable, "-m", "hookserver.cli.serve", "serve", "--standalone", "--no-nri",
+            "--hook-socket", str(self.hook_socket), "--debug-socket", str(self.debug_socket),
+            "--registration-dir", str(tmp / "reg"), "--metrics-addr", "127.0.0.1:0",
+            "--state-dir", str(tmp / "state"), "--node-name", "e2e-node", *extra,
+        ]
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not (self.registration.exists() and _accepts(self.hook_socket) and _accepts(self.debug_socket)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"agent did not start:\n{(tmp / 'agent.log').read_text()}")
+            time.sleep(0.05)
+
+    def stub(self) -> pb_grpc.RuntimeHookServiceStub:
+        return pb_grpc.RuntimeHookServiceStub(grpc.insecure_channel(f"unix://{self.hook_socket}"))
+
+    def hookctl(self, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+        capsys.readouterr()
+        code = hookctl.main(["--socket", str(self.debug_socket), *argv])
+        return code, capsys.readouterr().out
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=20)
+        finally:
+            self.log.close()
+
+
+def be_pod(cgroup_parent: str) -> pb.PodSandboxHookRequest:
+    return pb.PodSandboxHookRequest(
+        pod_meta=pb.PodSandboxMetadata(name="batch-1", namespace="team", uid="feed-0001"),
+        labels={"koordinator.sh/qosClass": "BE"},
+        annotations={SPEC: WORKED},
+        cgroup_parent=cgroup_parent,
+    )
+
+
+def test_be_pod_gets_kernel_values_and_hookctl_explains(
+    tmp_path: Path, pod_cgroup: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = Agent(tmp_path)
+    try:
+        registration = json.loads(agent.registration.read_text())
+        assert registration["remote-endpoint"] == str(agent.hook_socket)
+        assert registration["failure-policy"] == "Ignore"
+        assert sorted(registration["runtime-hooks"]) == [
+            "PreCreateContainer", "PreRunPodSandbox", "PreUpdateContainerResources"
+        ]
+        assert (agent.hook_socket.stat().st_mode & 0o777) == 0o660
+
+        stub = agent.stub()
+        response = stub.PreRunPodSandboxHook(be_pod(pod_cgroup), timeout=10)
+        assert response.cgroup_parent == pod_cgroup  # echoed
+        cpu = CGROUP / "cpu" / pod_cgroup.lstrip("/")
+        mem = CGROUP / "memory" / pod_cgroup.lstrip("/")
+        assert (cpu / "cpu.shares").read_text().strip() == "2048"
+        assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "300000"
+        assert (mem / "memory.limit_in_bytes").read_text().strip() == "3221225472"
+
+        request = pb.ContainerResourceHookRequest(
+            pod_meta=be_pod(pod_cgroup).pod_meta,
+            container_meta=pb.ContainerMetadata(name="b"),
+            container_resources=pb.LinuxContainerResources(cpuset_cpus="0-1", oom_score_adj=1000, cpu_shares=2),
+            pod_labels={"koordinator.sh/qosClass": "BE"},
+            pod_annotations={SPEC: WORKED},
+            pod_cgroup_parent=pod_cgroup,
+        )
+        created = stub.PreCreateContainerHook(request, timeout=10)
+        res = created.container_resources
+        assert (res.cpu_shares, res.cpu_quota, res.memory_limit_in_bytes) == (1536, 200000, 2147483648)
+        assert (res.cpuset_cpus, res.oom_score_adj) == ("0-1", 1000)  # echoed, not wiped
+
+        code, out = agent.hookctl("explain", "team/batch-1", capsys=capsys)
+        assert code == 0, out
+        assert "BatchResource" in out and "2048" in out and "1536" in out
+        code, out = agent.hookctl("writes", "-o", "json", capsys=capsys)
+        assert code == 0
+        writes = json.loads(out)
+        rows = writes if isinstance(writes, list) else next(v for v in writes.values() if isinstance(v, list))
+        assert any(str(r.get("value")) == "2048" and "cpu.shares" in r.get("path", "") for r in rows)
+        code, out = agent.hookctl("status", "-o", "json", capsys=capsys)
+        assert code == 0 and "e2e-node" in out
+    finally:
+        code = agent.stop()
+    assert code == 0, (tmp_path / "agent.log").read_text()
+    assert not agent.registration.exists()
+    assert not agent.hook_socket.exists()
+
+
+def test_kill_9_then_restart_replaces_the_stale_socket(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = Agent(tmp_path)
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert first.hook_socket.exists()  # left behind by the kill
+    second = Agent(tmp_path)
+    try:
+        response = second.stub().PreRunPodSandboxHook(
+            pb.PodSandboxHookRequest(pod_meta=pb.PodSandboxMetadata(name="x", namespace="y", uid="z")), timeout=10
+        )
+        assert response.SerializeToString() == b""  # a non-BE pod with no fields echoes as empty
+        code, out = second.hookctl("pods", capsys=capsys)
+        assert code == 0 and "y/x" in out
+    finally:
+        assert second.stop() == 0
+
+
+def test_bad_config_fails_fast_naming_the_field(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("hook:\n  failure_policy: Sometimes\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hookserver.cli.serve", "serve", "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "hook.failure_policy" in proc.stderr and "Sometimes" in proc.stderr

@@ -1,0 +1,427 @@
+"""An HTTP fake of kube-apiserver's list and watch wire format, for informer tests. Not an apiserver.
+
+It serves, from memory, on 127.0.0.1 (port 0 by default) over plain HTTP/1.1:
+  * GET <collection>            -> a JSON List with `metadata.resourceVersion` (the current global rv);
+  * GET <collection>?watch=1    -> a chunked stream of one JSON event per line: ADDED / MODIFIED /
+    DELETED from the given resourceVersion on, BOOKMARK every `bookmark_interval_s` when the client sent
+    allowWatchBookmarks=true, and `ERROR` carrying a 410 Expired Status when that version was compacted;
+    resourceVersion "" or "0" starts with a synthetic ADDED per current object, like the real server;
+  * fieldSelector `a.b=v`, `a.b==v`, `a.b!=v`, comma-joined; an object that stops (starts) matching
+    during a watch is sent as DELETED (ADDED), as the watch cache does;
+  * timeoutSeconds ends a watch cleanly; a bearer token is required when `token` is set (401 otherwise);
+  * collections: pods (also /api/v1/namespaces/<ns>/pods), nodes, and the Koordinator CRDs
+    nodeslos / nodemetrics under /apis/slo.koordinator.sh/v1alpha1 (each can be "uninstalled": 404).
+`kill()` drops the listener and every open connection mid-stream; `restart()` serves again on the same
+port with the same data, so tests can change objects while it is down and check the client catches up.
+`FakeKubelet` serves the kubelet's `/pods` (a PodList) with the same token check.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = ["COLLECTIONS", "FakeApiServer", "FakeKubelet", "make_node", "make_nodeslo", "make_pod"]
+
+SLO = "/apis/slo.koordinator.sh/v1alpha1"
+# kind -> (collection path, object kind, apiVersion, namespaced)
+COLLECTIONS: Mapping[str, tuple[str, str, str, bool]] = {
+    "pods": ("/api/v1/pods", "Pod", "v1", True),
+    "nodes": ("/api/v1/nodes", "Node", "v1", False),
+    "nodeslos": (f"{SLO}/nodeslos", "NodeSLO", "slo.koordinator.sh/v1alpha1", False),
+    "nodemetrics": (f"{SLO}/nodemetrics", "NodeMetric", "slo.koordinator.sh/v1alpha1", False),
+}
+
+
+def make_pod(name: str, *, node: str = "node-a", namespace: str = "default", uid: str = "", qos: str = "",
+             cpu: str = "100m", memory: str = "64Mi", annotations: Mapping[str, str] | None = None,
+             priority: int | None = None, phase: str = "Running") -> dict[str, Any]:
+    labels = {"app": name}
+    if qos:
+        labels["koordinator.sh/qosClass"] = qos
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid or str(uuid.uuid4()), "labels": labels,
+                     "annotations": dict(annotations or {})},
+        "spec": {"nodeName": node, "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": memory},
+                                                              "limits": {"cpu": cpu, "memory": memory}}}]},
+        "status": {"phase": phase, "qosClass": "Guaranteed"},
+    }
+    if priority is not None:
+        pod["spec"]["priority"] = priority
+    return pod
+
+
+def make_node(name: str = "node-a", *, labels: Mapping[str, str] | None = None,
+              annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": str(uuid.uuid4()), "labels": dict(labels or {}),
+                     "annotations": dict(annotations or {})},
+        "status": {"capacity": {"cpu": "8", "memory": "32Gi"}, "allocatable": {"cpu": "7800m", "memory": "30Gi"}},
+    }
+
+
+def make_nodeslo(name: str = "node-a", spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
+            "metadata": {"name": name, "uid": str(uuid.uuid4())}, "spec": dict(spec or {})}
+
+
+@dataclass
+class _Event:
+    rv: int
+    kind: str
+    type: str
+    old: dict[str, Any] | None
+    new: dict[str, Any]
+
+
+def _field(obj: Mapping[str, Any], path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return "" if value is None else str(value)
+
+
+def _selector(text: str) -> Callable[[Mapping[str, Any]], bool]:
+    terms: list[tuple[str, str, bool]] = []
+    for term in filter(None, text.split(",")):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            terms.append((key, value, False))
+        else:
+            key, value = term.replace("==", "=").split("=", 1)
+            terms.append((key, value, True))
+    return lambda obj: all((_field(obj, k) == v) is eq for k, v, eq in terms)
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+class FakeApiServer:
+    def __init__(self, *, token: str = "", bookmark_interval_s: float = 0.0) -> None:
+        self.token = token
+        self.bookmark_interval_s = bookmark_interval_s
+        self._cond = threading.Condition()
+        self._rv = 100
+        self._compacted_rv = 0
+        self._objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in COLLECTIONS}
+        self._history: list[_Event] = []
+        self._uninstalled: set[str] = set()
+        self._raw: dict[str, list[tuple[int, bytes]]] = {k: [] for k in COLLECTIONS}
+        self._raw_seq = 0
+        self._epoch = 0  # bumped by kill(): every open watch of an older epoch ends abruptly
+        self._expire_epoch: dict[str, int] = {k: 0 for k in COLLECTIONS}
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._sockets: set[socket.socket] = set()
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> FakeApiServer:
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def kill(self) -> None:
+        """The server dies: the listener closes and every open stream is cut without a final chunk."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        with self._cond:
+            self._epoch += 1
+            sockets = list(self._sockets)
+            self._cond.notify_all()
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        server.shutdown()
+        server.server_close()
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    stop = kill
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path: str) -> str:
+        user: dict[str, Any] = {"token": self.token} if self.token else {}
+        doc = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": user}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        }
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle)
+        return path
+
+    # -- state -----------------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def _record(self, kind: str, type_: str, old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+        self._rv += 1
+        new["metadata"]["resourceVersion"] = str(self._rv)
+        self._history.append(_Event(self._rv, kind, type_, copy.deepcopy(old), copy.deepcopy(new)))
+        self._cond.notify_all()
+        return new
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace (by namespace/name). Returns the stored copy with its resourceVersion."""
+        new = copy.deepcopy(dict(obj))
+        with self._cond:
+            old = self._objects[kind].get(_key(new))
+            self._objects[kind][_key(new)] = new
+            return self._record(kind, "MODIFIED" if old else "ADDED", old, new)
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        with self._cond:
+            old = self._objects[kind].pop(f"{namespace}/{name}")
+            gone = copy.deepcopy(old)
+            self._record(kind, "DELETED", old, gone)
+
+    def compact(self) -> None:
+        """Forget history: a watch from any version before now gets 410 Expired."""
+        with self._cond:
+            self._history.clear()
+            self._compacted_rv = self._rv
+
+    def expire_watches(self, kind: str) -> None:
+        """Send ERROR 410 to every open watch of `kind` (the watch cache lost its window)."""
+        with self._cond:
+            self._expire_epoch[kind] += 1
+            self._compacted_rv = self._rv
+            self._history.clear()
+            self._cond.notify_all()
+
+    def inject_raw(self, kind: str, line: bytes) -> None:
+        """Send `line` verbatim to every open watch of `kind` (malformed input tests)."""
+        with self._cond:
+            self._raw_seq += 1
+            self._raw[kind].append((self._raw_seq, line))
+            self._cond.notify_all()
+
+    def uninstall(self, kind: str) -> None:
+        self._uninstalled.add(kind)
+
+    def _count(self, kind: str, watch: bool) -> int:
+        path = COLLECTIONS[kind][0]
+        return sum(1 for p, q in self.requests if p == path and (q.get("watch") in ("1", "true")) is watch)
+
+    def watch_count(self, kind: str) -> int:
+        return self._count(kind, True)
+
+    def list_count(self, kind: str) -> int:
+        return self._count(kind, False)
+
+
+class FakeKubelet:
+    """The kubelet's `/pods`: a PodList of whatever `pods` holds; bearer token checked when set."""
+
+    def __init__(self, *, token: str = "") -> None:
+        self.token = token
+        self.pods: list[dict[str, Any]] = []
+        self.fail_with: int = 0
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+        self.port = 0
+
+    def start(self) -> FakeKubelet:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                outer.requests += 1
+                if outer.token and self.headers.get("Authorization") != f"Bearer {outer.token}":
+                    return _send_json(self, 401, _status(401, "Unauthorized", "bad token"))
+                if outer.fail_with:
+                    return _send_json(self, outer.fail_with, _status(outer.fail_with, "Fail", "injected"))
+                if urlsplit(self.path).path != "/pods":
+                    return _send_json(self, 404, _status(404, "NotFound", self.path))
+                _send_json(self, 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": outer.pods})
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
+def _send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def _route(path: str) -> tuple[str, str] | None:
+    """(kind, namespace) for a collection path, or None."""
+    for kind, (collection, _k, _v, namespaced) in COLLECTIONS.items():
+        if path == collection:
+            return kind, ""
+        if namespaced:
+            prefix, _, resource = collection.rpartition("/")
+            parts = path.split("/")
+            if path.startswith(f"{prefix}/namespaces/") and len(parts) == 6 and parts[5] == resource:
+                return kind, parts[4]
+    return None
+
+
+def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            fake.requests.append((url.path, query))
+            if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
+                return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
+            route = _route(url.path)
+            if route is None or route[0] in fake._uninstalled:
+                return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))
+            kind, namespace = route
+            selector = _selector(query.get("fieldSelector", ""))
+            if namespace:
+                inner = selector
+                selector = lambda o: _field(o, "metadata.namespace") == namespace and inner(o)  # noqa: E731
+            if query.get("watch") in ("1", "true"):
+                return self._watch(kind, selector, query)
+            with fake._cond:
+                items = [copy.deepcopy(o) for o in fake._objects[kind].values() if selector(o)]
+                rv = fake._rv
+            _, obj_kind, api_version, _ = COLLECTIONS[kind]
+            _send_json(self, 200, {"kind": f"{obj_kind}List", "apiVersion": api_version,
+                                   "metadata": {"resourceVersion": str(rv)}, "items": items})
+
+        def _chunk(self, payload: dict[str, Any] | bytes) -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            data += b"\n"
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _watch(self, kind: str, selector: Callable[[Mapping[str, Any]], bool], query: dict[str, str]) -> None:
+            _, obj_kind, api_version, _ = COLLECTIONS[kind]
+            timeout = float(query.get("timeoutSeconds", "0") or 0)
+            deadline = time.monotonic() + timeout if timeout else float("inf")
+            bookmarks = query.get("allowWatchBookmarks") == "true" and fake.bookmark_interval_s > 0
+            rv_text = query.get("resourceVersion", "")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            fake._sockets.add(self.connection)
+            try:
+                with fake._cond:
+                    epoch = fake._epoch
+                    expire_epoch = fake._expire_epoch[kind]
+                    raw_seen = fake._raw_seq
+                    pending: list[dict[str, Any] | bytes] = []
+                    if rv_text in ("", "0"):
+                        since = fake._rv
+                        pending = [{"type": "ADDED", "object": copy.deepcopy(o)}
+                                   for o in fake._objects[kind].values() if selector(o)]
+                    else:
+                        since = int(rv_text)
+                        if since < fake._compacted_rv:
+                            pending = [{"type": "ERROR", "object": _status(
+                                410, "Expired", f"too old resource version: {since} ({fake._compacted_rv})")}]
+                            deadline = 0.0
+                for item in pending:
+                    self._chunk(item)
+                next_bookmark = time.monotonic() + fake.bookmark_interval_s
+                while time.monotonic() < deadline:
+                    out: list[dict[str, Any] | bytes] = []
+                    with fake._cond:
+                        if fake._epoch != epoch:
+                            return  # killed: drop the connection mid-stream
+                        if fake._expire_epoch[kind] != expire_epoch:
+                            out.append({"type": "ERROR", "object": _status(410, "Expired", "watch expired")})
+                            deadline = 0.0
+                        for seq, line in fake._raw[kind]:
+                            if seq > raw_seen:
+                                out.append(line)
+                                raw_seen = seq
+                        for event in fake._history:
+                            if event.rv <= since or event.kind != kind:
+                                continue
+                            since = event.rv
+                            was = event.old is not None and selector(event.old)
+                            now = selector(event.new)
+                            if event.type == "DELETED":
+                                typ = "DELETED" if was else ""
+                            elif now and was:
+                                typ = "MODIFIED"
+                            elif now:
+                                typ = "ADDED"
+                            else:
+                                typ = "DELETED" if was else ""
+                            if typ:
+                                out.append({"type": typ, "object": copy.deepcopy(event.new)})
+                        since = max(since, fake._rv)  # every event up to now was examined
+                        if not out:
+                            wait = min(deadline, next_bookmark if bookmarks else deadline) - time.monotonic()
+                            fake._cond.wait(timeout=max(0.0, min(wait, 1.0)))
+                            if fake._epoch != epoch:
+                                return
+                    for item in out:
+                        self._chunk(item)
+                    if bookmarks and time.monotonic() >= next_bookmark:
+                        self._chunk({"type": "BOOKMARK", "object": {"kind": obj_kind, "apiVersion": api_version,
+                                                                     "metadata": {"resourceVersion": str(since)}}})
+                        next_bookmark = time.monotonic() + fake.bookmark_interval_s
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                return
+            finally:
+                fake._sockets.discard(self.connection)
+                self.close_connection = True
+
+    return Handler

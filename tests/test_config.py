@@ -1,0 +1,45 @@
+"""Settings precedence and errors that name the file, the field and the value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hookserver.config import load_settings
+from hookserver.errors import ConfigError
+
+
+def test_precedence_defaults_file_env_flags(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("hook:\n  socket: /from/file\n  failure_policy: Fail\nnode_name: file-node\n")
+    env = {"HOOKSERVER_HOOK__SOCKET": "/from/env", "HOOKSERVER_NODE_NAME": "env-node"}
+    s = load_settings(config_file=str(config), environ=env, overrides={"node_name": "flag-node"})
+    assert s.hook.socket == "/from/env"
+    assert s.hook.failure_policy == "Fail"
+    assert s.node_name == "flag-node"
+    assert s.cgroup.root == "/sys/fs/cgroup"  # default kept
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("hook: [1, 2]\n", "hook"),
+        ("nri:\n  plugin_idx: '7'\n", "nri.plugin_idx"),
+        ("no_such_key: 1\n", "no_such_key"),
+        ("- a\n- b\n", "top level must be a mapping"),
+        ("hook: {socket: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_files_name_the_problem(tmp_path: Path, text: str, needle: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(config_file=str(config), environ={})
+    assert needle in str(info.value)
+    assert str(config) in str(info.value)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        load_settings(config_file=str(tmp_path / "missing.yaml"), environ={})
