@@ -27,7 +27,7 @@ from hookserver.hooks import FailurePolicy, HookRegistry
 from hookserver.hooks.plugins import default_plugins
 from hookserver.informer import Informer, build_informer
 from hookserver.nri import NriPlugin
-from hookserver.observability.http import HealthState, MetricsHttpServer
+from hookserver.observability import HealthState, MetricsHttpServer
 from hookserver.observability.metrics import HookMetrics
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore

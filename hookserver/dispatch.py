@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from hookserver.errors import ExecutorError, HookServerError, InputError
@@ -76,6 +76,7 @@ class HookDispatcher:
     def dispatch_pod(self, stage: Stage, request: PodRequest, *, door: str, rpc: str) -> DispatchResult:
         started = self._perf()
         self._learn_pod(stage, request)
+        request = self._fill_pod_gaps(request)
         if request.skips_hooks():
             return self._finish(DispatchResult(stage, result="skipped"), door, rpc, request.key, "", started)
         outcome = run_stage(
@@ -110,6 +111,9 @@ class HookDispatcher:
     ) -> DispatchResult:
         started = self._perf()
         self._learn_container(stage, request)
+        filled = self._fill_pod_gaps(request.pod)
+        if filled is not request.pod:
+            request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
         if request.pod.skips_hooks():
             return self._finish(
                 DispatchResult(stage, result="skipped"), door, rpc, request.pod.key, request.name, started
@@ -189,10 +193,34 @@ class HookDispatcher:
                 )
             )
 
+    def _fill_pod_gaps(self, request: PodRequest) -> PodRequest:
+        """Fill what the request lacks from the store's copy of the pod (informer or an earlier hook).
+
+        The request always wins where it carries a value; the copy only fills empty labels, annotations
+        or cgroup parent, e.g. after a runtime-proxy failover that lost them (reference §2.2).
+        """
+        if not request.uid or (request.labels and request.annotations and request.cgroup_parent):
+            return request
+        known = self.store.snapshot().pods.get(request.uid)
+        if known is None:
+            return request
+        changes: dict[str, object] = {}
+        if not request.labels and known.labels:
+            changes["labels"] = known.labels
+        if not request.annotations and known.annotations:
+            changes["annotations"] = known.annotations
+        if not request.cgroup_parent and known.cgroup_parent:
+            changes["cgroup_parent"] = known.cgroup_parent
+        if not changes:
+            return request
+        log.debug("pod %s: filled %s from the store's copy (%s)", request.key, ", ".join(changes), known.source)
+        return replace(request, **changes)  # type: ignore[arg-type]
+
     def _learn_pod(self, stage: Stage, request: PodRequest) -> None:
         if stage in (Stage.POST_STOP_POD_SANDBOX, Stage.PRE_REMOVE_RUN_POD_SANDBOX):
             if stage is Stage.PRE_REMOVE_RUN_POD_SANDBOX or request.source.value == "proxy":
-                self.store.remove_pod(request.uid) if request.uid else None
+                if request.uid:
+                    self.store.remove_pod(request.uid)
             return
         if request.uid:
             # merge, not replace: keep what the informer knows (priority, phase, specs) that a hook does not

@@ -109,3 +109,29 @@ def test_container_lifecycle_updates_the_store() -> None:
     assert store.snapshot().containers == {}
     dispatcher.dispatch_pod(Stage.POST_STOP_POD_SANDBOX, pod(GOOD), door="proxy", rpc="u")
     assert store.snapshot().pods == {}
+
+
+def test_informer_copy_fills_gaps_but_never_overrides_the_request() -> None:
+    from hookserver.store import PodRecord
+
+    dispatcher, store, executor = make()
+    store.upsert_pod(
+        PodRecord(
+            uid="uid-1", namespace="ns", name="p", labels={"koordinator.sh/qosClass": "BE"}, annotations=GOOD,
+            cgroup_parent="/kubepods/besteffort/poduid-1", source="apiserver",
+        )
+    )
+    # A container request after a proxy failover: no pod labels, annotations or cgroup parent.
+    bare = ContainerRequest(pod=PodRequest("ns", "p", "uid-1"), name="a")
+    out = dispatcher.dispatch_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, bare, door="proxy", rpc="u")
+    assert out.resources.cpu_shares == 512 and out.resources.memory_limit_bytes == 1073741824
+    # The request's own labels win: an LS label means no batch values even though the copy says BE.
+    ls = ContainerRequest(pod=PodRequest("ns", "p", "uid-1", labels={"koordinator.sh/qosClass": "LS"}), name="a")
+    out = dispatcher.dispatch_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, ls, door="proxy", rpc="u")
+    assert out.resources.is_empty()
+    # A pod request without a cgroup parent gets the stored one, so the pod cgroup is still written.
+    dispatcher.dispatch_pod(
+        Stage.PRE_RUN_POD_SANDBOX, PodRequest("ns", "p", "uid-1", labels={"koordinator.sh/qosClass": "BE"}, annotations=GOOD),
+        door="nri", rpc="RunPodSandbox",
+    )
+    assert executor.plans[-1].all_writes()[0].cgroup_dir == "/kubepods/besteffort/poduid-1"
