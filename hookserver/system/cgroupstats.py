@@ -2,7 +2,7 @@
 
 One reader per hierarchy version; nothing else branches on the version (the opencontainers/cgroups idea of
 one factory). Directories are relative to the hierarchy root (`kubepods/besteffort/pod<uid>`), already
-normalised by `hookserver.executor.naming.normalize_cgroup_dir` or built from the layout. On v1 each
+normalised by `hookserver.system.cgroupnames.normalize_cgroup_dir` or built from the layout. On v1 each
 controller has its own mount (`cpu` and `cpuacct` are separate mounts on some hosts, co-mounted with
 symlinks on others: joining per controller works for both).
 

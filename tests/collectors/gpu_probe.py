@@ -20,7 +20,7 @@ from collectors.nvml import PynvmlApi
 from collectors.scheduler import CollectorScheduler
 from collectors.settings import CollectorSettings, CollectorToggle
 from collectors.targets import TargetResolver
-from hookserver.executor.naming import CgroupDriver, ContainerRuntime
+from hookserver.system.cgroupnames import CgroupDriver, ContainerRuntime
 from hookserver.store.state import StateStore
 from hookserver.system.procfs import read_pid_cgroup
 from hookserver.system.roots import SystemRoots

@@ -10,7 +10,7 @@ from collectors.host_application import host_applications
 from collectors.node_info import NODE_TOPOLOGY_KEY
 from collectors.pod_throttled import throttled_ratio
 from collectors.system_resource import system_usage
-from hookserver.executor.naming import CgroupDriver
+from hookserver.system.cgroupnames import CgroupDriver
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import series_key
 from hookserver.system.topology import NodeTopology
@@ -178,3 +178,15 @@ def test_node_info_topology_and_numa(host_v1: FakeHost, clock: FakeClock, store:
     assert _last(store, "node_cpu_cores", **NODE) == 4
     assert _last(store, "numa_memory_used", numa="1", **NODE) == 1024 * 1024 * 1024
     assert _last(store, "numa_memory_total", numa="0", **NODE) == 8 * 1024 * 1024 * 1024
+
+
+def test_a_bad_batch_cpu_quantity_costs_only_the_request_sum(host_v2: FakeHost, clock: FakeClock, store: StateStore) -> None:
+    store.upsert_pod(make_pod("uid-b", cgroup_parent="/" + BE_POD, qos_class="BE", batch_cpu={"app": "lots"}))
+    store.upsert_pod(make_pod("uid-c", cgroup_parent="/kubepods/besteffort/poduid-c", qos_class="BE", batch_cpu={"app": "1500"}))
+    host_v2.set_memory(BE_POD, active_anon=8, inactive_anon=0)
+    sched = make_scheduler(host_v2, clock, store)
+    sched.run_once()
+    problems = sched.status()["targets_problems"]
+    assert len(problems) == 1 and "uid-b" in problems[0] and "batch-cpu" in problems[0] and "'lots'" in problems[0]
+    assert _last(store, "pod_memory_usage", pod="uid-b", qos="BE") == 8
+    assert _last(store, "be_cpu_request", **NODE) == 1.5

@@ -15,9 +15,10 @@ from collectors.export import StoreExporter
 from collectors.scheduler import CollectorScheduler
 from collectors.targets import TargetResolver
 from hookserver.config import CgroupSettings, Settings
-from hookserver.executor.naming import CgroupDriver, ContainerRuntime
+from hookserver.system.cgroupnames import CgroupDriver, ContainerRuntime
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import series_key
+from hookserver.system.roots import SystemRoots
 from tests.collectors.fakehost import make_scheduler
 from tests.collectors.fakehost import FakeClock, FakeHost, make_container, make_pod
 
@@ -116,6 +117,21 @@ def test_one_failing_collector_does_not_stop_the_others() -> None:
     assert store.series.last(series_key("node_cpu_usage", node="n"))[1] == 2.0  # type: ignore[index]
 
 
+class _BadProbe(_Counter):
+    name = "gpu"
+
+    def probe(self) -> str:
+        raise OSError("driver wedged")
+
+
+def test_a_probe_that_raises_disables_only_that_collector() -> None:
+    sched = _scheduler(StateStore(), [_BadProbe(), _Counter()])
+    sched.run_once()
+    status = sched.status()["collectors"]
+    assert status["gpu"]["enabled"] is False and status["gpu"]["disabled_reason"] == "probe failed: OSError: driver wedged"
+    assert status["node_resource"]["runs"] == 1
+
+
 def test_requirements_and_disabled_collectors_are_reported() -> None:
     from collectors.system_resource import SystemResourceCollector
 
@@ -151,14 +167,11 @@ def test_run_loops_on_intervals_and_stops_promptly() -> None:
     assert len(store.series.points(series_key("node_cpu_usage", node="n"))) == fast.calls
 
 
-def test_build_collectors_with_plain_settings_on_the_real_host(tmp_path: object) -> None:
+def test_build_collectors_with_plain_settings_on_the_real_host() -> None:
     """The default wiring builds and runs one cycle on this machine without raising."""
     store = StateStore()
     registry = CollectorRegistry()
-    sched = build_collectors(
-        Settings(node_name="here", cgroup=CgroupSettings()), store=store, roots=__import__("hookserver.system.roots").system.roots.SystemRoots(),
-        registry=registry,
-    )
+    sched = build_collectors(Settings(node_name="here", cgroup=CgroupSettings()), store=store, roots=SystemRoots(), registry=registry)
     sched.run_once()
     status = sched.status()
     assert status["cgroup_version"] in ("v1", "v2") and status["cgroup_driver"] in ("systemd", "cgroupfs")

@@ -189,7 +189,7 @@ def test_static_values_and_the_state_store_attribute() -> None:
 def test_readers_do_not_block_and_see_consistent_windows() -> None:
     """A writer appends increasing values while readers query: every read is ordered and bounded."""
     store = TimeSeriesStore(retention_s=500.0, clock=Clock())
-    n = 20_000
+    n = 8_000
     errors: list[str] = []
     done = threading.Event()
 
