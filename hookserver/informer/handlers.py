@@ -143,11 +143,10 @@ class NodeHandler:
         return int(self._present)
 
 
-class NodeSLOHandler:
-    """The NodeSLO named after this node, laid over the defaults. No NodeSLO (or no CRD): defaults."""
+class _NodeNamedHandler:
+    """The one cluster-scoped object named after this node (NodeSLO, NodeMetric): set it, or fall back."""
 
-    def __init__(self, slo: SLOState, *, node_name: str) -> None:
-        self._slo = slo
+    def __init__(self, *, node_name: str) -> None:
         self._node_name = node_name
         self._present = False
 
@@ -165,10 +164,35 @@ class NodeSLOHandler:
     def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
         if _name_of(obj) != self._node_name:
             return
-        name = f"nodeslo/{self._node_name}"
         if event_type == "DELETED":
             self.absent()
             return
+        self._set(obj)
+        self._present = True
+
+    def absent(self) -> None:
+        self._present = False
+        self._clear()
+
+    def count(self) -> int:
+        return int(self._present)
+
+    def _set(self, obj: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _clear(self) -> None:
+        raise NotImplementedError
+
+
+class NodeSLOHandler(_NodeNamedHandler):
+    """The NodeSLO named after this node, laid over the defaults. No NodeSLO (or no CRD): defaults."""
+
+    def __init__(self, slo: SLOState, *, node_name: str) -> None:
+        super().__init__(node_name=node_name)
+        self._slo = slo
+
+    def _set(self, obj: Mapping[str, Any]) -> None:
+        name = f"nodeslo/{self._node_name}"
         spec = obj.get("spec") or {}
         if not isinstance(spec, Mapping):
             self._slo.set_error(f"{name}: spec: must be an object, got {type(spec).__name__}")
@@ -179,55 +203,28 @@ class NodeSLOHandler:
             self._slo.set_error(str(exc))
             raise InputError(str(exc), field="spec") from exc
         self._slo.set_document(SLODocument(origin=name, kind="nodeslo", spec=resolved), input_name=f"apiserver {name}")
-        self._present = True
 
-    def absent(self) -> None:
-        self._present = False
+    def _clear(self) -> None:
         self._slo.set_document(None, input_name=f"apiserver (no NodeSLO {self._node_name}): defaults")
 
-    def count(self) -> int:
-        return int(self._present)
 
-
-class NodeMetricHandler:
+class NodeMetricHandler(_NodeNamedHandler):
     """The NodeMetric spec (reporting cadence) into the store."""
 
     def __init__(self, store: StateStore, *, node_name: str) -> None:
+        super().__init__(node_name=node_name)
         self._store = store
-        self._node_name = node_name
-        self._present = False
 
-    def replace(self, objects: Sequence[Any]) -> int:
-        for obj in objects:
-            if isinstance(obj, Mapping) and _name_of(obj) == self._node_name:
-                try:
-                    self.apply("ADDED", obj)
-                except InputError:
-                    return 1
-                return 0
-        self.absent()
-        return 0
-
-    def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        if _name_of(obj) != self._node_name:
-            return
-        if event_type == "DELETED":
-            self.absent()
-            return
+    def _set(self, obj: Mapping[str, Any]) -> None:
         spec = obj.get("spec") or {}
         try:
             model = NodeMetricSpec.model_validate(canonical_json(NodeMetricSpec, spec))
         except ValidationError as exc:
             raise InputError("; ".join(problems_of(exc, "spec")), field="spec") from None
         self._store.set_node_metric(model)
-        self._present = True
 
-    def absent(self) -> None:
-        self._present = False
+    def _clear(self) -> None:
         self._store.set_node_metric(None)
-
-    def count(self) -> int:
-        return int(self._present)
 
 
 def _key(obj: Any) -> str:

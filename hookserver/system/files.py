@@ -24,25 +24,48 @@ MAX_READ_BYTES = 1 << 20
 
 # errnos that mean "not there (any more)": the pod, process or controller went away, or the kernel lacks it.
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENODEV, errno.ESRCH})
+_CHUNK = 1 << 16
 
 
 def read_text(path: str, *, max_bytes: int = MAX_READ_BYTES) -> str | None:
     """The file's text, or None when it (or its directory) does not exist.
 
-    Other OS errors (EACCES, EIO...) raise `SystemFileError` with the path: those mean something is
-    misconfigured and should be seen, not turned into a missing sample.
+    Unbuffered `os.open`/`os.read` in 64 KiB chunks: the collectors read thousands of these small kernel
+    files a second, and a buffered `open().read(n)` costs about five times as much (it also allocates `n`
+    bytes up front). Other OS errors (EACCES, EIO...) raise `SystemFileError` with the path: those mean
+    something is misconfigured and should be seen, not turned into a missing sample.
     """
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno in _GONE:
             return None
-        name = errno.errorcode.get(exc.errno or 0, "EIO")
-        raise SystemFileError(f"cannot read {path}: {name} ({exc.strerror})", path=path) from exc
-    if len(data) > max_bytes:
-        raise SystemFileError(f"{path} is larger than {max_bytes} bytes", path=path)
-    return data.decode("utf-8", errors="replace")
+        raise _read_error(path, exc) from exc
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise SystemFileError(f"{path} is larger than {max_bytes} bytes", path=path)
+            if len(chunk) < _CHUNK:
+                break  # cgroup, proc and sysfs files hand over everything they have in one short read
+    except OSError as exc:
+        if exc.errno in _GONE:
+            return None
+        raise _read_error(path, exc) from exc
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _read_error(path: str, exc: OSError) -> SystemFileError:
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    return SystemFileError(f"cannot read {path}: {name} ({exc.strerror})", path=path)
 
 
 def read_int(path: str) -> int | None:
