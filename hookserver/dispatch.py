@@ -170,13 +170,10 @@ class HookDispatcher:
             )
         )
         if self.metrics is not None:
-            self.metrics.calls.labels(door, rpc, result.result).inc()
-            self.metrics.latency.labels(door, rpc).observe(latency)
+            self.metrics.observe_call(door, rpc, result.result, latency)
             if result.outcome is not None:
                 for o in result.outcome.outcomes:
-                    self.metrics.plugin_duration.labels(o.plugin, o.stage.value).observe(o.duration_s)
-                    if o.failed:
-                        self.metrics.plugin_errors.labels(o.plugin, o.stage.value, o.error_type).inc()
+                    self.metrics.observe_plugin(o.plugin, o.stage.value, o.duration_s, o.error_type if o.failed else "")
         return result
 
     def _audit(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str) -> None:
@@ -235,12 +232,22 @@ class HookDispatcher:
         if stage is Stage.POST_STOP_CONTAINER:
             self.store.remove_container(key)
             return
-        if request.container_id:
+        if request.container_id and f"pending:{pod.uid}/{request.name}" in snap.containers:
             self.store.remove_container(f"pending:{pod.uid}/{request.name}")
+        cgroup_parent = request.cgroup_parent or pod.cgroup_parent
+        known = snap.containers.get(key)
+        if (
+            known is not None
+            and known.pod_uid == pod.uid
+            and known.cgroup_parent == cgroup_parent
+            and known.resources == request.resources
+            and known.source == request.source.value
+        ):
+            return  # nothing new: skip the write, so readers keep their cached snapshot
         self.store.upsert_container(
             ContainerRecord(
                 id=key, pod_uid=pod.uid, name=request.name, sandbox_id=pod.sandbox_id,
-                cgroup_parent=request.cgroup_parent or pod.cgroup_parent, resources=request.resources,
+                cgroup_parent=cgroup_parent, resources=request.resources,
                 source=request.source.value, updated_at=self.store.clock(),
             )
         )

@@ -135,3 +135,17 @@ def test_informer_copy_fills_gaps_but_never_overrides_the_request() -> None:
         door="nri", rpc="RunPodSandbox",
     )
     assert executor.plans[-1].all_writes()[0].cgroup_dir == "/kubepods/besteffort/poduid-1"
+
+
+def test_unchanged_container_keeps_the_snapshot_but_a_change_lands() -> None:
+    from hookserver.resources import Resources
+
+    dispatcher, store, _ = make()
+    first = ContainerRequest(pod=pod(GOOD), name="a", container_id="c1", resources=Resources(cpu_shares=2))
+    dispatcher.dispatch_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, first, door="nri", rpc="u")
+    version = store.version
+    dispatcher.dispatch_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, first, door="nri", rpc="u")
+    assert store.version == version  # nothing new: no store write
+    changed = ContainerRequest(pod=pod(GOOD), name="a", container_id="c1", resources=Resources(cpu_shares=512))
+    dispatcher.dispatch_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, changed, door="nri", rpc="u")
+    assert store.snapshot().containers["c1"].resources.cpu_shares == 512

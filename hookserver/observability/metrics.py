@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
@@ -46,3 +48,26 @@ class HookMetrics:
             ["resource", "result"],
             registry=registry,
         )
+        # `labels()` costs a few microseconds per call; the hot path looks its children up here instead.
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
+        """Count one front-door call and its latency."""
+        key = ("call", door, rpc, result)
+        pair = self._children.get(key)
+        if pair is None:
+            pair = (self.calls.labels(door, rpc, result), self.latency.labels(door, rpc))
+            self._children[key] = pair
+        pair[0].inc()
+        pair[1].observe(latency_s)
+
+    def observe_plugin(self, plugin: str, stage: str, duration_s: float, error_type: str = "") -> None:
+        """One plugin run; `error_type` is set when it failed."""
+        key = ("plugin", plugin, stage)
+        child = self._children.get(key)
+        if child is None:
+            child = self.plugin_duration.labels(plugin, stage)
+            self._children[key] = child
+        child.observe(duration_s)
+        if error_type:
+            self.plugin_errors.labels(plugin, stage, error_type).inc()

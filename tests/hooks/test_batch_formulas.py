@@ -184,3 +184,16 @@ def test_malformed_annotations_fail_with_a_named_field(annotation: str, needle: 
     assert err is not None
     assert needle in err.error
     assert err.error_field.startswith(f"annotations[{SPEC}]")
+
+
+def test_memoized_decisions_never_cache_errors_or_ignore_a_rule_change() -> None:
+    bad = pod({SPEC: '{"containers": {"a": {"limits": {"kubernetes.io/batch-cpu": "-5"}}}}'})
+    for _ in range(2):
+        assert run(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=bad, name="a")).failed
+    first = run(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod(WORKED), name="a")).resources
+    again = run(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod(WORKED), name="a")).resources
+    assert first == again and first.cpu_quota_us == 100000
+    store = StateStore()
+    store.set_node(NodeRecord(name="n", annotations={"node.koordinator.sh/cpu-normalization-ratio": "2"}))
+    scaled = run(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod(WORKED), name="a"), store).resources
+    assert scaled.cpu_quota_us == 50000  # the same annotation under a new rule is decided again

@@ -3,29 +3,34 @@
 A BE pod that requests only extended resources is kube-QoS BestEffort, so the kubelet gives it
 shares = 2, no quota and no memory limit. This hook computes what koordlet would (reference §4):
 pod level from the sums over containers, container level from that container's entry.
+
+The decision is a pure function of (annotation text, container name, quota rule), and a pod's
+annotation is the same on every call for that pod (often for a whole workload), so decisions are
+memoized: on the hot path a repeat call costs a dictionary lookup, not a JSON and quantity parse.
+Errors are never cached (an exception does not enter an lru_cache).
 """
 
 from __future__ import annotations
 
+import functools
 from types import MappingProxyType
 from typing import Any
 
-from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, Resources
+from hookserver.cgroupmath import apply_quota_rule, milli_cpu_to_quota, milli_cpu_to_shares
+from hookserver.hooks.context import LABEL_QOS_CLASS, ContainerRequest, PodRequest, QoSClass, Resources
 from hookserver.hooks.outcome import HookResult
-from hookserver.cgroupmath import (
-    apply_quota_rule,
-    milli_cpu_to_quota,
-    milli_cpu_to_shares,
-)
 from hookserver.hooks.plugins.extended_resources import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC,
     ContainerBatchResources,
-    parse_extended_resource_spec,
+    parse_spec_text,
 )
 
 __all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "BatchResourcePlugin", "QuotaRule", "quota_rule_from"]
 
 ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
+# Texts longer than this are decided without the cache, which bounds it at 1024 x 16 KiB.
+_CACHED_TEXT_BYTES = 16 * 1024
+_NO_SPEC = HookResult.skip(f"BE pod without {ANNOTATION_EXTENDED_RESOURCE_SPEC}")
 
 
 class QuotaRule:
@@ -73,12 +78,12 @@ class BatchResourcePlugin:
     name = "BatchResource"
 
     def pre_run_pod_sandbox(self, request: PodRequest, snapshot: Any) -> HookResult:
-        if QoSClass.from_labels(request.labels) is not QoSClass.BE:
-            return HookResult.skip("not a BE pod", qos_class=request.labels.get("koordinator.sh/qosClass", ""))
-        spec = parse_extended_resource_spec(request.annotations)
-        if not spec:
-            return HookResult.skip(f"BE pod without {ANNOTATION_EXTENDED_RESOURCE_SPEC}")
-        return _pod_result(list(spec.values()), quota_rule_from(snapshot))
+        text = _be_spec_text(request.labels, request.annotations)
+        if isinstance(text, HookResult):
+            return text
+        rule = quota_rule_from(snapshot)
+        decide = _pod_decision_cached if len(text) <= _CACHED_TEXT_BYTES else _pod_decision
+        return decide(text, rule.cfs_quota_suppress, rule.normalization_ratio)
 
     def pre_create_container(self, request: ContainerRequest, snapshot: Any) -> HookResult:
         return self._container(request, snapshot)
@@ -87,29 +92,59 @@ class BatchResourcePlugin:
         return self._container(request, snapshot)
 
     def _container(self, request: ContainerRequest, snapshot: Any) -> HookResult:
-        if QoSClass.from_labels(request.pod.labels) is not QoSClass.BE:
-            return HookResult.skip("not a BE pod", qos_class=request.pod.labels.get("koordinator.sh/qosClass", ""))
-        spec = parse_extended_resource_spec(request.pod.annotations)
-        if spec is None:
-            return HookResult.skip(f"BE pod without {ANNOTATION_EXTENDED_RESOURCE_SPEC}")
-        entry = spec.get(request.name)
-        if entry is None:
-            return HookResult.skip(f"container {request.name!r} has no entry in the extended-resource spec")
+        text = _be_spec_text(request.pod.labels, request.pod.annotations)
+        if isinstance(text, HookResult):
+            return text
         rule = quota_rule_from(snapshot)
-        shares = milli_cpu_to_shares(entry.cpu_request_milli if entry.cpu_request_milli > 0 else 0)
-        base_quota = milli_cpu_to_quota(entry.cpu_limit_milli if entry.cpu_limit_milli > 0 else 0)
-        quota = rule.apply(base_quota)
-        memory = entry.memory_limit_bytes if entry.memory_limit_bytes > 0 else -1
-        reason = (
-            f"BE container: shares from batch-cpu request {entry.cpu_request_milli}m -> {shares}; "
-            f"quota from batch-cpu limit {entry.cpu_limit_milli}m -> {base_quota} ({rule.describe()}) -> {quota}; "
-            f"memory from batch-memory limit -> {memory}"
-        )
-        return HookResult(
-            resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
-            reason=reason,
-            inputs=MappingProxyType({f"container[{entry.name}]": entry.raw, "quota_rule": rule.describe()}),
-        )
+        decide = _container_decision_cached if len(text) <= _CACHED_TEXT_BYTES else _container_decision
+        return decide(text, request.name, rule.cfs_quota_suppress, rule.normalization_ratio)
+
+
+def _be_spec_text(labels: Any, annotations: Any) -> str | HookResult:
+    """The annotation text of a BE pod, or the skip result that says why there is nothing to do."""
+    if QoSClass.from_labels(labels) is not QoSClass.BE:
+        return _not_be(labels.get(LABEL_QOS_CLASS, ""))
+    text = annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    if text is None:
+        return _NO_SPEC
+    return str(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _not_be(qos_class: str) -> HookResult:
+    return HookResult.skip("not a BE pod", qos_class=qos_class)
+
+
+def _container_decision(text: str, container: str, suppress: bool, ratio: float | None) -> HookResult:
+    entry = parse_spec_text(text).get(container)
+    if entry is None:
+        return HookResult.skip(f"container {container!r} has no entry in the extended-resource spec")
+    rule = QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio)
+    shares = milli_cpu_to_shares(entry.cpu_request_milli if entry.cpu_request_milli > 0 else 0)
+    base_quota = milli_cpu_to_quota(entry.cpu_limit_milli if entry.cpu_limit_milli > 0 else 0)
+    quota = rule.apply(base_quota)
+    memory = entry.memory_limit_bytes if entry.memory_limit_bytes > 0 else -1
+    reason = (
+        f"BE container: shares from batch-cpu request {entry.cpu_request_milli}m -> {shares}; "
+        f"quota from batch-cpu limit {entry.cpu_limit_milli}m -> {base_quota} ({rule.describe()}) -> {quota}; "
+        f"memory from batch-memory limit -> {memory}"
+    )
+    return HookResult(
+        resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
+        reason=reason,
+        inputs=MappingProxyType({f"container[{entry.name}]": entry.raw, "quota_rule": rule.describe()}),
+    )
+
+
+def _pod_decision(text: str, suppress: bool, ratio: float | None) -> HookResult:
+    containers = list(parse_spec_text(text).values())
+    if not containers:
+        return HookResult.skip("the extended-resource spec lists no container")
+    return _pod_result(containers, QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio))
+
+
+_container_decision_cached = functools.lru_cache(maxsize=1024)(_container_decision)
+_pod_decision_cached = functools.lru_cache(maxsize=1024)(_pod_decision)
 
 
 def _pod_result(containers: list[ContainerBatchResources], rule: QuotaRule) -> HookResult:

@@ -8,11 +8,9 @@ message instead of silently wrong cgroup values.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from hookserver.errors import AnnotationError, QuantityError
 from hookserver.quantity import INT64_MAX, parse_quantity
@@ -23,6 +21,7 @@ __all__ = [
     "BATCH_MEMORY",
     "ContainerBatchResources",
     "parse_extended_resource_spec",
+    "parse_spec_text",
 ]
 
 ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
@@ -30,7 +29,6 @@ BATCH_CPU = "kubernetes.io/batch-cpu"
 BATCH_MEMORY = "kubernetes.io/batch-memory"
 _LEGACY = {BATCH_CPU: "koordinator.sh/batch-cpu", BATCH_MEMORY: "koordinator.sh/batch-memory"}
 _MAX_ANNOTATION_BYTES = 256 * 1024
-_CACHED_TEXT_BYTES = 16 * 1024  # bounds the cache at 512 x 16 KiB of text
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,26 +48,15 @@ class ContainerBatchResources:
 
 
 def parse_extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, ContainerBatchResources] | None:
-    """The per-container batch resources, or None when the pod has no annotation at all.
-
-    A pod's annotation text is the same on every hook call for that pod (and often for a whole
-    workload), and parsing it (JSON plus exact quantities) is most of a hook call's cost, so parses of
-    texts up to `_CACHED_TEXT_BYTES` are memoized. Errors are not cached; each caller gets its own dict.
-    """
+    """The per-container batch resources, or None when the pod has no annotation at all."""
     text = annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC)
     if text is None:
         return None
-    if len(text) <= _CACHED_TEXT_BYTES:
-        return dict(_parse_cached(text))
-    return _parse(text)
+    return parse_spec_text(text)
 
 
-@functools.lru_cache(maxsize=512)
-def _parse_cached(text: str) -> Mapping[str, ContainerBatchResources]:
-    return MappingProxyType(_parse(text))
-
-
-def _parse(text: str) -> dict[str, ContainerBatchResources]:
+def parse_spec_text(text: str) -> dict[str, ContainerBatchResources]:
+    """Parse the annotation's text; raises AnnotationError/QuantityError naming the JSON path."""
     field = f"annotations[{ANNOTATION_EXTENDED_RESOURCE_SPEC}]"
     if len(text) > _MAX_ANNOTATION_BYTES:
         raise AnnotationError(f"annotation is {len(text)} bytes, over {_MAX_ANNOTATION_BYTES}", field=field)
