@@ -148,9 +148,39 @@ def load_settings(
     data = _deep_merge(data, _from_env(env))
     data = _deep_merge(data, overrides or {})
     try:
-        return Settings.model_validate(data)
+        return _absolute_paths(Settings.model_validate(data), base=os.getcwd())
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err.get('input')!r})" for err in exc.errors()
         )
         raise ConfigError(f"config from {source}: {problems}") from None
+
+
+# Path settings that may be given relative (e.g. `run/hookserver.sock` for `make run`). They are resolved
+# once, against the working directory at startup, so sockets, the registration file's `remote-endpoint`
+# and hookctl all see one absolute path, whatever directory a later component runs from.
+_PATH_FIELDS = (
+    ("", "state_dir"), ("", "kubeconfig"), ("", "slo_file"),
+    ("hook", "socket"), ("hook", "host_endpoint"), ("hook", "registration_dir"),
+    ("debug", "socket"), ("nri", "socket"),
+)
+
+
+def _absolute_paths(settings: Settings, *, base: str) -> Settings:
+    changes: dict[str, dict[str, str]] = {}
+    top: dict[str, str] = {}
+    for section, name in _PATH_FIELDS:
+        owner = getattr(settings, section) if section else settings
+        value = getattr(owner, name)
+        if value and not os.path.isabs(value):
+            absolute = os.path.normpath(os.path.join(base, value))
+            if section:
+                changes.setdefault(section, {})[name] = absolute
+            else:
+                top[name] = absolute
+    if not changes and not top:
+        return settings
+    updates: dict[str, object] = dict(top)
+    for section, fields in changes.items():
+        updates[section] = getattr(settings, section).model_copy(update=fields)
+    return settings.model_copy(update=updates)

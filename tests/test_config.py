@@ -43,3 +43,12 @@ def test_bad_files_name_the_problem(tmp_path: Path, text: str, needle: str) -> N
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="missing.yaml"):
         load_settings(config_file=str(tmp_path / "missing.yaml"), environ={})
+
+
+def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(overrides={"hook": {"socket": "run/h.sock", "registration_dir": "run/d"}, "state_dir": "st"}, environ={})
+    assert s.hook.socket == str(tmp_path / "run" / "h.sock")
+    assert s.hook.registration_dir == str(tmp_path / "run" / "d")
+    assert s.state_dir == str(tmp_path / "st")
+    assert s.debug.socket == "/var/run/hookserver/debug.sock"  # absolute stays as given

@@ -29,7 +29,19 @@ def _scalar(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return _float(value)
     return _clean(str(value))
+
+
+def _float(value: float) -> str:
+    """People read rates and sizes, not 17 digits: whole numbers as integers, others to 3 decimals.
+    `-o json` keeps the exact value."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    if value.is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def _is_scalar(value: Any) -> bool:

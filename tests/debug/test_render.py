@@ -86,3 +86,12 @@ def test_any_json_document_renders_without_control_characters(doc: Any) -> None:
     out = render(doc)
     assert isinstance(out, str)
     assert all(ch == "\n" or ch.isprintable() for ch in out)
+
+
+def test_floats_are_rounded_for_people_but_whole_numbers_stay_whole() -> None:
+    from hookserver.debug.render import _scalar
+
+    assert _scalar(1.0952380952380953) == "1.095"
+    assert _scalar(475250688.0) == "475250688"
+    assert _scalar(0.0) == "0"
+    assert _scalar(float("nan")) == "nan"

@@ -210,3 +210,27 @@ def test_bad_config_fails_fast_naming_the_field(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "hook.failure_policy" in proc.stderr and "Sometimes" in proc.stderr
+
+
+def test_make_run_config_starts_from_any_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make run` uses deploy/standalone.yaml with paths relative to the working directory."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hookserver.cli.serve", "serve", "--config", str(ROOT / "deploy" / "standalone.yaml"),
+         "--metrics-addr", "127.0.0.1:0", "--no-nri"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    registration = tmp_path / "run" / "hookserver.d" / "hookserver.json"
+    try:
+        deadline = time.monotonic() + 30
+        while not (registration.exists() and _accepts(tmp_path / "run" / "debug.sock")):
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.monotonic() < deadline, "agent did not start"
+            time.sleep(0.05)
+        assert json.loads(registration.read_text())["remote-endpoint"] == str(tmp_path / "run" / "hookserver.sock")
+        capsys.readouterr()
+        assert hookctl.main(["--socket", str(tmp_path / "run" / "debug.sock"), "status"]) == 0
+        assert "standalone" in capsys.readouterr().out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
