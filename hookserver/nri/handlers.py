@@ -338,8 +338,7 @@ class PluginService:
         )
         metrics = self._dispatcher.metrics
         if metrics is not None:
-            metrics.calls.labels(DOOR, rpc, result).inc()
-            metrics.latency.labels(DOOR, rpc).observe(latency)
+            metrics.observe_call(DOOR, rpc, result, latency)
 
     # -- wire ------------------------------------------------------------------------------------
     def _wire(
