@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from collectors.settings import CollectorSettings
 from hookserver.errors import ConfigError
@@ -74,6 +74,14 @@ class NriSettings(_Frozen):
         if len(value) != 2 or not value.isdigit():
             raise ValueError(f"plugin index must be two digits, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> NriSettings:
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError(
+                f"backoff_max_s ({self.backoff_max_s}) must be >= backoff_initial_s ({self.backoff_initial_s})"
+            )
+        return self
 
 
 class Settings(_Frozen):

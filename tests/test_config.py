@@ -52,3 +52,8 @@ def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path, mo
     assert s.hook.registration_dir == str(tmp_path / "run" / "d")
     assert s.state_dir == str(tmp_path / "st")
     assert s.debug.socket == "/var/run/hookserver/debug.sock"  # absolute stays as given
+
+
+def test_nri_backoff_must_not_shrink() -> None:
+    with pytest.raises(ConfigError, match="backoff_max_s"):
+        load_settings(overrides={"nri": {"backoff_initial_s": 10, "backoff_max_s": 1}}, environ={})

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from hookserver.aio.periodic import sleep_or_stop
 from hookserver.errors import InformerError, InputError
-from hookserver.informer.backoff import Backoff
+from hookserver.aio.backoff import Backoff
 from hookserver.informer.convert import resource_version_of
 from hookserver.informer.handlers import ObjectHandler
 from hookserver.informer.metrics import InformerMetrics

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from hookserver.aio.backoff import Backoff
 from hookserver.aio.periodic import sleep_or_stop
 from hookserver.api import nri_pb2
 from hookserver.config import NriSettings
@@ -110,14 +111,17 @@ class NriPlugin:
         self._running = True
         st = self._status
         pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="nri-hook")
-        attempt = 0
+        backoff = Backoff(
+            initial_s=self._settings.backoff_initial_s, max_s=self._settings.backoff_max_s, jitter=0.25, rand=self._rng
+        )
         try:
             while not stop.is_set():
                 was_ready = await self._session(stop, pool)
                 if stop.is_set():
                     break
-                attempt = 0 if was_ready else attempt + 1
-                delay = self._backoff(attempt)
+                if was_ready:
+                    backoff.reset()  # a session that got as far as synchronized starts the schedule over
+                delay = backoff.next_delay()
                 st.state, st.next_retry_s = ConnState.BACKOFF, delay
                 st.reconnects += 1
                 if await sleep_or_stop(stop, delay):
@@ -128,11 +132,6 @@ class NriPlugin:
             st.connected_since = None
             pool.shutdown(wait=False, cancel_futures=True)
             self._running = False
-
-    def _backoff(self, attempt: int) -> float:
-        s = self._settings
-        capped = min(s.backoff_max_s, s.backoff_initial_s * float(1 << min(attempt, 30)))
-        return capped * (0.5 + self._rng() / 2)
 
     # -- one connection --------------------------------------------------------------------------
     async def _session(self, stop: asyncio.Event, pool: ThreadPoolExecutor) -> bool:

@@ -1,4 +1,4 @@
-"""Exponential backoff with jitter, reset after a success: how every informer source retries.
+"""Exponential backoff with jitter, reset after a success: how every reconnecting loop retries (informer, NRI).
 
 Jitter spreads the reconnects of a DaemonSet's agents after an apiserver restart, so thousands of nodes
 do not relist in the same second.
