@@ -9,6 +9,7 @@ never leaves a partial set of values: the result is all of them or none.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -184,7 +185,7 @@ class HookDispatcher:
                 DecisionRecord(
                     ts=ts, door=door, stage=o.stage.value, pod_key=pod.key, pod_uid=pod.uid,
                     container=container, plugin=o.plugin, applied=bool(res and res.applied),
-                    values=MappingProxyType(res.resources.as_dict() if res else {}),
+                    values=_values_of(res.resources) if res else _NO_VALUES,
                     reason=res.reason if res else "", inputs=res.inputs if res else MappingProxyType({}),
                     error=o.error,
                 )
@@ -263,3 +264,12 @@ def _pod_record(request: PodRequest, now: float) -> PodRecord:
         annotations=request.annotations, cgroup_parent=request.cgroup_parent, sandbox_id=request.sandbox_id,
         qos_class=qos, source=request.source.value, updated_at=now,
     )
+
+
+_NO_VALUES: Mapping[str, int | str] = MappingProxyType({})
+
+
+@functools.lru_cache(maxsize=1024)
+def _values_of(resources: Resources) -> Mapping[str, int | str]:
+    """The audit's view of a (frozen, memoized) hook value: computed once per distinct value."""
+    return MappingProxyType(resources.as_dict())

@@ -19,6 +19,9 @@ from hookserver.hooks.stages import Stage
 
 __all__ = ["run_stage"]
 
+_NOTHING = Resources()
+_NO_ENVS: MappingProxyType[str, str] = MappingProxyType({})
+
 
 def run_stage(
     registry: HookRegistry,
@@ -31,7 +34,7 @@ def run_stage(
 ) -> StageOutcome:
     started = clock()
     outcomes: list[HookOutcome] = []
-    merged = Resources()
+    merged: Resources | None = None
     envs: dict[str, str] = {}
     for name, handler in registry.handlers(stage):
         t0 = clock()
@@ -55,12 +58,14 @@ def run_stage(
             continue
         outcomes.append(HookOutcome(plugin=name, stage=stage, duration_s=clock() - t0, result=result))
         if result.applied:
-            merged = result.resources.merged_over(merged)
-            envs.update(result.envs)
+            # The first applying hook's value is taken as is (results are frozen); later ones merge over it.
+            merged = result.resources if merged is None else result.resources.merged_over(merged)
+            if result.envs:
+                envs.update(result.envs)
     return StageOutcome(
         stage=stage,
         outcomes=tuple(outcomes),
-        resources=merged,
-        envs=MappingProxyType(envs),
+        resources=_NOTHING if merged is None else merged,
+        envs=MappingProxyType(envs) if envs else _NO_ENVS,
         duration_s=clock() - started,
     )
