@@ -137,7 +137,7 @@ async def _serve_plugin(fd: int) -> None:
     registry = HookRegistry([BatchResourcePlugin()])
     dispatcher = HookDispatcher(registry=registry, store=store, executor=None)
     plugin = NriPlugin(
-        NriSettings(socket="/nonexistent/nri.sock", backoff_initial_s=60), dispatcher=dispatcher, store=store,
+        NriSettings(socket="/nonexistent/nri.sock", backoff_initial_s=60, backoff_max_s=60), dispatcher=dispatcher, store=store,
         registry=registry, environ={"NRI_PLUGIN_SOCKET": str(fd)},
     )
     stop = asyncio.Event()
