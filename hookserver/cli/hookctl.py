@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from hookserver.debug.client import DEFAULT_SOCKET, DEFAULT_TIMEOUT_S, DebugCallError, DebugClient
 from hookserver.debug.podref import parse_pod_key
-from hookserver.debug.render import render
+from hookserver.debug.render import render, render_top
 from hookserver.errors import InputError
 
 __all__ = ["build_parser", "main"]
@@ -99,10 +99,12 @@ def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]
     return simple[command]
 
 
-def _print_reply(text: str, output: str, out: TextIO) -> None:
+def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None:
     doc: Any = json.loads(text)
     if output == "json":
         out.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    elif command == "top":
+        out.write(render_top(doc) + "\n")
     else:
         out.write(render(doc) + "\n")
 
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hookctl: error: {exc}", file=sys.stderr)
             return _EXIT_ERROR
     try:
-        _print_reply(text, output, sys.stdout)
+        _print_reply(text, output, sys.stdout, args.command)
         sys.stdout.flush()
     except BrokenPipeError:
         # `hookctl events | head`: the reader left. Point stdout at /dev/null so the interpreter's

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render", "render_table"]
+__all__ = ["render", "render_table", "render_top"]
 
 _INDENT = "  "
 _NONE = "(none)"
@@ -132,4 +132,58 @@ def render(doc: Any) -> str:
         lines = _list_lines(doc, "")
     else:
         lines = [_scalar(doc)]
+    return "\n".join(lines)
+
+
+def _bytes(value: Any) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return "-"  # unreachable: the loop returns at TiB
+
+
+def _cores(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _now_p95(stat: Any, fmt: Any) -> tuple[str, str]:
+    if not isinstance(stat, Mapping):
+        return "-", "-"
+    return fmt(stat.get("now")), fmt(stat.get("p95"))
+
+
+def render_top(doc: Any) -> str:
+    """`hookctl top` for people: a node line, then one row per pod with CPU and memory now and at p95.
+
+    Falls back to the generic rendering for a document of another shape (an older or newer server)."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("node"), Mapping) or not isinstance(doc.get("pods"), list):
+        return render(doc)
+    node = doc["node"]
+    cpu, cpu95 = _now_p95(node.get("cpu_cores"), _cores)
+    mem, mem95 = _now_p95(node.get("memory_bytes"), _bytes)
+    sys_cpu, sys_cpu95 = _now_p95(node.get("system_cpu_cores"), _cores)
+    be_cpu, be_cpu95 = _now_p95(node.get("be_cpu_cores"), _cores)
+    window = doc.get("window_s")
+    lines = [
+        f"node: cpu {cpu} cores (p95 {cpu95}), memory {mem} (p95 {mem95}) of {_bytes(node.get('memory_total_bytes'))}",
+        f"      system cpu {sys_cpu} (p95 {sys_cpu95}), best-effort cpu {be_cpu} (p95 {be_cpu95}); "
+        f"p95 over {_scalar(window)}s",
+        "",
+    ]
+    rows = []
+    for pod in doc["pods"]:
+        if not isinstance(pod, Mapping):
+            continue
+        pcpu, pcpu95 = _now_p95(pod.get("cpu_cores"), _cores)
+        pmem, pmem95 = _now_p95(pod.get("memory_bytes"), _bytes)
+        name = f"{pod.get('namespace')}/{pod.get('name')}" if pod.get("name") else str(pod.get("uid", "?"))
+        rows.append(
+            {"pod": name, "qos": pod.get("qos") or "-", "priority": pod.get("priority_class") or "-",
+             "cpu": pcpu, "cpu_p95": pcpu95, "memory": pmem, "memory_p95": pmem95}
+        )
+    lines.extend(render_table(rows) if rows else ["(no pod samples yet)"])
     return "\n".join(lines)

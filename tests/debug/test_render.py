@@ -95,3 +95,30 @@ def test_floats_are_rounded_for_people_but_whole_numbers_stay_whole() -> None:
     assert _scalar(475250688.0) == "475250688"
     assert _scalar(0.0) == "0"
     assert _scalar(float("nan")) == "nan"
+
+
+def test_top_renders_a_node_line_and_a_pod_table() -> None:
+    from hookserver.debug.render import render_top
+
+    doc = {
+        "window_s": 300.0,
+        "node": {
+            "cpu_cores": {"now": 1.25, "p95": 1.5}, "memory_bytes": {"now": 3 * 2**30, "p95": 3.5 * 2**30},
+            "system_cpu_cores": {"now": 0.1, "p95": 0.2}, "be_cpu_cores": {"now": 0.5, "p95": None},
+            "memory_total_bytes": 16 * 2**30,
+        },
+        "pods": [
+            {"uid": "u1", "namespace": "batch", "name": "spark-1", "qos": "BE", "priority_class": "koord-batch",
+             "cpu_cores": {"now": 0.5, "p95": 0.75}, "memory_bytes": {"now": 512 * 2**20, "p95": 600 * 2**20}},
+            {"uid": "u2", "namespace": "", "name": "", "qos": "", "priority_class": "",
+             "cpu_cores": {"now": None, "p95": None}, "memory_bytes": {"now": 2**20, "p95": 2**20}},
+        ],
+    }
+    lines = render_top(doc).splitlines()
+    assert lines[0] == "node: cpu 1.250 cores (p95 1.500), memory 3.0 GiB (p95 3.5 GiB) of 16.0 GiB"
+    assert "best-effort cpu 0.500 (p95 -)" in lines[1] and "300s" in lines[1]
+    header = lines[3].split()
+    assert header == ["POD", "QOS", "PRIORITY", "CPU", "CPU_P95", "MEMORY", "MEMORY_P95"]
+    assert lines[4].split() == ["batch/spark-1", "BE", "koord-batch", "0.500", "0.750", "512.0", "MiB", "600.0", "MiB"]
+    assert lines[5].split()[:4] == ["u2", "-", "-", "-"]
+    assert render_top({"unexpected": 1}) == "unexpected: 1"  # another shape falls back to the generic view
