@@ -6,6 +6,8 @@ the debug provider returns.
 
 from __future__ import annotations
 
+import datetime
+
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
@@ -74,9 +76,9 @@ class NriStatus:
             "valid_mask": f"{self.valid_mask:#x}",
             "connections": self.connections,
             "reconnects": self.reconnects,
-            "connected_since": self.connected_since,
+            "connected_since": _iso(self.connected_since),
             "last_error": self.last_error,
-            "last_error_at": self.last_error_at,
+            "last_error_at": _iso(self.last_error_at),
             "next_retry_s": self.next_retry_s,
             "sync": {
                 "pods": self.sync_pods,
@@ -89,3 +91,10 @@ class NriStatus:
             "errors": self.errors,
             "rejections": self.rejections,
         }
+
+
+def _iso(ts: float | None) -> str | None:
+    """Epoch seconds as ISO-8601 UTC, like every other time hookctl prints."""
+    if ts is None:
+        return None
+    return datetime.datetime.fromtimestamp(ts, tz=datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -417,3 +417,14 @@ def test_bad_identity_or_inherited_socket_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="index '7'"):
         make(NriSettings(), {"NRI_PLUGIN_SOCKET": "3", "NRI_PLUGIN_IDX": "7"})
     assert make(NriSettings(), {}).status()["state"] == "idle"
+
+
+def test_status_times_are_iso_8601() -> None:
+    from hookserver.nri.status import NriStatus
+
+    status = NriStatus("hookserver", "/x")
+    status.connected_since = 0.0
+    status.last_error_at = 1795331756.762
+    report = status.as_dict()
+    assert report["connected_since"] == "1970-01-01T00:00:00.000Z"
+    assert report["last_error_at"] == "2026-11-22T07:15:56.762Z"
