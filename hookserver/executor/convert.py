@@ -6,7 +6,6 @@ the kubelet's (KEP-2254) and lives once, in `hookserver.cgroupmath`; it is reuse
 
 from __future__ import annotations
 
-import re
 
 from hookserver.cgroupmath import shares_to_weight, weight_to_shares
 
@@ -15,9 +14,7 @@ __all__ = [
     "blkio_weight_to_io_weight",
     "cpu_max_field",
     "cpu_max_with_period",
-    "format_cpuset",
     "limit_to_v2",
-    "parse_cpuset",
     "parse_limit",
     "quota_to_cpu_max",
     "shares_to_weight",
@@ -31,7 +28,6 @@ UNLIMITED = 1 << 63
 # after `-1` (PAGE_COUNTER_MAX pages, page-aligned) or a raw LLONG_MAX.
 _UNLIMITED_TOKENS = frozenset({"max", "-1", "9223372036854771712", "9223372036854775807"})
 
-_CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 
 
 def parse_limit(text: str) -> int:
@@ -73,34 +69,3 @@ def blkio_weight_to_io_weight(weight: int) -> int:
     return 1 + (weight - 10) * 9999 // 990
 
 
-def parse_cpuset(text: str) -> frozenset[int]:
-    """`0-3,8` -> {0,1,2,3,8}. Empty text is the empty set. Raises ValueError on bad syntax."""
-    token = text.strip()
-    if not token:
-        return frozenset()
-    if not _CPUSET.fullmatch(token):
-        raise ValueError(f"not a cpu list: {token!r}")
-    out: set[int] = set()
-    for part in token.split(","):
-        lo, _, hi = part.partition("-")
-        first, last = int(lo), int(hi or lo)
-        if last < first:
-            raise ValueError(f"descending range {part!r} in cpu list")
-        if last - first > 1 << 16:
-            raise ValueError(f"range {part!r} in cpu list is too large")
-        out.update(range(first, last + 1))
-    return frozenset(out)
-
-
-def format_cpuset(cpus: frozenset[int] | set[int]) -> str:
-    """{0,1,2,3,8} -> `0-3,8`: the kernel's own canonical form."""
-    ordered = sorted(cpus)
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from hookserver.executor.convert import format_cpuset, parse_cpuset
+from hookserver.system.cpulist import format_cpu_list, parse_cpu_list
 from hookserver.executor.knob import Knob, Merge
 from hookserver.executor.plan import CgroupResource
 
@@ -22,7 +22,7 @@ def _check_list(name: str) -> Callable[[int | str, bool], str]:
     def check(value: int | str, v2: bool) -> str:
         text = str(value)
         try:
-            ids = parse_cpuset(text)
+            ids = parse_cpu_list(text)
         except ValueError as exc:
             return f"{name} {text!r}: {exc}"
         if not ids:
@@ -35,19 +35,19 @@ def _check_list(name: str) -> Callable[[int | str, bool], str]:
 
 
 def _render(value: int | str, v2: bool, current: str) -> str:
-    return format_cpuset(parse_cpuset(str(value)))
+    return format_cpu_list(parse_cpu_list(str(value)))
 
 
 def _key(text: str, v2: bool) -> Hashable:
     try:
-        return parse_cpuset(text)
+        return parse_cpu_list(text)
     except ValueError:
         return text.strip()
 
 
 def _unkey(key: Hashable, v2: bool) -> str:
     assert isinstance(key, frozenset)
-    return format_cpuset(key)
+    return format_cpu_list(key)
 
 
 def _knob(resource: CgroupResource) -> Knob:

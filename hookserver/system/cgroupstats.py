@@ -19,7 +19,7 @@ from hookserver.errors import SystemFileError
 from hookserver.system.files import read_text
 from hookserver.system.procfs import PSI_RESOURCES, PressureLine, read_pressure
 from hookserver.system.roots import SystemRoots
-from hookserver.system.topology import parse_cpu_list
+from hookserver.system.cpulist import parse_cpu_list
 
 __all__ = [
     "CgroupStatReader",

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from hookserver.errors import SystemFileError
 from hookserver.system.files import read_int, read_text
+from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.roots import SystemRoots
 
 __all__ = [
     "CpuInfo",
     "NodeTopology",
     "NumaMemInfo",
-    "parse_cpu_list",
     "read_cpu_topology",
     "read_node_topology",
     "read_numa_meminfo",
@@ -26,22 +26,6 @@ __all__ = [
 
 _CPU_DIR = re.compile(r"cpu(\d+)")
 _NODE_DIR = re.compile(r"node(\d+)")
-_MAX_CPUS = 1 << 16
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """The kernel list format `0-3,8,10-11` -> [0, 1, 2, 3, 8, 10, 11]. Raises ValueError on garbage."""
-    out: list[int] = []
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        start, end = int(lo), int(hi) if sep else int(lo)
-        if start < 0 or end < start or end >= _MAX_CPUS:
-            raise ValueError(f"bad CPU range {part!r}")
-        out.extend(range(start, end + 1))
-    return sorted(set(out))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +85,7 @@ def _cpu_list_file(path: str) -> list[int] | None:
     if text is None:
         return None
     try:
-        return parse_cpu_list(text)
+        return sorted(parse_cpu_list(text))
     except ValueError as exc:
         raise SystemFileError(f"{path}: {exc}", path=path) from exc
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hookserver.errors import SystemFileError
 from hookserver.system.procfs import parse_meminfo, parse_pid_cgroup, parse_pressure, parse_proc_stat, read_cpu_ticks, read_meminfo
 from hookserver.system.roots import SystemRoots
-from hookserver.system.topology import parse_cpu_list
+from hookserver.system.cpulist import format_cpu_list, parse_cpu_list
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "proc_linux6"
 
@@ -71,15 +71,7 @@ def test_pid_cgroup_lines() -> None:
 def test_cpu_list_round_trip(cpus: set[int]) -> None:
     # Render as ranges the way the kernel does, then parse back.
     ordered = sorted(cpus)
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    assert parse_cpu_list(",".join(parts) + "\n") == ordered
+    assert sorted(parse_cpu_list(format_cpu_list(cpus) + "\n")) == ordered
 
 
 @pytest.mark.parametrize("text", ["3-1", "a", "1-", "-1", "70000"])

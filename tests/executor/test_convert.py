@@ -6,14 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hookserver.system.cpulist import format_cpu_list, parse_cpu_list
 from hookserver.executor.convert import (
     UNLIMITED,
     blkio_weight_to_io_weight,
     cpu_max_field,
     cpu_max_with_period,
-    format_cpuset,
     limit_to_v2,
-    parse_cpuset,
     parse_limit,
     quota_to_cpu_max,
     shares_to_weight,
@@ -83,15 +82,15 @@ def test_io_weight_range_and_monotonic(a: int, b: int) -> None:
 
 @given(st.frozensets(st.integers(min_value=0, max_value=512), max_size=64))
 def test_cpuset_round_trip(cpus: frozenset[int]) -> None:
-    text = format_cpuset(cpus)
-    assert parse_cpuset(text) == cpus
-    assert format_cpuset(parse_cpuset(text)) == text  # canonical
+    text = format_cpu_list(cpus)
+    assert parse_cpu_list(text) == cpus
+    assert format_cpu_list(parse_cpu_list(text)) == text  # canonical
 
 
 def test_cpuset_parse() -> None:
-    assert parse_cpuset("0-3,8\n") == frozenset({0, 1, 2, 3, 8})
-    assert format_cpuset(frozenset({0, 1, 2, 3, 8, 10, 11})) == "0-3,8,10-11"
-    assert parse_cpuset("") == frozenset()
+    assert parse_cpu_list("0-3,8\n") == frozenset({0, 1, 2, 3, 8})
+    assert format_cpu_list(frozenset({0, 1, 2, 3, 8, 10, 11})) == "0-3,8,10-11"
+    assert parse_cpu_list("") == frozenset()
     for bad in ("a", "3-1", "0,,1", "1-", "-1", "0-99999999"):
         with pytest.raises(ValueError):
-            parse_cpuset(bad)
+            parse_cpu_list(bad)
