@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from hookserver.config import Settings, load_settings
-from hookserver.errors import ConfigError
+from hookserver.errors import ConfigError, HookServerError
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -101,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return asyncio.run(_serve(settings))
-    except ConfigError as exc:
-        logging.getLogger("hookserver").error("%s", exc)
+    except HookServerError as exc:
+        # A startup refusal (socket in use, unusable path, bad plugin config): one line, not a traceback.
+        print(f"hookserver: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

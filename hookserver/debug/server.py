@@ -22,7 +22,7 @@ from hookserver import __version__
 from hookserver.api import debug_pb2, debug_pb2_grpc
 from hookserver.debug.encoding import dumps, to_jsonable
 from hookserver.debug.podref import validate_pod_ref
-from hookserver.debug.sockets import prepare_socket_path, remove_own_socket
+from hookserver.system.socketfiles import prepare_socket_path, remove_own_socket
 from hookserver.debug.views import (
     NotFoundError,
     events_view,
@@ -224,7 +224,7 @@ class DebugServer:
         """Listen and serve on gRPC's threads; returns at once. A failed start leaves nothing behind."""
         if self._server is not None:
             raise ConfigError(f"debug server on {self._path}: already started")
-        prepare_socket_path(self._path)
+        prepare_socket_path(self._path, setting="debug.socket")
         server = grpc.server(
             ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="hookserver-debug"),
             maximum_concurrent_rpcs=self._max_workers * 4,

@@ -14,11 +14,8 @@ listens; `stop()` blocks for at most `grace_s`. From asyncio, call them with `as
 from __future__ import annotations
 
 import enum
-import errno
 import logging
 import os
-import socket
-import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +31,7 @@ from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.stages import Stage
 from hookserver.proxy.registration import Registration
+from hookserver.system.socketfiles import prepare_socket_path, remove_own_socket
 from hookserver.proxy.service import RPCS, SERVICE_NAME, HookService, Refusal, RefusalCode, RpcSpec, decoder
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "ProxyServer", "ServerState", "proxy_stage_names", "socket_path_of"]
@@ -136,7 +134,7 @@ class ProxyServer:
                 failure_policy=self._settings.failure_policy,
                 runtime_hooks=stages,
             )
-            _clear_stale_socket(self._socket_path)
+            prepare_socket_path(self._socket_path, setting="hook.socket")
             server = self._build_server()
             try:
                 self._bind(server)
@@ -188,10 +186,6 @@ class ProxyServer:
     def _bind(self, server: grpc.Server) -> None:
         path = self._socket_path
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"hook.socket: cannot create the directory of {path}: {exc.strerror or exc}") from exc
-        try:
             port = server.add_insecure_port(self.address)
         except RuntimeError as exc:
             raise WireError(f"cannot listen on {self.address}: {exc}") from exc
@@ -204,18 +198,8 @@ class ProxyServer:
             raise WireError(f"socket {path}: cannot set mode {self._settings.socket_mode:o}: {exc.strerror}") from exc
 
     def _unlink_socket(self) -> None:
-        """Remove our socket file, and only ours (same inode): a successor may already own the path."""
         inode, self._socket_inode = self._socket_inode, None
-        if inode is None:
-            return
-        try:
-            st = os.lstat(self._socket_path)
-            if stat.S_ISSOCK(st.st_mode) and st.st_ino == inode:
-                os.unlink(self._socket_path)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            log.warning("socket %s: cannot remove it: %s", self._socket_path, exc.strerror or exc)
+        remove_own_socket(self._socket_path, inode)
 
     def _generic_handler(self) -> grpc.GenericRpcHandler:
         handlers: dict[str, grpc.RpcMethodHandler] = {}
@@ -239,31 +223,3 @@ class ProxyServer:
 
         handle.__name__ = spec.name
         return handle
-
-
-def _clear_stale_socket(path: str) -> None:
-    """Unlink a socket file nobody listens on (a previous run that was killed). Refuse anything else."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise ConfigError(f"hook.socket: cannot inspect {path}: {exc.strerror}") from exc
-    if not stat.S_ISSOCK(st.st_mode):
-        raise ConfigError(f"hook.socket: {path} exists and is not a socket; refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(0.5)
-    try:
-        probe.connect(path)
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-            raise ConfigError(f"hook.socket: cannot probe {path}: {exc.strerror or exc}") from exc
-    else:
-        raise WireError(f"hook.socket: another server is listening on {path}; refusing to take it over")
-    finally:
-        probe.close()
-    log.info("replacing stale socket %s", path)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return

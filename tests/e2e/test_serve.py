@@ -234,3 +234,21 @@ def test_make_run_config_starts_from_any_directory(tmp_path: Path, capsys: pytes
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+
+
+def test_second_agent_on_a_live_socket_exits_with_one_clear_line(tmp_path: Path) -> None:
+    first = Agent(tmp_path)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "hookserver.cli.serve", "serve", "--standalone", "--no-nri",
+             "--hook-socket", str(first.hook_socket), "--debug-socket", str(tmp_path / "other-debug.sock"),
+             "--registration-dir", str(tmp_path / "other-reg"), "--metrics-addr", "127.0.0.1:0"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )
+        assert proc.returncode == 2
+        assert "another server is listening" in proc.stderr and str(first.hook_socket) in proc.stderr
+        assert "Traceback" not in proc.stderr
+        # The running agent still owns its socket and answers.
+        assert _accepts(first.hook_socket)
+    finally:
+        assert first.stop() == 0

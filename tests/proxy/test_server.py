@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from hookserver.dispatch import HookDispatcher
-from hookserver.errors import ConfigError, WireError
+from hookserver.errors import ConfigError
 from hookserver.hooks import FailurePolicy, HookRegistry, HookResult, PodRequest
 from hookserver.hooks.plugins import BatchResourcePlugin
 from hookserver.proxy import ProxyServer, ServerState, proxy_stage_names
@@ -87,7 +87,7 @@ def test_a_live_socket_is_not_taken_over(tmp_path: Path) -> None:
     first = build(tmp_path)
     try:
         second = _server(tmp_path, registration_name="second")
-        with pytest.raises(WireError, match="another server is listening"):
+        with pytest.raises(ConfigError, match="another server is listening"):
             second.start()
         assert first.stub.PreCreateContainerHook(container_request("a"), timeout=5).container_resources.cpu_shares == 512
     finally:
