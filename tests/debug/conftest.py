@@ -12,12 +12,12 @@ import pytest
 from hookserver.cli.hookctl import main as hookctl_main
 from hookserver.debug.server import DebugServer, Provider
 from hookserver.dispatch import HookDispatcher
-from hookserver.executor.plan import ApplyReport, ResourcePlan
 from hookserver.hooks import ContainerRequest, HookRegistry, PodRequest, Stage
 from hookserver.hooks.plugins import BatchResourcePlugin
 from hookserver.store import StateStore, WriteRecord
 
-SPEC = "node.koordinator.sh/extended-resource-spec"
+from tests.reference_example import SPEC_KEY as SPEC, PlanRecorder
+
 BE_UID = "6f1c2d3e-0000-4000-8000-00000000be01"
 LS_UID = "6f1c2d3e-0000-4000-8000-00000000a501"
 BAD_UID = "6f1c2d3e-0000-4000-8000-0000000bad01"
@@ -40,26 +40,15 @@ BE_WRITE_SYSTEMD = (
 OTHER_WRITE = "/sys/fs/cgroup/cpu/kubepods/besteffort/podffffffff-0000-4000-8000-000000000000/cpu.shares"
 
 
-class RecordingExecutor:
-    """Records plans and returns an empty report, as a dry-run executor would."""
-
-    def __init__(self) -> None:
-        self.plans: list[ResourcePlan] = []
-
-    def apply(self, plan: ResourcePlan) -> ApplyReport:
-        self.plans.append(plan)
-        return ApplyReport()
-
-
 @dataclass
 class World:
     store: StateStore
-    executor: RecordingExecutor
+    executor: PlanRecorder
 
 
 def fill_store() -> World:
     store = StateStore()
-    executor = RecordingExecutor()
+    executor = PlanRecorder()
     dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=store, executor=executor)
     be = PodRequest(
         "batch", "be-job-0", BE_UID, labels={"koordinator.sh/qosClass": "BE"}, annotations={SPEC: BE_SPEC},

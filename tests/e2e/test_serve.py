@@ -23,24 +23,12 @@ import pytest
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
 from hookserver.cli import hookctl
+from tests.reference_example import SPEC_KEY as SPEC
+from tests.reference_example import WORKED_SPEC_JSON
 
 ROOT = Path(__file__).resolve().parents[2]
 CGROUP = Path("/sys/fs/cgroup")
-SPEC = "node.koordinator.sh/extended-resource-spec"
-WORKED = json.dumps(
-    {
-        "containers": {
-            "a": {
-                "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
-                "limits": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "1Gi"},
-            },
-            "b": {
-                "requests": {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "2Gi"},
-                "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"},
-            },
-        }
-    }
-)
+WORKED = WORKED_SPEC_JSON
 
 
 def _cgroup_v1_writable() -> str:

@@ -17,27 +17,17 @@ from hookserver.cgroupmath import (
     weight_to_shares,
 )
 from hookserver.store import NodeRecord, StateStore
+from tests.reference_example import SPEC_KEY as SPEC
+from tests.reference_example import WORKED_SPEC_JSON
 
 BE = {"koordinator.sh/qosClass": "BE"}
-SPEC = "node.koordinator.sh/extended-resource-spec"
 
 
 def spec(containers: dict[str, dict[str, dict[str, str]]]) -> dict[str, str]:
     return {SPEC: json.dumps({"containers": containers})}
 
 
-WORKED = spec(
-    {
-        "a": {
-            "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
-            "limits": {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "1Gi"},
-        },
-        "b": {
-            "requests": {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "2Gi"},
-            "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"},
-        },
-    }
-)
+WORKED = {SPEC: WORKED_SPEC_JSON}
 
 
 @pytest.mark.parametrize(

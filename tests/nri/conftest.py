@@ -26,21 +26,10 @@ from hookserver.hooks.registry import HookRegistry
 from hookserver.nri import NriPlugin
 from hookserver.store.state import StateStore
 from tests.nri.fake_runtime import FakeRuntime
+from tests.reference_example import SPEC_KEY, WORKED_SPEC
 
 T = TypeVar("T")
 
-SPEC = {
-    "containers": {
-        "a": {
-            "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
-            "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"},
-        },
-        "b": {
-            "requests": {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "2Gi"},
-            "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"},
-        },
-    }
-}
 # Reference §4.5: container a, container b, and the pod.
 EXPECTED = {
     "a": (512, 100000, 1 << 30),
@@ -55,7 +44,7 @@ def be_pod(
 ) -> nri_pb2.PodSandbox:
     pod = nri_pb2.PodSandbox(id=sandbox, name=name, uid=uid, namespace="default")
     pod.labels["koordinator.sh/qosClass"] = qos
-    pod.annotations["node.koordinator.sh/extended-resource-spec"] = json.dumps(SPEC if spec is None else spec)
+    pod.annotations[SPEC_KEY] = json.dumps(WORKED_SPEC if spec is None else spec)
     pod.linux.cgroup_parent = cgroup_parent
     return pod
 

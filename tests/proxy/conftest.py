@@ -15,48 +15,18 @@ from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
 from hookserver.config import HookServerSettings
 from hookserver.dispatch import HookDispatcher
-from hookserver.executor.plan import ApplyReport, ResourcePlan
 from hookserver.hooks import FailurePolicy, HookRegistry
 from hookserver.hooks.plugins import BatchResourcePlugin
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
-
-SPEC_KEY = "node.koordinator.sh/extended-resource-spec"
-BE_LABELS = {"koordinator.sh/qosClass": "BE"}
-
-# Reference §4.5 worked example: container A and B of one BE pod.
-WORKED_SPEC = json.dumps(
-    {
-        "containers": {
-            "a": {
-                "requests": {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "1Gi"},
-                "limits": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"},
-            },
-            "b": {
-                "requests": {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "2Gi"},
-                "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"},
-            },
-        }
-    }
-)
-
-
-class FakeExecutor:
-    """Records every plan; reports nothing written (the proxy tests never touch cgroup files)."""
-
-    def __init__(self) -> None:
-        self.plans: list[ResourcePlan] = []
-
-    def apply(self, plan: ResourcePlan) -> ApplyReport:
-        self.plans.append(plan)
-        return ApplyReport()
+from tests.reference_example import BE_LABELS, SPEC_KEY, WORKED_SPEC_JSON, PlanRecorder  # noqa: F401 - re-exported to the proxy tests
 
 
 @dataclass
 class Harness:
     server: ProxyServer
     store: StateStore
-    executor: FakeExecutor
+    executor: PlanRecorder
     dispatcher: HookDispatcher
     channel: grpc.Channel
     stub: pb_grpc.RuntimeHookServiceStub
@@ -85,7 +55,7 @@ def hook_settings(tmp_path: Path, **overrides: object) -> HookServerSettings:
 def build(tmp_path: Path, policy: FailurePolicy = FailurePolicy.IGNORE, **overrides: object) -> Harness:
     settings = hook_settings(tmp_path, **{"failure_policy": policy.value, **overrides})
     store = StateStore()
-    executor = FakeExecutor()
+    executor = PlanRecorder()
     registry = HookRegistry([BatchResourcePlugin()])
     dispatcher = HookDispatcher(registry=registry, store=store, executor=executor, policy=policy)
     server = ProxyServer(settings, dispatcher=dispatcher, registry=registry, max_message_bytes=64 * 1024)
@@ -121,7 +91,7 @@ def pod_request(
         cgroup_parent="/kubepods/besteffort/poduid-1",
     )
     req.labels.update(BE_LABELS if labels is None else labels)
-    req.annotations.update({SPEC_KEY: WORKED_SPEC} if annotations is None else annotations)
+    req.annotations.update({SPEC_KEY: WORKED_SPEC_JSON} if annotations is None else annotations)
     return req
 
 
@@ -141,5 +111,5 @@ def container_request(
     req.container_annotations["io.kubernetes.container.name"] = name
     req.container_envs["PATH"] = "/usr/bin"
     req.pod_labels.update(BE_LABELS if labels is None else labels)
-    req.pod_annotations.update({SPEC_KEY: WORKED_SPEC} if annotations is None else annotations)
+    req.pod_annotations.update({SPEC_KEY: WORKED_SPEC_JSON} if annotations is None else annotations)
     return req
