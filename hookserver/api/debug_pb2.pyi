@@ -54,6 +54,46 @@ class NriRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PredictRequest(_message.Message):
+    __slots__ = ("namespace", "name", "priority", "node", "system")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    priority: str
+    node: bool
+    system: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., priority: _Optional[str] = ..., node: _Optional[bool] = ..., system: _Optional[bool] = ...) -> None: ...
+
+class ReclaimableRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeMetricRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QosRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QosPlanRequest(_message.Message):
+    __slots__ = ("name", "slo_document", "slo_source")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLO_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    SLO_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slo_document: str
+    slo_source: str
+    def __init__(self, name: _Optional[str] = ..., slo_document: _Optional[str] = ..., slo_source: _Optional[str] = ...) -> None: ...
+
+class VersionRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class DebugReply(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]

@@ -79,6 +79,36 @@ class DebugStub:
                 request_serializer=hookserver_dot_api_dot_debug__pb2.NriRequest.SerializeToString,
                 response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
                 _registered_method=True)
+        self.Predict = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/Predict',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.PredictRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
+        self.Reclaimable = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/Reclaimable',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.ReclaimableRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
+        self.NodeMetric = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/NodeMetric',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.NodeMetricRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
+        self.Qos = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/Qos',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.QosRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
+        self.QosPlan = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/QosPlan',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.QosPlanRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
+        self.Version = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/Version',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.VersionRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
 
 
 class DebugServicer:
@@ -138,6 +168,42 @@ class DebugServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Predict(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reclaimable(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NodeMetric(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Qos(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QosPlan(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Version(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DebugServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -184,6 +250,36 @@ def add_DebugServicer_to_server(servicer, server):
             'Nri': grpc.unary_unary_rpc_method_handler(
                     servicer.Nri,
                     request_deserializer=hookserver_dot_api_dot_debug__pb2.NriRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'Predict': grpc.unary_unary_rpc_method_handler(
+                    servicer.Predict,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.PredictRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'Reclaimable': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reclaimable,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.ReclaimableRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'NodeMetric': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeMetric,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.NodeMetricRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'Qos': grpc.unary_unary_rpc_method_handler(
+                    servicer.Qos,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.QosRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'QosPlan': grpc.unary_unary_rpc_method_handler(
+                    servicer.QosPlan,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.QosPlanRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'Version': grpc.unary_unary_rpc_method_handler(
+                    servicer.Version,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.VersionRequest.FromString,
                     response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
             ),
     }
@@ -429,6 +525,168 @@ class Debug:
             target,
             '/hookserver.debug.v1.Debug/Nri',
             hookserver_dot_api_dot_debug__pb2.NriRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Predict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/Predict',
+            hookserver_dot_api_dot_debug__pb2.PredictRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reclaimable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/Reclaimable',
+            hookserver_dot_api_dot_debug__pb2.ReclaimableRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeMetric(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/NodeMetric',
+            hookserver_dot_api_dot_debug__pb2.NodeMetricRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Qos(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/Qos',
+            hookserver_dot_api_dot_debug__pb2.QosRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QosPlan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/QosPlan',
+            hookserver_dot_api_dot_debug__pb2.QosPlanRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Version(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/Version',
+            hookserver_dot_api_dot_debug__pb2.VersionRequest.SerializeToString,
             hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
             options,
             channel_credentials,

@@ -2,6 +2,8 @@
 
     hookctl [--socket PATH] status | pods | explain NS/NAME | events | writes   [-o json]
             slo | top [--window S] | metrics QUERY | nri
+            predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric
+            qos | qos plan NAME [--slo FILE] | version
 
 Talks to the debug API on a unix socket (default /var/run/hookserver/debug.sock, or $HOOKCTL_SOCKET).
 Output is a table or `key: value` lines by default; `-o json` prints the server's JSON, indented with
@@ -62,6 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     metrics = sub.add_parser("metrics", parents=[output], help="a raw time-series query")
     metrics.add_argument("query")
     sub.add_parser("nri", parents=[output], help="the NRI connection")
+    predict = sub.add_parser("predict", parents=[output], help="predictor models: p60/p90/p95/p98/max, samples, age")
+    predict.add_argument("pod", metavar="NAMESPACE/NAME", nargs="?", default="")
+    which = predict.add_mutually_exclusive_group()
+    which.add_argument("--priority", default="", help="a priority class (koord-prod, koord-mid, koord-batch, ...)")
+    which.add_argument("--node", action="store_true", help="the node model")
+    which.add_argument("--system", action="store_true", help="the system model (node minus pods)")
+    sub.add_parser("reclaimable", parents=[output], help="reclaimable resources per predictor, and why")
+    sub.add_parser("nodemetric", parents=[output], help="the NodeMetric status last reported")
+    qos = sub.add_parser("qos", parents=[output], help="QoS reconcilers; `qos plan NAME` replays one")
+    qos_sub = qos.add_subparsers(dest="qos_command", required=False, metavar="plan")
+    plan = qos_sub.add_parser("plan", parents=[output], help="what a reconciler would do now, without doing it")
+    plan.add_argument("name", help="reconciler name (see `hookctl qos`)")
+    plan.add_argument("--slo", default="", help="a NodeSLO or slo-controller-config file to plan under")
+    sub.add_parser("version", parents=[output], help="client and server versions and protocol versions")
     return parser
 
 
@@ -90,13 +106,45 @@ def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]
         if not args.query.strip():
             raise InputError("is empty: give a time-series query", field="QUERY")
         return lambda: client.metrics(args.query)
+    if command == "predict":
+        if args.pod and (args.priority or args.node or args.system):
+            raise InputError("give a pod or one of --priority/--node/--system, not both", field="predict")
+        namespace, name = parse_pod_key(args.pod) if args.pod else ("", "")
+        return lambda: client.predict(
+            namespace=namespace, name=name, priority=args.priority, node=args.node, system=args.system
+        )
+    if command == "qos" and getattr(args, "qos_command", None) == "plan":
+        document, source = _read_slo_file(args.slo) if args.slo else ("", "")
+        return lambda: client.qos_plan(args.name, slo_document=document, slo_source=source)
     simple: dict[str, Callable[[], str]] = {
         "status": client.status,
         "pods": client.pods,
         "slo": client.slo,
         "nri": client.nri,
+        "reclaimable": client.reclaimable,
+        "nodemetric": client.nodemetric,
+        "qos": client.qos,
+        "version": client.version,
     }
     return simple[command]
+
+
+_MAX_SLO_FILE_BYTES = 4 * 1024 * 1024
+
+
+def _read_slo_file(path: str) -> tuple[str, str]:
+    """The file's text and its absolute path; the server parses it (it knows the NodeSLO model)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_SLO_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}", field="--slo") from exc
+    if len(data) > _MAX_SLO_FILE_BYTES:
+        raise InputError(f"{path} is larger than {_MAX_SLO_FILE_BYTES} bytes", field="--slo")
+    try:
+        return data.decode("utf-8"), os.path.abspath(path)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}", field="--slo") from exc
 
 
 def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None:

@@ -85,6 +85,30 @@ class DebugClient:
     def nri(self) -> str:
         return self._call("Nri", debug_pb2.NriRequest())
 
+    def predict(
+        self, *, namespace: str = "", name: str = "", priority: str = "", node: bool = False, system: bool = False
+    ) -> str:
+        request = debug_pb2.PredictRequest(
+            namespace=namespace, name=name, priority=priority, node=node, system=system
+        )
+        return self._call("Predict", request)
+
+    def reclaimable(self) -> str:
+        return self._call("Reclaimable", debug_pb2.ReclaimableRequest())
+
+    def nodemetric(self) -> str:
+        return self._call("NodeMetric", debug_pb2.NodeMetricRequest())
+
+    def qos(self) -> str:
+        return self._call("Qos", debug_pb2.QosRequest())
+
+    def qos_plan(self, name: str, *, slo_document: str = "", slo_source: str = "") -> str:
+        request = debug_pb2.QosPlanRequest(name=name, slo_document=slo_document, slo_source=slo_source)
+        return self._call("QosPlan", request)
+
+    def version(self) -> str:
+        return self._call("Version", debug_pb2.VersionRequest())
+
     # -- internals -----------------------------------------------------------------------------------
     def _connect(self) -> Any:
         if self._stub is not None:

@@ -49,6 +49,12 @@ _MISSING: Mapping[str, str] = {
     "top": "the collectors are not running (no 'top' provider is registered)",
     "metrics": "the time-series store is not running (no 'metrics' provider is registered)",
     "nri": "the nri front door is not running",
+    "predict": "the predictor is not running (no 'predict' provider is registered)",
+    "reclaimable": "the predictor is not running (no 'reclaimable' provider is registered)",
+    "nodemetric": "NodeMetric reporting is not running (no 'nodemetric' provider is registered)",
+    "qos": "the QoS reconcilers are not running (no 'qos' provider is registered)",
+    "qos_plan": "the QoS reconcilers are not running (no 'qos_plan' provider is registered)",
+    "version": "no 'version' provider is registered",
 }
 PROVIDER_NAMES = frozenset(_MISSING)
 
@@ -120,6 +126,48 @@ class _Servicer:
 
     def Nri(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "Nri", lambda: self._provide("nri", {}))
+
+    def Predict(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def build() -> Any:
+            args: dict[str, Any] = {
+                "namespace": str(request.namespace),
+                "name": str(request.name),
+                "priority": str(request.priority),
+                "node": bool(request.node),
+                "system": bool(request.system),
+            }
+            if args["namespace"] or args["name"]:
+                args["namespace"], args["name"] = validate_pod_ref(args["namespace"], args["name"])
+            chosen = sum(1 for k in ("name", "priority", "node", "system") if args[k])
+            if chosen > 1:
+                raise InputError("give at most one of a pod, a priority class, node or system", field="selector")
+            return self._provide("predict", args)
+
+        return self._answer(context, "Predict", build)
+
+    def Reclaimable(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "Reclaimable", lambda: self._provide("reclaimable", {}))
+
+    def NodeMetric(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "NodeMetric", lambda: self._provide("nodemetric", {}))
+
+    def Qos(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "Qos", lambda: self._provide("qos", {}))
+
+    def QosPlan(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def build() -> Any:
+            name = str(request.name).strip()
+            if not name:
+                raise InputError("is empty: name a QoS reconciler (see `hookctl qos`)", field="name")
+            return self._provide(
+                "qos_plan",
+                {"name": name, "slo_document": str(request.slo_document), "slo_source": str(request.slo_source)},
+            )
+
+        return self._answer(context, "QosPlan", build)
+
+    def Version(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "Version", lambda: self._provide("version", {}))
 
     # -- helpers -----------------------------------------------------------------------------------
     def _provide(self, name: str, args: dict[str, Any]) -> Any:

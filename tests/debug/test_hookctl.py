@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from hookserver.debug import DebugCallError, DebugClient
 from tests.debug.conftest import (
     BAD_UID,
     BE_UID,
@@ -215,6 +216,11 @@ def test_provider_commands_return_provider_data(make_server: ServerFactory, ctl:
         (["top"], "the collectors are not running"),
         (["metrics", "cpu"], "the time-series store is not running"),
         (["nri"], "the nri front door is not running"),
+        (["predict", "--node"], "the predictor is not running"),
+        (["reclaimable"], "the predictor is not running"),
+        (["nodemetric"], "NodeMetric reporting is not running"),
+        (["qos"], "the QoS reconcilers are not running"),
+        (["qos", "plan", "cpusuppress"], "the QoS reconcilers are not running"),
     ],
 )
 def test_provider_commands_without_provider_fail_cleanly(
@@ -234,6 +240,57 @@ def test_provider_that_raises_is_a_clean_error(make_server: ServerFactory, ctl: 
     result = ctl("--socket", server.socket_path, "top")
     assert result.rc == 1
     assert result.err.strip() == "hookctl: error: Top failed inside hookserver: KeyError: 'window'"
+
+
+def test_later_provider_commands_pass_their_arguments(make_server: ServerFactory, ctl: Any, tmp_path: Path) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+
+    def recorder(name: str) -> Any:
+        def call(args: dict[str, Any]) -> Any:
+            seen[name] = args
+            return {"answered_by": name}
+
+        return call
+
+    names = ("predict", "reclaimable", "nodemetric", "qos", "qos_plan", "version")
+    server = make_server(providers={n: recorder(n) for n in names})
+    sock = server.socket_path
+    assert ctl("--socket", sock, "predict", "default/web-0", "-o", "json").json() == {"answered_by": "predict"}
+    assert seen["predict"] == {"namespace": "default", "name": "web-0", "priority": "", "node": False, "system": False}
+    ctl("--socket", sock, "predict", "--priority", "koord-prod")
+    assert seen["predict"]["priority"] == "koord-prod" and seen["predict"]["name"] == ""
+    ctl("--socket", sock, "predict", "--system")
+    assert seen["predict"]["system"] is True
+    for command, name in (("reclaimable", "reclaimable"), ("nodemetric", "nodemetric"), ("qos", "qos"), ("version", "version")):
+        assert f"answered_by: {name}" in ctl("--socket", sock, command).out
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("cpuSuppressThresholdPercent: 50\n")
+    assert ctl("--socket", sock, "qos", "plan", "cpusuppress", "--slo", str(slo)).rc == 0
+    assert seen["qos_plan"] == {
+        "name": "cpusuppress", "slo_document": "cpuSuppressThresholdPercent: 50\n", "slo_source": str(slo)
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["predict", "default/web-0", "--node"], "give a pod or one of --priority/--node/--system"),
+        (["qos", "plan", "cpusuppress", "--slo", "/nonexistent/slo.yaml"], "--slo: cannot read /nonexistent/slo.yaml"),
+    ],
+)
+def test_later_provider_commands_refuse_bad_arguments_before_dialing(
+    ctl: Any, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    result = ctl("--socket", str(tmp_path / "absent.sock"), *argv)
+    assert result.rc == 2 and message in result.err and result.err.count("\n") == 1
+
+
+def test_predict_rpc_refuses_two_selectors(make_server: ServerFactory) -> None:
+    server = make_server(providers={"predict": lambda args: {}})
+    with DebugClient(server.socket_path) as client:
+        with pytest.raises(DebugCallError) as info:
+            client.predict(priority="koord-prod", node=True)
+    assert info.value.code == "INVALID_ARGUMENT"
 
 
 # -- connection failures --------------------------------------------------------------------------
