@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from collectors.settings import CollectorSettings
 from hookserver.errors import ConfigError
 from hookserver.informer.settings import InformerSettings
+from hookserver.predictor.settings import PredictorSettings
 
 __all__ = ["HookServerSettings", "Settings", "load_settings"]
 
@@ -100,6 +101,7 @@ class Settings(_Frozen):
     nri: NriSettings = NriSettings()
     collectors: CollectorSettings = CollectorSettings()
     informer: InformerSettings = InformerSettings()
+    predictor: PredictorSettings = PredictorSettings()
 
 
 def _read_file(path: str) -> dict[str, Any]:

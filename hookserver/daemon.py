@@ -26,9 +26,19 @@ from hookserver.executor import build_executor
 from hookserver.hooks import FailurePolicy, HookRegistry
 from hookserver.hooks.plugins import default_plugins
 from hookserver.informer import Informer, build_informer
+from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.nri import NriPlugin
 from hookserver.observability import HealthState, MetricsHttpServer
 from hookserver.observability.metrics import HookMetrics
+from hookserver.predictor import (
+    FileStatusSink,
+    NodeMetricReporter,
+    PredictorMetrics,
+    PredictorService,
+    StatusSink,
+    predict_view,
+    reclaimable_view,
+)
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
@@ -67,6 +77,10 @@ class Daemon:
         self.collectors: CollectorScheduler = build_collectors(
             settings, store=self.store, roots=self.roots, registry=self.prometheus
         )
+        self.predictor: PredictorService | None = None
+        self.reporter: NodeMetricReporter | None = None
+        if settings.predictor.enabled:
+            self.predictor, self.reporter = self._build_predictor(settings)
         providers: dict[str, Any] = {
             "slo": lambda args: self.informer.slo_report(),
             "top": lambda args: top_report(self.store, window_s=float(args.get("window_seconds") or 300.0)),
@@ -75,8 +89,34 @@ class Daemon:
         if self.nri is not None:
             nri = self.nri
             providers["nri"] = lambda args: nri.status()
+        if self.predictor is not None:
+            predictor, reporter = self.predictor, self.reporter
+            providers["predict"] = lambda args: predict_view(predictor, args)
+            providers["reclaimable"] = lambda args: reclaimable_view(
+                predictor, args, window_s=reporter.policy().aggregate_s if reporter is not None else 300.0
+            )
+            if reporter is not None:
+                providers["nodemetric"] = lambda args: reporter.view() if reporter is not None else {}
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
         self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)
+
+    def _build_predictor(self, settings: Settings) -> tuple[PredictorService, NodeMetricReporter | None]:
+        """The predictor, and its NodeMetric reporter: to the apiserver through the informer's client when it has
+        one, else to a file under --state-dir."""
+        ps = settings.predictor
+        metrics = PredictorMetrics(self.prometheus, node=settings.node_name)
+        service = PredictorService(
+            ps, store=self.store, checkpoint_dir=os.path.join(settings.state_dir, ps.checkpoint_subdir), metrics=metrics
+        )
+        if not ps.report_enabled:
+            return service, None
+        transport = self.informer.transport
+        sink: StatusSink
+        if transport is not None and settings.informer.watch_nodemetric:
+            sink = NodeMetricStatusWriter(transport, node_name=settings.node_name)
+        else:
+            sink = FileStatusSink(os.path.join(settings.state_dir, ps.status_file), node_name=settings.node_name)
+        return service, NodeMetricReporter(service, sink, settings=ps, metrics=metrics)
 
     def info(self) -> dict[str, Any]:
         """Extra fields for `hookctl status`."""
@@ -113,6 +153,10 @@ class Daemon:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
             tasks.spawn("collectors", self.collectors.run(stop))
+            if self.predictor is not None:
+                tasks.spawn("predictor", self.predictor.run(stop))
+            if self.reporter is not None:
+                tasks.spawn("nodemetric-reporter", self.reporter.run(stop))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",
                 __version__, self.proxy.address, ",".join(self.registry.stage_names()), self.debug.address,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render", "render_table", "render_top"]
+__all__ = ["render", "render_predict", "render_reclaimable", "render_table", "render_top"]
 
 _INDENT = "  "
 _NONE = "(none)"
@@ -186,4 +186,129 @@ def render_top(doc: Any) -> str:
              "cpu": pcpu, "cpu_p95": pcpu95, "memory": pmem, "memory_p95": pmem95}
         )
     lines.extend(render_table(rows) if rows else ["(no pod samples yet)"])
+    return "\n".join(lines)
+
+
+# -- predictor: `hookctl predict` and `hookctl reclaimable` --------------------------------------------------
+
+_PCTS = ("p60", "p90", "p95", "p98", "max")
+
+
+def _milli(value: Any) -> str:
+    return _cores(value / 1000) if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+def _age(seconds: Any) -> str:
+    """45s, 12m, 3h5m, 2d4h: two units at most."""
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds != seconds:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60}m" if s % 3600 >= 60 else f"{s // 3600}h"
+    return f"{s // 86400}d{(s % 86400) // 3600}h" if s % 86400 >= 3600 else f"{s // 86400}d"
+
+
+def render_predict(doc: Any) -> str:
+    """A row per model: CPU (cores) and memory percentiles, samples, age, cold; then training and checkpoints."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("models"), list):
+        return render(doc)
+    rows = []
+    for model in doc["models"]:
+        if not isinstance(model, Mapping):
+            continue
+        cpu = _mapping(model.get("cpu_milli"))
+        mem = _mapping(model.get("memory_bytes"))
+        cold = model.get("cold")
+        row: dict[str, Any] = {
+            "model": model.get("pod") or model.get("model"),
+            "kind": model.get("kind"),
+            "samples": model.get("samples"),
+            "age": _age(model.get("age_s")),
+            "cold": "-" if cold is None else ("yes" if cold else "no"),
+        }
+        row |= {f"cpu_{p}": _milli(cpu.get(p)) for p in _PCTS}
+        row |= {f"mem_{p}": _bytes(mem.get(p)) for p in _PCTS}
+        rows.append(row)
+    lines = [f"models ({_scalar(doc.get('selector'))}): CPU in cores, memory in bytes"]
+    lines.extend(render_table(rows) if rows else [f"  {_scalar(doc.get('note')) or _NONE}"])
+    for section in ("training", "checkpoints"):
+        value = doc.get(section)
+        if isinstance(value, Mapping):
+            lines.append("")
+            lines.append(f"{section}:")
+            lines.extend(_object_lines(value, _INDENT))
+    return "\n".join(lines)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _cpu_mem(cpu_milli: Any, memory_bytes: Any) -> str:
+    return f"cpu {_milli(cpu_milli)} cores, memory {_bytes(memory_bytes)}"
+
+
+def render_reclaimable(doc: Any) -> str:
+    """Each predictor's result, the published minimum, and why: the pods (cold ones at full request), their
+    peaks with the margin, and the sums each predictor took, so the number can be checked by hand."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("predictors"), list):
+        return render(doc)
+    rows = []
+    for r in doc["predictors"]:
+        if isinstance(r, Mapping):
+            rows.append({
+                "predictor": r.get("predictor"),
+                "cpu": _milli(r.get("cpu_milli")) if not r.get("error") else "-",
+                "memory": _bytes(r.get("memory_bytes")) if not r.get("error") else "-",
+                "peak_cpu": _milli(r.get("peak_cpu_milli")),
+                "peak_memory": _bytes(r.get("peak_memory_bytes")),
+                "error": r.get("error") or "",
+            })
+    lines = ["reclaimable (cores, bytes); published = minPredictor (the per-resource minimum)"]
+    lines.extend(render_table(rows))
+    why = _mapping(doc.get("why"))
+    lines.append("")
+    margin = why.get("margin_percent")
+    lines.append(
+        f"why: peak = p95 cpu / p98 memory x (1 + {_scalar(margin)}%); pods younger than "
+        f"{_age(why.get('cold_start_s'))} count their full request as peak; usage window {_scalar(why.get('usage_window_s'))}s"
+    )
+    alloc = why.get("allocatable")
+    if isinstance(alloc, Mapping):
+        lines.append(f"  allocatable ({_scalar(alloc.get('source'))}): "
+                     f"{_cpu_mem(alloc.get('cpu_milli'), alloc.get('memory_bytes'))}")
+    else:
+        lines.append("  allocatable: unknown")
+    pods = []
+    for p in why.get("pods") or []:
+        if not isinstance(p, Mapping):
+            continue
+        pods.append({
+            "pod": f"{p.get('namespace')}/{p.get('name')}",
+            "class": p.get("priority_class") or "none",
+            "counted_as": p.get("counted_as"),
+            "age": _age(p.get("age_s")),
+            "req_cpu": _milli(p.get("request_cpu_milli")),
+            "p95_cpu": _milli(p.get("p95_cpu_milli")),
+            "peak_cpu": _milli(p.get("peak_cpu_milli")),
+            "reclaim_cpu": _milli(p.get("reclaimable_cpu_milli")),
+            "req_mem": _bytes(p.get("request_memory_bytes")),
+            "p98_mem": _bytes(p.get("p98_memory_bytes")),
+            "peak_mem": _bytes(p.get("peak_memory_bytes")),
+            "reclaim_mem": _bytes(p.get("reclaimable_memory_bytes")),
+        })
+    lines.append("  pods:")
+    if pods:
+        lines.extend("    " + line for line in render_table(pods))
+    else:
+        lines.append("    (none)")
+    for key in ("pod_based", "priority_based", "minimum"):
+        value = why.get(key)
+        if isinstance(value, Mapping) and value:
+            lines.append(f"  {key}:")
+            lines.extend(_object_lines(value, "    "))
     return "\n".join(lines)

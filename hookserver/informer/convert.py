@@ -7,6 +7,7 @@ Quantities are checked with the exact parser, so a garbage request never reaches
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -25,6 +26,7 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 POD_FIELDS_FROM_API = frozenset({
     "labels", "annotations", "qos_class", "kube_qos", "priority", "priority_class", "phase", "node_name",
     "runtime_class", "container_specs", "resource_version", "source", "updated_at", "namespace", "name",
+    "created_at",
 })
 
 
@@ -151,7 +153,27 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
         updated_at=now,
         container_specs=MappingProxyType(specs),
         resource_version=_str(meta, "resourceVersion", "metadata"),
+        created_at=_timestamp(meta, "creationTimestamp", "metadata"),
     )
+
+
+def _timestamp(obj: Mapping[str, Any], key: str, where: str) -> float:
+    """Unix seconds of an RFC 3339 `metav1.Time` ("2024-05-01T10:00:00Z"); 0 when absent."""
+    text = _str(obj, key, where)
+    if not text:
+        return 0.0
+    return _parse_time(text, f"{where}.{key}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time(text: str, where: str) -> float:
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"not an RFC 3339 time: {text[:64]!r}", field=where) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
 
 
 def node_from_json(obj: Any, *, source: str, now: float) -> NodeRecord:

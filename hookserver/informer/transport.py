@@ -48,6 +48,10 @@ class KubeTransport(Protocol):
 
     def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream: ...
 
+    def send_json(self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float) -> Any:
+        """PATCH/PUT/POST JSON (the NodeMetric status writer). Raises InformerError with `status` set."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -200,6 +204,37 @@ class ApiClientTransport:
             return json.loads(body)
         except ValueError as exc:
             raise InformerError(f"GET {path}: response is not JSON: {exc}") from exc
+
+    def send_json(self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float) -> Any:
+        """PATCH/PUT/POST a JSON body and decode the JSON answer. InformerError with `status` on HTTP errors."""
+        what = f"{method} {path}"
+        try:
+            http_method, url, headers, serialized, _post = self._api.param_serialize(
+                method,
+                path,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            rest = self._api.call_api(
+                http_method, url, header_params=headers, body=serialized,
+                _request_timeout=(self._connect_timeout_s, timeout_s),
+            )
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
+            raise InformerError(f"{what}: {exc}") from exc
+        response: urllib3.BaseHTTPResponse = rest.response
+        if not 200 <= response.status < 300:
+            raise _status_error(what, response)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise InformerError(f"{what}: body: {exc}") from exc
+        finally:
+            response.release_conn()
+        try:
+            return json.loads(data) if data else None
+        except ValueError as exc:
+            raise InformerError(f"{what}: response is not JSON: {exc}") from exc
 
     def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream:
         response = self._get(path, params, timeout_s)

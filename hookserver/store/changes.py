@@ -78,6 +78,8 @@ def _empty(value: Any) -> bool:
 
 
 _KEEP_OLD_ALWAYS = frozenset({"first_seen"})
+# Numbers where 0 means "this source does not know" (a hook or NRI pod copy has no creation time).
+_ZERO_IS_UNKNOWN = frozenset({"created_at"})
 _FIELD_NAMES = tuple(f.name for f in fields(PodRecord))
 
 
@@ -94,6 +96,8 @@ def merge_pod_records(
         if name in _KEEP_OLD_ALWAYS or name in authoritative:
             continue
         if _empty(getattr(new, name)) and not _empty(getattr(old, name)):
+            changes[name] = getattr(old, name)
+        elif name in _ZERO_IS_UNKNOWN and not getattr(new, name) and getattr(old, name):
             changes[name] = getattr(old, name)
     return replace(new, **changes) if changes else new
 

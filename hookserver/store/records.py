@@ -34,6 +34,8 @@ class PodRecord:
     source: str = ""
     first_seen: float = 0.0
     updated_at: float = 0.0
+    # metadata.creationTimestamp (Unix seconds; 0 when the source does not say): the predictor's cold start.
+    created_at: float = 0.0
     # Container name -> (requests, limits) as resource name -> quantity string, from the pod spec.
     container_specs: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] = field(
         default_factory=lambda: MappingProxyType({})

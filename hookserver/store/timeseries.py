@@ -328,6 +328,11 @@ class TimeSeriesStore:
         times, values = self._window(key, window_s, now)
         return list(zip(times, values, strict=True))
 
+    def values(self, key: KeyLike, window_s: float | None = None, *, now: float | None = None) -> list[float]:
+        """Only the values with now - window <= ts <= now, oldest first: the predictor's per-minute read,
+        without building the timestamps it does not need."""
+        return self._window(key, window_s, now, with_times=False)[1]
+
     def window(self, key: SeriesKey, window_s: float | None = None, *, now: float | None = None) -> WindowStats | None:
         """avg/min/max/last/count/p50/p90/p95/p99 over the window, or None when it holds no sample."""
         times, values = self._window(key, window_s, now)
@@ -335,13 +340,15 @@ class TimeSeriesStore:
             return None
         return WindowStats.of(times, values)
 
-    def _window(self, key: SeriesKey, window_s: float | None, now: float | None) -> tuple[list[float], list[float]]:
+    def _window(
+        self, key: KeyLike, window_s: float | None, now: float | None, *, with_times: bool = True
+    ) -> tuple[list[float], list[float]]:
         end = self._clock() if now is None else now
         span = self._retention_s if window_s is None else min(window_s, self._retention_s)
         if span < 0 or not math.isfinite(span):
             raise StoreError(f"window must be a non-negative number of seconds, got {window_s!r}")
         with self._lock:
-            ring = self._series.get(key)
+            ring = cast("Callable[[KeyLike], _Ring | None]", self._series.get)(key)
             if ring is None:
                 return [], []
             base, t, v = ring.copy()
@@ -351,7 +358,7 @@ class TimeSeriesStore:
         end_off = math.floor(round((end - base) * 1000.0, 6))
         while hi > lo and t[hi - 1] > end_off:
             hi -= 1
-        times = [base + x / 1000.0 for x in t[lo:hi]]
+        times = [base + x / 1000.0 for x in t[lo:hi]] if with_times else []
         return times, v[lo:hi].tolist()
 
     def series_stats(self, key: SeriesKey) -> SeriesStats | None:

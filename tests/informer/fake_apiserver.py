@@ -11,6 +11,10 @@ It serves, from memory, on 127.0.0.1 (port 0 by default) over plain HTTP/1.1:
   * timeoutSeconds ends a watch cleanly; a bearer token is required when `token` is set (401 otherwise);
   * collections: pods (also /api/v1/namespaces/<ns>/pods), nodes, and the Koordinator CRDs
     nodeslos / nodemetrics under /apis/slo.koordinator.sh/v1alpha1 (each can be "uninstalled": 404).
+  * for cluster-scoped kinds, GET <collection>/<name> (one object) and PATCH <collection>/<name>/status with
+    `application/merge-patch+json` (RFC 7386, status only; a `metadata.resourceVersion` in the patch that is not
+    the current one gives 409 Conflict, like the real optimistic-concurrency check); `fail_next_patches(n, code)`
+    makes the next n patches fail with that status (conflict and outage tests); `patches` records them.
 `kill()` drops the listener and every open connection mid-stream; `restart()` serves again on the same
 port with the same data, so tests can change objects while it is down and check the client catches up.
 `FakeKubelet` serves the kubelet's `/pods` (a PodList) with the same token check.
@@ -126,6 +130,8 @@ class FakeApiServer:
         self._epoch = 0  # bumped by kill(): every open watch of an older epoch ends abruptly
         self._expire_epoch: dict[str, int] = {k: 0 for k in COLLECTIONS}
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.patches: list[tuple[str, str, Any]] = []
+        self._patch_failures: list[int] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._sockets: set[socket.socket] = set()
@@ -230,6 +236,42 @@ class FakeApiServer:
     def uninstall(self, kind: str) -> None:
         self._uninstalled.add(kind)
 
+    def install(self, kind: str) -> None:
+        self._uninstalled.discard(kind)
+
+    def fail_next_patches(self, count: int, code: int = 409) -> None:
+        with self._cond:
+            self._patch_failures = [code] * count
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        with self._cond:
+            obj = self._objects[kind].get(f"{namespace}/{name}")
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def _patch_status(self, kind: str, name: str, patch: Any) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            self.patches.append((kind, name, copy.deepcopy(patch)))
+            if self._patch_failures:
+                code = self._patch_failures.pop(0)
+                reason = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(code, "Error")
+                return code, _status(code, reason, f"injected {code}")
+            obj = self._objects[kind].get(f"/{name}")
+            if obj is None:
+                return 404, _status(404, "NotFound", f'{kind} "{name}" not found')
+            if not isinstance(patch, dict):
+                return 400, _status(400, "BadRequest", "patch must be an object")
+            want_rv = (patch.get("metadata") or {}).get("resourceVersion")
+            if want_rv and want_rv != obj["metadata"].get("resourceVersion"):
+                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": '
+                                    "the object has been modified; please apply your changes to the latest version")
+            new = copy.deepcopy(obj)
+            if "status" in patch:
+                new["status"] = _merge_patch(new.get("status") or {}, patch["status"])
+                if not new["status"]:
+                    new.pop("status")
+            self._objects[kind][f"/{name}"] = new
+            return 200, copy.deepcopy(self._record(kind, "MODIFIED", obj, new))
+
     def _count(self, kind: str, watch: bool) -> int:
         path = COLLECTIONS[kind][0]
         return sum(1 for p, q in self.requests if p == path and (q.get("watch") in ("1", "true")) is watch)
@@ -297,6 +339,32 @@ def _send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
     handler.wfile.write(data)
 
 
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
+def _object_route(path: str) -> tuple[str, str, str] | None:
+    """(kind, name, subresource) for `<collection>/<name>[/status]` of a cluster-scoped kind."""
+    for kind, (collection, _k, _v, namespaced) in COLLECTIONS.items():
+        if namespaced or not path.startswith(collection + "/"):
+            continue
+        rest = path[len(collection) + 1:].split("/")
+        if len(rest) == 1 and rest[0]:
+            return kind, rest[0], ""
+        if len(rest) == 2 and rest[0] and rest[1] == "status":
+            return kind, rest[0], "status"
+    return None
+
+
 def _route(path: str) -> tuple[str, str] | None:
     """(kind, namespace) for a collection path, or None."""
     for kind, (collection, _k, _v, namespaced) in COLLECTIONS.items():
@@ -323,6 +391,12 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             fake.requests.append((url.path, query))
             if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
+            one = _object_route(url.path)
+            if one is not None and one[0] not in fake._uninstalled:
+                obj = fake.get(one[0], one[1])
+                if obj is None:
+                    return _send_json(self, 404, _status(404, "NotFound", f'{one[0]} "{one[1]}" not found'))
+                return _send_json(self, 200, obj)
             route = _route(url.path)
             if route is None or route[0] in fake._uninstalled:
                 return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))
@@ -339,6 +413,25 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             _, obj_kind, api_version, _ = COLLECTIONS[kind]
             _send_json(self, 200, {"kind": f"{obj_kind}List", "apiVersion": api_version,
                                    "metadata": {"resourceVersion": str(rv)}, "items": items})
+
+        def do_PATCH(self) -> None:
+            url = urlsplit(self.path)
+            fake.requests.append((url.path, {"method": "PATCH"}))
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
+                return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
+            one = _object_route(url.path)
+            if one is None or one[2] != "status" or one[0] in fake._uninstalled:
+                return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))
+            if self.headers.get("Content-Type") != "application/merge-patch+json":
+                return _send_json(self, 415, _status(415, "UnsupportedMediaType", "only merge patches here"))
+            try:
+                patch = json.loads(body)
+            except ValueError:
+                return _send_json(self, 400, _status(400, "BadRequest", "patch is not JSON"))
+            code, answer = fake._patch_status(one[0], one[1], patch)
+            _send_json(self, code, answer)
 
         def _chunk(self, payload: dict[str, Any] | bytes) -> None:
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()

@@ -1,0 +1,164 @@
+"""What the predictor needs to know about a pod or the node: koordinator priority class and QoS, requests,
+age, and the node's allocatable, with koordinator's exact rules (apis/extension priority.go, qos_utils.go,
+priority_utils.go, node_resource_amplification.go).
+
+Priority class: the `koordinator.sh/priority-class` label when present (an unknown value means none), else
+`spec.priority` ranges (prod 9000-9999, mid 7000-7999, batch 5000-5999, free 3000-3999); when that gives
+none, the QoS default: LSE/LSR/LS/SYSTEM -> koord-prod, BE -> koord-batch. QoS: the `koordinator.sh/qosClass`
+label, else from kube QoS (Guaranteed -> LSR, Burstable -> LS, BestEffort -> BE), computed from the container
+specs when the pod status carries none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hookserver.errors import InputError
+from hookserver.quantity import parse_quantity
+from hookserver.store.records import NodeRecord, PodRecord
+
+__all__ = [
+    "KNOWN_PRIORITY_CLASSES",
+    "LABEL_PRIORITY_CLASS",
+    "NodeAllocatable",
+    "PodRequests",
+    "is_terminated",
+    "node_allocatable",
+    "pod_priority_class",
+    "pod_qos_class",
+    "pod_requests",
+    "priority_class_by_value",
+]
+
+LABEL_PRIORITY_CLASS = "koordinator.sh/priority-class"
+LABEL_QOS_CLASS = "koordinator.sh/qosClass"
+ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+# koordinator's KnownPriorityClasses, in its order; "" is "none".
+KNOWN_PRIORITY_CLASSES = ("koord-prod", "koord-mid", "koord-batch", "koord-free", "")
+_RANGES = (("koord-prod", 9000, 9999), ("koord-mid", 7000, 7999), ("koord-batch", 5000, 5999), ("koord-free", 3000, 3999))
+_QOS = frozenset({"LSE", "LSR", "LS", "BE", "SYSTEM"})
+
+
+def priority_class_by_value(priority: int | None) -> str:
+    if priority is None:
+        return ""
+    for name, low, high in _RANGES:
+        if low <= priority <= high:
+            return name
+    return ""
+
+
+def _kube_qos(pod: PodRecord) -> str:
+    if pod.kube_qos:
+        return pod.kube_qos.replace("-", "").lower()
+    specs = pod.container_specs
+    if not specs:
+        return ""
+    any_set = False
+    guaranteed = True
+    for requests, limits in specs.values():
+        for resource in ("cpu", "memory"):
+            req, lim = requests.get(resource), limits.get(resource)
+            if req is not None or lim is not None:
+                any_set = True
+            if lim is None or (req is not None and _same(req, lim) is False):
+                guaranteed = False
+    if not any_set:
+        return "besteffort"
+    return "guaranteed" if guaranteed else "burstable"
+
+
+def _same(a: str, b: str) -> bool | None:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except InputError:
+        return None
+
+
+def pod_qos_class(pod: PodRecord) -> str:
+    """koordinator's GetPodQoSClassWithDefault."""
+    label = pod.labels.get(LABEL_QOS_CLASS)
+    if label is not None:
+        if label in _QOS:
+            return label
+    elif pod.qos_class in _QOS:
+        return pod.qos_class
+    return {"guaranteed": "LSR", "burstable": "LS", "besteffort": "BE"}.get(_kube_qos(pod), "")
+
+
+def pod_priority_class(pod: PodRecord) -> str:
+    """koordinator's GetPodPriorityClassWithDefault."""
+    label = pod.labels.get(LABEL_PRIORITY_CLASS)
+    if label is not None:
+        raw = label if label in KNOWN_PRIORITY_CLASSES else ""
+    else:
+        raw = priority_class_by_value(pod.priority)
+    if raw:
+        return raw
+    qos = pod_qos_class(pod)
+    if qos in ("SYSTEM", "LSE", "LSR", "LS"):
+        return "koord-prod"
+    if qos == "BE":
+        return "koord-batch"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequests:
+    cpu_milli: int
+    memory_bytes: int
+
+
+def pod_requests(pod: PodRecord) -> PodRequests:
+    """Sum of the containers' cpu and memory requests. InputError names a bad quantity."""
+    cpu = 0
+    memory = 0
+    for name, (requests, _limits) in pod.container_specs.items():
+        if "cpu" in requests:
+            cpu += parse_quantity(requests["cpu"], field=f"{name}.requests[cpu]").milli_value()
+        if "memory" in requests:
+            memory += parse_quantity(requests["memory"], field=f"{name}.requests[memory]").value()
+    return PodRequests(cpu, memory)
+
+
+def is_terminated(pod: PodRecord) -> bool:
+    return pod.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocatable:
+    cpu_milli: int
+    memory_bytes: int
+    source: str  # "raw-allocatable annotation" or "status.allocatable"
+
+
+def node_allocatable(node: NodeRecord | None) -> NodeAllocatable | None:
+    """The un-amplified raw allocatable annotation when present and valid, else status.allocatable."""
+    if node is None:
+        return None
+    raw = node.annotations.get(ANNOTATION_RAW_ALLOCATABLE)
+    if raw:
+        try:
+            parsed = json.loads(raw)
+            if isinstance(parsed, Mapping) and parsed:
+                return _allocatable(parsed, ANNOTATION_RAW_ALLOCATABLE)
+        except (ValueError, InputError):
+            pass
+    if not node.allocatable:
+        return None
+    try:
+        return _allocatable(node.allocatable, "status.allocatable")
+    except InputError:
+        return None
+
+
+def _allocatable(values: Mapping[str, object], source: str) -> NodeAllocatable:
+    cpu = values.get("cpu", "0")
+    memory = values.get("memory", "0")
+    return NodeAllocatable(
+        parse_quantity(str(cpu), field=f"{source}.cpu").milli_value(),
+        parse_quantity(str(memory), field=f"{source}.memory").value(),
+        source,
+    )

@@ -1,0 +1,189 @@
+"""The NodeMetric status reporter: every `reportIntervalSeconds`, build the status and hand it to a sink.
+
+Sinks: the informer's status patcher (apiserver mode; only the informer talks to the apiserver) or a file
+under --state-dir (standalone). A sink returns what happened instead of raising, and the reporter logs only
+changes of state (first failure, a different failure, recovery), so a missing NodeMetric or CRD, or an apiserver
+outage, is one log line and a counter, and the next tick simply tries again with fresh numbers: an outage
+loses only the reports that fell inside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hookserver.aio.periodic import sleep_or_stop
+from hookserver.predictor.metrics import PredictorMetrics
+from hookserver.predictor.nodemetric_status import ReportPolicy, build_status, report_policy
+from hookserver.predictor.service import PredictorService
+from hookserver.predictor.settings import PredictorSettings
+
+__all__ = ["Delivery", "FileStatusSink", "NodeMetricReporter", "StatusSink"]
+
+log = logging.getLogger(__name__)
+
+
+class Delivery(Protocol):
+    """What a sink reports: result is ok, not_found or error."""
+
+    @property
+    def result(self) -> str: ...
+
+    @property
+    def detail(self) -> str: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+
+class StatusSink(Protocol):
+    target: str  # apiserver | file
+    where: str  # the object path or the file
+
+    def deliver(self, status: dict[str, Any]) -> Delivery: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    result: str
+    detail: str = ""
+    attempts: int = 1
+
+
+class FileStatusSink:
+    """Standalone mode: the status as a NodeMetric object in one JSON file, written atomically."""
+
+    target = "file"
+
+    def __init__(self, path: str, *, node_name: str) -> None:
+        self.where = path
+        self.node_name = node_name
+
+    def deliver(self, status: dict[str, Any]) -> Delivery:
+        doc = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
+               "metadata": {"name": self.node_name}, "status": status}
+        tmp = self.where + ".tmp"
+        try:
+            os.makedirs(os.path.dirname(self.where) or ".", exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.where)
+        except OSError as exc:
+            return _Done("error", f"{self.where}: {exc.strerror or exc}")
+        return _Done("ok")
+
+
+class NodeMetricReporter:
+    def __init__(
+        self,
+        service: PredictorService,
+        sink: StatusSink,
+        *,
+        settings: PredictorSettings,
+        metrics: PredictorMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.service = service
+        self.sink = sink
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self.last_status: dict[str, Any] | None = None
+        self.last_built_at = 0.0
+        self.last_ok_at = 0.0
+        self.last_result = ""
+        self.last_error = ""
+        self.last_error_at = 0.0
+        self.reports = 0
+        self.failures = 0
+        self._state = ""  # what was last logged
+
+    def policy(self) -> ReportPolicy:
+        return report_policy(self.service.store.snapshot().node_metric,
+                             min_report_s=self.settings.min_report_interval_s,
+                             min_aggregate_s=self.settings.min_aggregate_duration_s)
+
+    def build(self, now: float) -> dict[str, Any]:
+        policy = self.policy()
+        for problem in policy.problems:
+            log.debug("NodeMetric spec: %s", problem)
+        reclaimable = self.service.reclaimable(window_s=policy.aggregate_s, now=now)
+        status = build_status(self.service.store.snapshot(), self.service.store.series, now=now, policy=policy,
+                              reclaimable=reclaimable)
+        if self.metrics is not None and reclaimable.published.ok:
+            self.metrics.record_prod_reported(reclaimable.published.cpu_milli, reclaimable.published.memory_bytes)
+        return status
+
+    def report_once(self, now: float | None = None) -> Delivery:
+        at = self.clock() if now is None else now
+        started = time.perf_counter()
+        status = self.build(at)
+        self.last_status = status
+        self.last_built_at = at
+        delivery = self.sink.deliver(status)
+        self.reports += 1
+        self.last_result = delivery.result
+        if delivery.result == "ok":
+            self.last_ok_at = at
+            if self._state not in ("", "ok"):
+                log.info("NodeMetric status reported to %s again (after: %s)", self.sink.where, self.last_error)
+            self._state = "ok"
+        else:
+            self.failures += 1
+            self.last_error = delivery.detail
+            self.last_error_at = at
+            state = f"{delivery.result}:{delivery.detail}"
+            if state != self._state:
+                log.warning("NodeMetric status not reported to %s (%s): %s; retrying every report interval",
+                            self.sink.where, delivery.result, delivery.detail)
+            self._state = state
+        if self.metrics is not None:
+            self.metrics.reports.labels(self.sink.target, delivery.result).inc()
+            self.metrics.report_duration.observe(time.perf_counter() - started)
+        return delivery
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Report every interval (re-read from the spec each time, as koordlet does) until stopped."""
+        while not stop.is_set():
+            if await sleep_or_stop(stop, self.policy().report_interval_s):
+                return
+            try:
+                await asyncio.to_thread(self.report_once)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failed report is logged and counted, never fatal
+                log.warning("NodeMetric report failed: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                self.failures += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.last_error_at = self.clock()
+                if self.metrics is not None:
+                    self.metrics.reports.labels(self.sink.target, "error").inc()
+
+    def view(self) -> dict[str, Any]:
+        """`hookctl nodemetric`: the last document built, when and where it went, the last error."""
+        policy = self.policy()
+        return {
+            "target": self.sink.target,
+            "where": self.sink.where,
+            "policy": {"report_interval_s": policy.report_interval_s, "aggregate_s": policy.aggregate_s,
+                       "durations_s": list(policy.durations_s), "memory_policy": policy.memory_policy,
+                       "from_spec": policy.from_spec, "problems": list(policy.problems)},
+            "reports": self.reports,
+            "failures": self.failures,
+            "last_built_at": self.last_built_at or None,
+            "last_result": self.last_result or None,
+            "last_reported_at": self.last_ok_at or None,
+            "last_error": self.last_error or None,
+            "last_error_at": self.last_error_at or None,
+            "status": self.last_status,
+        }

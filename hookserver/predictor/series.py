@@ -1,0 +1,28 @@
+"""Names of the collectors' series the predictor and the NodeMetric report read (see collectors/names.py;
+the areas layer may not import collectors, so the names are repeated here and a test keeps them in step)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "HOST_APP_CPU",
+    "HOST_APP_MEMORY",
+    "NODE_CPU",
+    "NODE_MEMORY",
+    "NODE_MEMORY_WITH_CACHE",
+    "POD_CPU",
+    "POD_MEMORY",
+    "POD_MEMORY_WITH_CACHE",
+    "SYSTEM_CPU",
+    "SYSTEM_MEMORY",
+]
+
+NODE_CPU = "node_cpu_usage"
+NODE_MEMORY = "node_memory_usage"
+NODE_MEMORY_WITH_CACHE = "node_memory_usage_with_cache"
+POD_CPU = "pod_cpu_usage"
+POD_MEMORY = "pod_memory_usage"
+POD_MEMORY_WITH_CACHE = "pod_memory_usage_with_cache"
+SYSTEM_CPU = "system_cpu_usage"
+SYSTEM_MEMORY = "system_memory_usage"
+HOST_APP_CPU = "host_app_cpu_usage"
+HOST_APP_MEMORY = "host_app_memory_usage"

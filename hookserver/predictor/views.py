@@ -1,0 +1,128 @@
+"""What `hookctl predict` and `hookctl reclaimable` show: JSON documents, complete and exact (milli-cores and
+bytes as integers); hookserver.debug.render turns them into tables for people."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from hookserver.errors import InputError
+from hookserver.predictor.models import NODE_UID, PERCENTILES, SYSTEM_UID, Prediction, model_kind, priority_uid
+from hookserver.predictor.predictors import PredictorResult, ReclaimableReport
+from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, pod_priority_class
+from hookserver.predictor.service import PredictorService
+
+__all__ = ["predict_view", "reclaimable_view"]
+
+
+def _class_name(klass: str) -> str:
+    return klass or "none"
+
+
+def predict_view(service: PredictorService, args: dict[str, Any]) -> dict[str, Any]:
+    """One model (a pod, `--priority`, `--node`, `--system`) or, with no selector, every model."""
+    now = service.clock()
+    snapshot = service.store.snapshot()
+    selector = "all"
+    uids: list[str]
+    if args.get("name"):
+        pod = snapshot.pod_by_key(str(args.get("namespace", "")), str(args["name"]))
+        if pod is None:
+            raise InputError(f"no pod {args.get('namespace')}/{args['name']} on this node", field="pod")
+        uids, selector = [pod.uid], f"pod {pod.key}"
+    elif args.get("priority"):
+        klass = str(args["priority"])
+        klass = "" if klass == "none" else klass
+        if klass not in KNOWN_PRIORITY_CLASSES:
+            known = ", ".join(_class_name(k) for k in KNOWN_PRIORITY_CLASSES)
+            raise InputError(f"unknown priority class {args['priority']!r} (known: {known})", field="--priority")
+        uids, selector = [priority_uid(klass)], f"priority {_class_name(klass)}"
+    elif args.get("node"):
+        uids, selector = [NODE_UID], "node"
+    elif args.get("system"):
+        uids, selector = [SYSTEM_UID], "system"
+    else:
+        uids = sorted(service.table.uids(), key=lambda u: (_KIND_ORDER.get(model_kind(u), 9), u))
+    predictions = service.table.predict_many(uids)
+    rows = [_model_row(service, predictions[u], snapshot.pods, now) for u in uids if u in predictions]
+    doc: dict[str, Any] = {"selector": selector, "at": now, "models": rows}
+    if not rows:
+        doc["note"] = (f"no model yet for {selector}: models train every {service.settings.training_interval_s:g} s "
+                       "from pods with CPU and memory samples")
+    doc["training"] = _training(service)
+    doc["checkpoints"] = _checkpoints(service)
+    return doc
+
+
+_KIND_ORDER = {"node": 0, "system": 1, "priority": 2, "pod": 3}
+
+
+def _model_row(service: PredictorService, p: Prediction, pods: Any, now: float) -> dict[str, Any]:
+    kind = model_kind(p.uid)
+    row: dict[str, Any] = {"model": p.uid, "kind": kind}
+    pod = pods.get(p.uid) if kind == "pod" else None
+    cold: bool | None = None
+    if pod is not None:
+        created = min(x for x in (pod.created_at or pod.first_seen or now, p.first_sample or now))
+        cold = now - created <= service.settings.cold_start_duration_s
+        row |= {"pod": pod.key, "priority_class": _class_name(pod_priority_class(pod))}
+    elif kind == "pod":
+        row |= {"pod": "", "note": "pod no longer known (expires unless it is seen again)"}
+    row |= {
+        "samples": p.samples,
+        "age_s": round(now - p.first_sample, 3) if p.first_sample else 0.0,
+        "cold": cold,
+        "first_sample": p.first_sample,
+        "last_updated": p.last_updated,
+        "last_checkpointed": p.last_checkpointed,
+        "cpu_milli": {name: p.cpu_milli[i] for i, (name, _) in enumerate(PERCENTILES)},
+        "memory_bytes": {name: p.memory_bytes[i] for i, (name, _) in enumerate(PERCENTILES)},
+    }
+    return row
+
+
+def _training(service: PredictorService) -> dict[str, Any]:
+    r = service.last_training
+    s = service.settings
+    out: dict[str, Any] = {"interval_s": s.training_interval_s, "cold_start_s": s.cold_start_duration_s,
+                           "cpu_half_life_s": s.cpu_half_life_s, "memory_half_life_s": s.memory_half_life_s,
+                           "model_expiration_s": s.model_expiration_s, "models": len(service.table)}
+    if r is not None:
+        out |= {"last_round_at": r.at, "last_round_duration_s": round(service.last_training_s, 6),
+                "pods_trained": r.pods_trained, "pods_without_samples": r.pods_without_samples,
+                "node_trained": r.node_trained}
+    return out
+
+
+def _checkpoints(service: PredictorService) -> dict[str, Any]:
+    return {"dir": service.checkpointer.directory, "restored": service.restored,
+            "last_round": service.last_checkpoint_round, "problems": service.problem_list()}
+
+
+def reclaimable_view(service: PredictorService, args: dict[str, Any], *, window_s: float = 300.0) -> dict[str, Any]:
+    report = service.reclaimable(window_s=window_s)
+    return reclaimable_doc(report, window_s=window_s)
+
+
+def _result(r: PredictorResult) -> dict[str, Any]:
+    return {"predictor": r.name, "cpu_milli": r.cpu_milli, "memory_bytes": r.memory_bytes,
+            "peak_cpu_milli": r.peak_cpu_milli, "peak_memory_bytes": r.peak_memory_bytes, "error": r.error}
+
+
+def reclaimable_doc(report: ReclaimableReport, *, window_s: float) -> dict[str, Any]:
+    alloc = report.allocatable
+    return {
+        "at": report.at,
+        "published": _result(report.published),
+        "predictors": [_result(r) for r in (report.pod_based, report.priority_based, report.published)],
+        "why": {
+            "margin_percent": report.margin_percent,
+            "cold_start_s": report.cold_start_s,
+            "usage_window_s": window_s,
+            "allocatable": None if alloc is None else asdict(alloc),
+            "pod_based": dict(report.pod_based.inputs),
+            "priority_based": dict(report.priority_based.inputs),
+            "minimum": dict(report.published.inputs),
+            "pods": [asdict(line) for line in report.pods],
+        },
+    }
