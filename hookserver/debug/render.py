@@ -287,17 +287,18 @@ def render_reclaimable(doc: Any) -> str:
     for p in why.get("pods") or []:
         if not isinstance(p, Mapping):
             continue
+        predicted = p.get("counted_as") == "predicted"
         pods.append({
             "pod": f"{p.get('namespace')}/{p.get('name')}",
             "class": p.get("priority_class") or "none",
             "counted_as": p.get("counted_as"),
             "age": _age(p.get("age_s")),
             "req_cpu": _milli(p.get("request_cpu_milli")),
-            "p95_cpu": _milli(p.get("p95_cpu_milli")),
+            "p95_cpu": _milli(p.get("p95_cpu_milli")) if predicted else "-",
             "peak_cpu": _milli(p.get("peak_cpu_milli")),
             "reclaim_cpu": _milli(p.get("reclaimable_cpu_milli")),
             "req_mem": _bytes(p.get("request_memory_bytes")),
-            "p98_mem": _bytes(p.get("p98_memory_bytes")),
+            "p98_mem": _bytes(p.get("p98_memory_bytes")) if predicted else "-",
             "peak_mem": _bytes(p.get("peak_memory_bytes")),
             "reclaim_mem": _bytes(p.get("reclaimable_memory_bytes")),
         })
@@ -306,7 +307,7 @@ def render_reclaimable(doc: Any) -> str:
         lines.extend("    " + line for line in render_table(pods))
     else:
         lines.append("    (none)")
-    for key in ("pod_based", "priority_based", "minimum"):
+    for key in ("formulas", "pod_based", "priority_based", "minimum"):
         value = why.get(key)
         if isinstance(value, Mapping) and value:
             lines.append(f"  {key}:")

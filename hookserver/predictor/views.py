@@ -123,6 +123,37 @@ def reclaimable_doc(report: ReclaimableReport, *, window_s: float) -> dict[str, 
             "pod_based": dict(report.pod_based.inputs),
             "priority_based": dict(report.priority_based.inputs),
             "minimum": dict(report.published.inputs),
+            "formulas": _formulas(report),
             "pods": [asdict(line) for line in report.pods],
         },
     }
+
+
+def _formulas(report: ReclaimableReport) -> dict[str, str]:
+    """The arithmetic behind each number, in milli-cores and bytes, so it can be redone by hand."""
+    alloc = report.allocatable
+    pb, qb, pub = report.pod_based, report.priority_based, report.published
+    margin = f"(1 + {report.margin_percent}%)"
+    out: dict[str, str] = {}
+    if alloc is not None and pb.ok:
+        i = pb.inputs
+        out["pod_based_cpu_milli"] = (f"min(max({alloc.cpu_milli} - {i['sum_peak_cpu_milli']}, 0), "
+                                      f"{i['sum_reclaimable_cpu_milli']}) = {pb.cpu_milli}")
+        out["pod_based_memory_bytes"] = (f"min(max({alloc.memory_bytes} - {i['sum_peak_memory_bytes']}, 0), "
+                                         f"{i['sum_reclaimable_memory_bytes']}) = {pb.memory_bytes}")
+    if alloc is not None and qb.ok:
+        i = qb.inputs
+        models = i.get("models", {})
+        cpu_terms = " + ".join(str(m["p95_cpu_milli"]) for m in models.values())
+        mem_terms = " + ".join(str(m["p98_memory_bytes"]) for m in models.values())
+        out["priority_peak_cpu_milli"] = f"int(({cpu_terms}) x {margin}) = {qb.peak_cpu_milli}"
+        out["priority_peak_memory_bytes"] = f"int(({mem_terms}) x {margin}) = {qb.peak_memory_bytes}"
+        out["priority_based_cpu_milli"] = (f"min(max({alloc.cpu_milli} - {qb.peak_cpu_milli}, 0), "
+                                           f"max({i['sum_request_cpu_milli']} - {qb.peak_cpu_milli}, 0)) = {qb.cpu_milli}")
+        out["priority_based_memory_bytes"] = (
+            f"min(max({alloc.memory_bytes} - {qb.peak_memory_bytes}, 0), "
+            f"max({i['sum_request_memory_bytes']} - {qb.peak_memory_bytes}, 0)) = {qb.memory_bytes}")
+    if pub.ok:
+        out["published_cpu_milli"] = f"min({pb.cpu_milli}, {qb.cpu_milli}) = {pub.cpu_milli}"
+        out["published_memory_bytes"] = f"min({pb.memory_bytes}, {qb.memory_bytes}) = {pub.memory_bytes}"
+    return out

@@ -1,0 +1,118 @@
+"""`hookctl predict`, `reclaimable` and `nodemetric` over a real debug socket, table and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hookserver.cli.hookctl import main as hookctl_main
+from hookserver.debug.server import DebugServer
+from hookserver.predictor import FileStatusSink, NodeMetricReporter, predict_view, reclaimable_view
+from tests.predictor.conftest import feed, feed_node
+from tests.predictor.helpers import GI, NOW, node, pod
+
+PROD = {"koordinator.sh/priority-class": "koord-prod"}
+
+
+@pytest.fixture
+def served(store, make_service, tmp_path, capsys):
+    store.set_node(node())
+    store.upsert_pod(pod("web-0", labels=PROD, cpu="2", memory="4Gi"))
+    store.upsert_pod(pod("fresh", labels=PROD, cpu="1", memory="1Gi", age_s=600))
+    feed(store, uid="uid-web-0", cpu=[0.4] * 60, memory=[1.0 * GI] * 60, end=NOW)
+    feed(store, uid="uid-fresh", cpu=[0.1] * 60, memory=[0.5 * GI] * 60, end=NOW)
+    feed_node(store, cpu=[1.0] * 60, memory=[4.0 * GI] * 60, end=NOW)
+    service = make_service()
+    service.train_once(NOW)
+    reporter = NodeMetricReporter(service, FileStatusSink(str(tmp_path / "nodemetric.json"), node_name="node-a"),
+                                  settings=service.settings)
+    reporter.report_once(NOW)
+    server = DebugServer(str(tmp_path / "debug.sock"), store=store, providers={
+        "predict": lambda args: predict_view(service, args),
+        "reclaimable": lambda args: reclaimable_view(service, args),
+        "nodemetric": lambda args: reporter.view(),
+    })
+    server.start()
+
+    def ctl(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        rc = hookctl_main(["--socket", server.socket_path, *argv])
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+
+    yield ctl, service
+    server.stop(0.1)
+
+
+def test_predict_one_pod_json_and_table(served):
+    ctl, service = served
+    rc, out, _ = ctl("predict", "default/web-0", "-o", "json")
+    assert rc == 0
+    doc = json.loads(out)
+    (model,) = doc["models"]
+    expected = service.table.predict("uid-web-0")
+    assert model["pod"] == "default/web-0" and model["kind"] == "pod" and model["cold"] is False
+    assert model["cpu_milli"]["p95"] == expected.cpu("p95") and model["memory_bytes"]["max"] == expected.memory("max")
+    assert model["samples"] == 1 and set(model["cpu_milli"]) == {"p60", "p90", "p95", "p98", "max"}
+    rc, out, _ = ctl("predict", "default/web-0")
+    assert rc == 0
+    header = out.splitlines()[1]
+    for column in ("MODEL", "KIND", "SAMPLES", "AGE", "COLD", "CPU_P95", "MEM_P98", "MEM_MAX"):
+        assert column in header
+    assert "default/web-0" in out and "training:" in out and "checkpoints:" in out
+
+
+def test_predict_selectors(served):
+    ctl, _ = served
+    assert json.loads(ctl("predict", "--node", "-o", "json")[1])["models"][0]["model"] == "__node__"
+    assert json.loads(ctl("predict", "--system", "-o", "json")[1])["models"][0]["model"] == "__node-sys__"
+    prod = json.loads(ctl("predict", "--priority", "koord-prod", "-o", "json")[1])["models"][0]
+    assert prod["model"] == "__node-koord-prod__" and prod["kind"] == "priority"
+    assert json.loads(ctl("predict", "--priority", "none", "-o", "json")[1])["models"][0]["model"] == "__node-__"
+    every = json.loads(ctl("predict", "-o", "json")[1])["models"]
+    assert [m["kind"] for m in every][:2] == ["node", "system"] and len(every) == 1 + 1 + 5 + 2
+    fresh = next(m for m in every if m.get("pod") == "default/fresh")
+    assert fresh["cold"] is True
+
+
+def test_predict_errors_are_one_line(served):
+    ctl, _ = served
+    rc, _, err = ctl("predict", "--priority", "koord-gold")
+    assert rc == 1 and "unknown priority class 'koord-gold'" in err and "\n" not in err.strip()
+    rc, _, err = ctl("predict", "default/nope")
+    assert rc == 1 and "no pod default/nope" in err
+
+
+def test_reclaimable_explains_the_published_number(served):
+    ctl, service = served
+    rc, out, _ = ctl("reclaimable", "-o", "json")
+    doc = json.loads(out)
+    names = [p["predictor"] for p in doc["predictors"]]
+    assert names == ["podReclaimablePredictor", "priorityReclaimablePredictor", "minPredictor"]
+    pods = {p["name"]: p for p in doc["why"]["pods"]}
+    assert pods["fresh"]["counted_as"] == "cold" and pods["fresh"]["peak_cpu_milli"] == 1000
+    web = pods["web-0"]
+    assert web["counted_as"] == "predicted"
+    assert web["peak_cpu_milli"] == int(web["p95_cpu_milli"] * 1.1)
+    assert web["reclaimable_cpu_milli"] == 2000 - web["peak_cpu_milli"]
+    assert doc["why"]["margin_percent"] == 10 and doc["why"]["allocatable"]["cpu_milli"] == 8000
+    published = doc["published"]
+    pod_based, priority_based = doc["predictors"][0], doc["predictors"][1]
+    assert published["cpu_milli"] == min(pod_based["cpu_milli"], priority_based["cpu_milli"])
+    rc, table, _ = ctl("reclaimable")
+    assert rc == 0
+    assert "minPredictor" in table and "why:" in table and "COUNTED_AS" in table and "cold" in table
+    assert "x (1 + 10%)" in table and "formulas:" in table
+    formulas = doc["why"]["formulas"]
+    assert formulas["published_cpu_milli"].endswith(f"= {published['cpu_milli']}")
+
+
+def test_nodemetric_shows_the_last_document_and_where_it_went(served, tmp_path):
+    ctl, _ = served
+    doc = json.loads(ctl("nodemetric", "-o", "json")[1])
+    assert doc["target"] == "file" and doc["where"] == str(tmp_path / "nodemetric.json")
+    assert doc["last_result"] == "ok" and doc["last_reported_at"] == NOW
+    assert doc["status"]["nodeMetric"]["nodeUsage"] == {"resources": {"cpu": "1", "memory": "4Gi"}}
+    rc, out, _ = ctl("nodemetric")
+    assert rc == 0 and "prodReclaimableMetric" in out and "where:" in out
