@@ -61,10 +61,17 @@ class ReportPolicy:
     problems: tuple[str, ...] = ()
 
 
-def report_policy(spec: Any, *, min_report_s: float, min_aggregate_s: float) -> ReportPolicy:
-    """From the NodeMetric spec the informer stored (a `NodeMetricSpec` model or None)."""
+def report_policy(
+    spec: Any,
+    *,
+    min_report_s: float,
+    min_aggregate_s: float,
+    default_report_s: float = DEFAULT_REPORT_INTERVAL_S,
+    default_aggregate_s: float = DEFAULT_AGGREGATE_S,
+) -> ReportPolicy:
+    """From the NodeMetric spec the informer stored (a `NodeMetricSpec` model), or the defaults when None."""
     if spec is None:
-        return ReportPolicy(max(DEFAULT_REPORT_INTERVAL_S, min_report_s), max(DEFAULT_AGGREGATE_S, min_aggregate_s),
+        return ReportPolicy(max(default_report_s, min_report_s), max(default_aggregate_s, min_aggregate_s),
                             DEFAULT_DURATIONS_S, "usageWithoutPageCache", False)
     policy = spec.metric_collect_policy
     problems: list[str] = []

@@ -109,9 +109,11 @@ class NodeMetricReporter:
         self._state = ""  # what was last logged
 
     def policy(self) -> ReportPolicy:
+        s = self.settings
         return report_policy(self.service.store.snapshot().node_metric,
-                             min_report_s=self.settings.min_report_interval_s,
-                             min_aggregate_s=self.settings.min_aggregate_duration_s)
+                             min_report_s=s.min_report_interval_s, min_aggregate_s=s.min_aggregate_duration_s,
+                             default_report_s=s.default_report_interval_s,
+                             default_aggregate_s=s.default_aggregate_duration_s)
 
     def build(self, now: float) -> dict[str, Any]:
         policy = self.policy()

@@ -31,6 +31,9 @@ class PredictorSettings(BaseModel):
     # NodeMetric status: report every spec.metricCollectPolicy.reportIntervalSeconds (koordlet floors it at
     # 30 s and the aggregate window at 60 s). `report_enabled: false` keeps the predictor but reports nothing.
     report_enabled: bool = True
+    # Used while no NodeMetric spec is known (standalone mode, or before koord-manager creates the object).
+    default_report_interval_s: float = Field(default=60.0, gt=0)
+    default_aggregate_duration_s: float = Field(default=300.0, gt=0)
     min_report_interval_s: float = Field(default=30.0, gt=0)
     min_aggregate_duration_s: float = Field(default=60.0, gt=0)
     status_file: str = "nodemetric.json"
