@@ -63,9 +63,10 @@ class NodeMetricStatusWriter:
         node_name: str,
         timeout_s: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        group_path: str = SLO_GROUP,
     ) -> None:
         self._transport = transport
-        self._path = f"{SLO_GROUP}/nodemetrics/{node_name}"
+        self._path = f"{group_path}/nodemetrics/{node_name}"
         self.where = self._path
         self._timeout_s = timeout_s
         self._sleep = sleep
