@@ -198,3 +198,45 @@ def test_the_daemon_reports_through_the_informers_client(kube: Any, node_name: s
     status = _get(kube, GROUP, node_name)["status"]
     assert status["updateTime"] and "nodeMetric" in status
     assert daemon.reporter.view()["last_result"] == "ok"
+
+
+def test_the_deployed_cluster_role_is_enough_to_report(kube: Any, node_name: str) -> None:
+    """Impersonate a service account bound only to deploy/hookserver.yaml's ClusterRole."""
+    _ensure_crd(kube, GROUP, shared=True)
+    _create(kube, GROUP, node_name)
+    docs = list(yaml.safe_load_all((Path(__file__).parents[2] / "deploy" / "hookserver.yaml").read_text()))
+    role = next(d for d in docs if d and d.get("kind") == "ClusterRole")
+    rbac = kube.RbacAuthorizationV1Api()
+    name = f"{node_name}-hookserver"
+    user = f"system:serviceaccount:i8:{name}"
+    rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                              "metadata": {"name": name}, "rules": role["rules"]})
+    rbac.create_cluster_role_binding({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]})
+    try:
+        writer = _writer(node_name)
+        writer._transport._api.set_default_header("Impersonate-User", user)
+        result = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the RBAC cache takes a moment
+            result = writer.deliver(STATUS)
+            if result.result == "ok":
+                break
+            time.sleep(0.3)
+        assert result is not None and result.result == "ok", result
+        stripped = list(role["rules"])
+        stripped = [r for r in stripped if "nodemetrics/status" not in r.get("resources", [])]
+        rbac.replace_cluster_role(name, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                         "metadata": {"name": name}, "rules": stripped})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            result = writer.deliver(STATUS)
+            if result.result == "error":
+                break
+            time.sleep(0.3)
+        assert result.result == "error" and "403" in result.detail  # the status rule is what grants it
+    finally:
+        rbac.delete_cluster_role_binding(name)
+        rbac.delete_cluster_role(name)
