@@ -221,6 +221,8 @@ class NodeMetricHandler(_NodeNamedHandler):
             model = NodeMetricSpec.model_validate(canonical_json(NodeMetricSpec, spec))
         except ValidationError as exc:
             raise InputError("; ".join(problems_of(exc, "spec")), field="spec") from None
+        if self._store.snapshot().node_metric == model:
+            return  # a status update (our own report, every minute): the spec did not change, nothing to publish
         self._store.set_node_metric(model)
 
     def _clear(self) -> None:

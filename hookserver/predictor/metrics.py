@@ -2,8 +2,9 @@
 
 The reclaimable and peak gauges keep koordlet's names and labels (`koordlet_node_predicted_resource_
 reclaimable{node,predictor,resource,unit}`, predictor = podReclaimablePredictor | priorityReclaimablePredictor |
-minPredictor, resource = cpu | memory, unit = core | byte), so a koordlet dashboard keeps working; so does
-`koordlet_node_resource_priority_reclaimable{node,priority,resource,unit}` for the reported prod value.
+minPredictor, resource = cpu | memory, unit = core | byte), so a koordlet dashboard keeps working; so do
+`koordlet_node_priority_resource_reclaimable{node,priority,resource,unit}` for the reported prod value and
+`koordlet_node_resource_priority_reclaimable_status{node,priority}` (0 predicted, 1 prediction failed).
 Everything else is `hookserver_predictor_*` / `hookserver_nodemetric_*`.
 """
 
@@ -28,8 +29,14 @@ class PredictorMetrics:
             ["node", "predictor", "resource", "unit"], registry=registry,
         )
         self.priority_reclaimable = Gauge(
-            "koordlet_node_resource_priority_reclaimable", "the node reclaimable resources of a priority class, as reported",
+            "koordlet_node_priority_resource_reclaimable",
+            "the node reclaimable of different priorities resources updated by koordinator",
             ["node", "priority", "resource", "unit"], registry=registry,
+        )
+        self.priority_reclaimable_status = Gauge(
+            "koordlet_node_resource_priority_reclaimable_status",
+            "status of node reclaimable of different priorities resources updated by koordinator (1: failed)",
+            ["node", "priority"], registry=registry,
         )
         self.models = Gauge(
             "hookserver_predictor_models", "Predictor models held, by kind (pod, node, priority, system).",
@@ -80,6 +87,8 @@ class PredictorMetrics:
         self.peak.labels(self.node, predictor, "cpu", "core").set(cpu_milli / 1000)
         self.peak.labels(self.node, predictor, "memory", "byte").set(memory_bytes)
 
-    def record_prod_reported(self, cpu_milli: int, memory_bytes: int) -> None:
-        self.priority_reclaimable.labels(self.node, "koord-prod", "cpu", "core").set(cpu_milli / 1000)
-        self.priority_reclaimable.labels(self.node, "koord-prod", "memory", "byte").set(memory_bytes)
+    def record_prod_reported(self, cpu_milli: int, memory_bytes: int, *, ok: bool = True) -> None:
+        """As koordlet: the value (0 when the prediction failed) and a status gauge."""
+        self.priority_reclaimable.labels(self.node, "koord-prod", "cpu", "core").set(cpu_milli / 1000 if ok else 0)
+        self.priority_reclaimable.labels(self.node, "koord-prod", "memory", "byte").set(memory_bytes if ok else 0)
+        self.priority_reclaimable_status.labels(self.node, "koord-prod").set(0 if ok else 1)

@@ -122,8 +122,9 @@ class NodeMetricReporter:
         reclaimable = self.service.reclaimable(window_s=policy.aggregate_s, now=now)
         status = build_status(self.service.store.snapshot(), self.service.store.series, now=now, policy=policy,
                               reclaimable=reclaimable)
-        if self.metrics is not None and reclaimable.published.ok:
-            self.metrics.record_prod_reported(reclaimable.published.cpu_milli, reclaimable.published.memory_bytes)
+        if self.metrics is not None:
+            published = reclaimable.published
+            self.metrics.record_prod_reported(published.cpu_milli, published.memory_bytes, ok=published.ok)
         return status
 
     def report_once(self, now: float | None = None) -> Delivery:

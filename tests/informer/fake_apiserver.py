@@ -385,6 +385,19 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             return
 
+        def setup(self) -> None:
+            super().setup()
+            with fake._cond:
+                fake._sockets.add(self.connection)  # kill() cuts keep-alive connections too, not only watches
+
+        def finish(self) -> None:
+            with fake._cond:
+                fake._sockets.discard(self.connection)
+            try:
+                super().finish()
+            except OSError:
+                pass
+
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}

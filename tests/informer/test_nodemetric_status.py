@@ -141,3 +141,49 @@ def test_server_errors_are_not_retried_within_a_report(fake: FakeApiServer, tmp_
     result = writer(fake, tmp_path).deliver(STATUS)
     assert (result.result, result.attempts) == ("error", 1)
     assert writer(fake, tmp_path).deliver(STATUS).result == "ok"  # the next report goes through
+
+
+def test_outage_loses_only_the_reports_inside_it(fake: FakeApiServer, tmp_path: Path):
+    fake.apply("nodemetrics", nodemetric())
+    store = StateStore()
+    settings = PredictorSettings()
+    service = PredictorService(settings, store=store, checkpoint_dir=str(tmp_path / "p"))
+    reporter = NodeMetricReporter(service, writer(fake, tmp_path), settings=settings)
+    assert reporter.report_once(1_800_000_000.0).result == "ok"
+    fake.kill()
+    assert reporter.report_once(1_800_000_060.0).result == "error"
+    fake.start()  # same port, same objects
+    assert reporter.report_once(1_800_000_120.0).result == "ok"
+    assert fake.get("nodemetrics", NODE)["status"]["updateTime"] == "2027-01-15T08:02:00Z"  # fresh, not a replay
+    assert reporter.view()["failures"] == 1
+
+
+def test_our_own_status_writes_do_not_republish_the_spec(fake: FakeApiServer, tmp_path: Path):
+    import asyncio
+
+    from tests.informer.conftest import api_settings, running
+
+    fake.apply("nodemetrics", nodemetric())
+    store = StateStore()
+
+    async def scenario() -> None:
+        async with running(api_settings(fake, tmp_path), store=store) as informer:
+            assert await informer.wait_synced(5)
+            for _ in range(50):
+                if store.snapshot().node_metric is not None:
+                    break
+                await asyncio.sleep(0.02)
+            version = store.version
+            w = writer(fake, tmp_path)
+            for _ in range(3):
+                assert (await asyncio.to_thread(w.deliver, STATUS)).result == "ok"
+            await asyncio.sleep(0.3)  # the watch delivers the three MODIFIED events
+            assert store.version == version
+            fake.apply("nodemetrics", {**nodemetric(), "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 30}}})
+            for _ in range(100):
+                if store.snapshot().node_metric.metric_collect_policy.report_interval_seconds == 30:
+                    break
+                await asyncio.sleep(0.02)
+            assert store.snapshot().node_metric.metric_collect_policy.report_interval_seconds == 30
+
+    asyncio.run(scenario())

@@ -33,5 +33,10 @@ def test_koordlet_metric_names_and_labels():
     assert get("koordlet_node_predicted_resource_reclaimable", labels | {"resource": "memory", "unit": "byte"}) == 2 << 30
     assert get("koordlet_node_predicted_resource_peak",
                {"node": "node-a", "predictor": "podReclaimablePredictor", "resource": "cpu", "unit": "core"}) == 0.25
-    assert get("koordlet_node_resource_priority_reclaimable",
+    assert get("koordlet_node_priority_resource_reclaimable",
                {"node": "node-a", "priority": "koord-prod", "resource": "cpu", "unit": "core"}) == 1.5
+    assert get("koordlet_node_resource_priority_reclaimable_status", {"node": "node-a", "priority": "koord-prod"}) == 0
+    metrics.record_prod_reported(1500, 2 << 30, ok=False)
+    assert get("koordlet_node_resource_priority_reclaimable_status", {"node": "node-a", "priority": "koord-prod"}) == 1
+    assert get("koordlet_node_priority_resource_reclaimable",
+               {"node": "node-a", "priority": "koord-prod", "resource": "cpu", "unit": "core"}) == 0
