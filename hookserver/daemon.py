@@ -136,7 +136,18 @@ class Daemon:
             "nri": self.nri.status() if self.nri is not None else {"state": "disabled"},
             "informer": self.informer.status(),
             "collectors": self.collectors.status(),
+            "predictor": self._predictor_status(),
         }
+
+    def _predictor_status(self) -> dict[str, Any]:
+        if self.predictor is None:
+            return {"state": "disabled"}
+        out: dict[str, Any] = {"models": len(self.predictor.table), "checkpoint_dir": self.predictor.checkpointer.directory,
+                               "checkpoint_problems": len(self.predictor.problem_list())}
+        if self.reporter is not None:
+            out |= {"nodemetric_target": self.reporter.sink.target, "nodemetric_where": self.reporter.sink.where,
+                    "nodemetric_last_result": self.reporter.last_result or None}
+        return out
 
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until `stop` is set. Returns the exit code: 0 on a clean stop, 1 if a root task died."""

@@ -73,7 +73,9 @@ class FileStatusSink:
             os.makedirs(os.path.dirname(self.where) or ".", exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                os.write(fd, json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
+                view = memoryview(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
+                while view:
+                    view = view[os.write(fd, view):]
                 os.fsync(fd)
             finally:
                 os.close(fd)

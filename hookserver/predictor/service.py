@@ -19,9 +19,9 @@ from hookserver.aio.periodic import run_every
 from hookserver.errors import CheckpointCorrupt
 from hookserver.predictor.checkpoint import CheckpointProblem, Checkpointer, encode_checkpoint
 from hookserver.predictor.metrics import PredictorMetrics
-from hookserver.predictor.models import Model, ModelTable, model_kind
+from hookserver.predictor.models import SYSTEM_UID, Model, ModelTable, priority_uid
 from hookserver.predictor.predictors import ReclaimableReport, compute_reclaimable
-from hookserver.predictor.priority import node_allocatable
+from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, node_allocatable
 from hookserver.predictor.series import POD_CPU, POD_MEMORY
 from hookserver.predictor.settings import PredictorSettings
 from hookserver.predictor.training import TrainingRound, collect_training_round
@@ -106,6 +106,10 @@ class PredictorService:
         return round_
 
     def gc_once(self, now: float | None = None) -> list[str]:
+        """Drop models not updated for `model_expiration_s`, and their checkpoints. Waits for the first training
+        round (as koordlet waits for sync): a model restored after a long restart is kept if its pod still runs."""
+        if self.last_training is None:
+            return []
         at = self.clock() if now is None else now
         dead = self.table.expire(at - self.settings.model_expiration_s)
         for uid in dead:
@@ -216,7 +220,7 @@ class PredictorService:
     def reclaimable(self, *, window_s: float = 300.0, now: float | None = None) -> ReclaimableReport:
         at = self.clock() if now is None else now
         snapshot = self.store.snapshot()
-        uids = [*snapshot.pods, "__node-sys__", "__node-koord-prod__", "__node-__"]
+        uids = [*snapshot.pods, SYSTEM_UID, *(priority_uid(k) for k in KNOWN_PRIORITY_CLASSES)]
         report = compute_reclaimable(
             pods=snapshot.pods.values(),
             with_metrics=self.pods_with_usage(window_s, at),
@@ -254,10 +258,6 @@ class PredictorService:
 
     def checkpoint_path(self, uid: str) -> str:
         return os.path.join(self.checkpointer.directory, f"{uid}.json")
-
-    @staticmethod
-    def kind_of(uid: str) -> str:
-        return model_kind(uid)
 
 
 def _mark_checkpointed(model: Model, at: float) -> None:

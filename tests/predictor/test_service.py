@@ -74,7 +74,22 @@ def test_gc_drops_stale_models_and_their_checkpoints(store, make_service, clock)
     dead = service.gc_once()
     assert "uid-a" in dead and not os.path.exists(path)
     assert service.table.predict("uid-a") is None
-    assert service.table.predict(NODE_UID) is None or NODE_UID not in dead
+
+
+def test_gc_waits_for_the_first_training_round_after_a_restore(store, make_service, clock):
+    store.upsert_pod(pod("a"))
+    feed(store, uid="uid-a", cpu=[1.0], memory=[GI], end=NOW)
+    first = make_service()
+    first.train_once(NOW)
+    first.flush()
+    clock.now = NOW + 3600  # the agent was down for an hour
+    second = make_service()
+    second.restore()
+    assert second.gc_once() == []  # not before training: the pod may still be running
+    feed(store, uid="uid-a", cpu=[1.0], memory=[GI], end=clock.now)
+    second.train_once()
+    assert "uid-a" not in second.gc_once()  # trained again: kept, with its history
+    assert second.table.predict("uid-a").samples == 2
 
 
 def test_checkpoint_rounds_are_bounded_oldest_first_and_rate_limited(store, make_service, clock):
