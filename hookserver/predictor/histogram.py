@@ -6,8 +6,9 @@ life, before the exponent passes 100 so weights stay finite. Bucket i starts at
 first * (ratio^i - 1) / (ratio - 1); `percentile(p)` returns the end of the bucket where the cumulative weight
 first reaches p x total (the last bucket returns its start).
 
-Weights live in one `array('d')` per histogram (8 bytes a bucket, no float objects), and bucket starts are
-computed once per options object and shared, so a model costs ~3 KiB and a sample is a log and two adds.
+Weights live in one `array('d')` per histogram (8 bytes a bucket, no float objects) covering only the buckets
+that ever got a sample, and bucket starts are computed once per options object and shared, so a model costs
+well under 1 KiB and a sample is a log and two adds.
 """
 
 from __future__ import annotations
@@ -127,9 +128,15 @@ class HistogramCheckpoint:
 
 
 class DecayingHistogram:
-    """One resource's histogram. Not thread-safe: the model store serialises access."""
+    """One resource's histogram. Not thread-safe: the model store serialises access.
 
-    __slots__ = ("buckets", "half_life_s", "max_bucket", "min_bucket", "reference_ts", "total_weight", "weights")
+    Weights are stored only for the window of buckets that ever received a sample (`offset` is the first one's
+    index): a pod's usage spans a few dozen of the 158/205 buckets, so a model costs hundreds of bytes, not
+    kilobytes. Buckets outside the window weigh 0; `weight(b)` reads any bucket.
+    """
+
+    __slots__ = ("buckets", "half_life_s", "max_bucket", "min_bucket", "offset", "reference_ts", "total_weight",
+                 "weights")
 
     def __init__(self, buckets: ExponentialBuckets, half_life_s: float) -> None:
         if not half_life_s > 0:
@@ -137,10 +144,32 @@ class DecayingHistogram:
         self.buckets = buckets
         self.half_life_s = float(half_life_s)
         self.reference_ts = GO_ZERO_TIME
-        self.weights: array[float] = array("d", bytes(8 * buckets.num_buckets))
+        self.offset = 0
+        self.weights: array[float] = array("d")
         self.total_weight = 0.0
         self.min_bucket = buckets.num_buckets - 1
         self.max_bucket = 0
+
+    def weight(self, bucket: int) -> float:
+        i = bucket - self.offset
+        return self.weights[i] if 0 <= i < len(self.weights) else 0.0
+
+    def _slot(self, bucket: int) -> int:
+        """The index of `bucket` in `weights`, growing the window to hold it."""
+        weights = self.weights
+        n = len(weights)
+        if n == 0:
+            self.offset = bucket
+            weights.append(0.0)
+            return 0
+        i = bucket - self.offset
+        if i < 0:
+            self.weights = array("d", bytes(8 * -i)) + weights
+            self.offset = bucket
+            return 0
+        if i >= n:
+            weights.frombytes(bytes(8 * (i - n + 1)))
+        return i
 
     # -- writers ---------------------------------------------------------------------------------
     def add_sample(self, value: float, weight: float, ts: float) -> bool:
@@ -151,10 +180,11 @@ class DecayingHistogram:
             raise ValueError(f"sample weight must be non-negative, got {weight!r}")
         weight = max(weight, MIN_SAMPLE_WEIGHT) * self._decay_factor(ts)
         bucket = self.buckets.find_bucket(value)
+        i = self._slot(bucket)
         weights = self.weights
-        weights[bucket] += weight
+        weights[i] += weight
         self.total_weight += weight
-        if weights[bucket] >= self.buckets.epsilon:
+        if weights[i] >= self.buckets.epsilon:
             if bucket < self.min_bucket:
                 self.min_bucket = bucket
             if bucket > self.max_bucket:
@@ -177,23 +207,23 @@ class DecayingHistogram:
 
     def _scale(self, factor: float) -> None:
         weights = self.weights
-        for bucket in range(self.min_bucket, self.max_bucket + 1):
-            weights[bucket] *= factor
+        for i in range(len(weights)):
+            weights[i] *= factor
         self.total_weight *= factor
         self._update_min_max()
 
     def _update_min_max(self) -> None:
         eps = self.buckets.epsilon
         last = self.buckets.num_buckets - 1
-        weights = self.weights
-        while weights[self.min_bucket] < eps and self.min_bucket < last:
+        weight = self.weight
+        while weight(self.min_bucket) < eps and self.min_bucket < last:
             self.min_bucket += 1
-        while weights[self.max_bucket] < eps and self.max_bucket > 0:
+        while weight(self.max_bucket) < eps and self.max_bucket > 0:
             self.max_bucket -= 1
 
     # -- readers ---------------------------------------------------------------------------------
     def is_empty(self) -> bool:
-        return self.weights[self.min_bucket] < self.buckets.epsilon
+        return self.weight(self.min_bucket) < self.buckets.epsilon
 
     def percentile(self, p: float) -> float:
         """End of the bucket where the cumulative weight first reaches p x total; 0 when empty."""
@@ -201,10 +231,11 @@ class DecayingHistogram:
             return 0.0
         threshold = p * self.total_weight
         weights = self.weights
+        offset = self.offset
         partial = 0.0
-        bucket = self.min_bucket
+        bucket = self.min_bucket  # min..max lie inside the window: both hold weight >= epsilon
         while bucket < self.max_bucket:
-            partial += weights[bucket]
+            partial += weights[bucket - offset]
             if partial >= threshold:
                 break
             bucket += 1
@@ -214,16 +245,16 @@ class DecayingHistogram:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save(self) -> HistogramCheckpoint:
-        weights = self.weights
         if self.is_empty():
             return HistogramCheckpoint(self.reference_ts, {}, self.total_weight)
-        largest = max(weights[self.min_bucket:self.max_bucket + 1])
-        ratio = MAX_CHECKPOINT_WEIGHT / largest
+        offset = self.offset
+        live = self.weights[self.min_bucket - offset:self.max_bucket - offset + 1]
+        ratio = MAX_CHECKPOINT_WEIGHT / max(live)
         scaled: dict[int, int] = {}
-        for bucket in range(self.min_bucket, self.max_bucket + 1):
-            value = _round_half_up(weights[bucket] * ratio)
+        for i, w in enumerate(live):
+            value = _round_half_up(w * ratio)
             if value > 0:
-                scaled[bucket] = value
+                scaled[self.min_bucket + i] = value
         return HistogramCheckpoint(self.reference_ts, scaled, self.total_weight)
 
     def load(self, checkpoint: HistogramCheckpoint, *, where: str = "histogram") -> None:
@@ -237,11 +268,12 @@ class DecayingHistogram:
         if total == 0:
             return
         ratio = checkpoint.total_weight / total
-        weights = self.weights
+        for bucket in (min(checkpoint.bucket_weights), max(checkpoint.bucket_weights)):
+            self._slot(bucket)
         for bucket, weight in checkpoint.bucket_weights.items():
             self.min_bucket = min(self.min_bucket, bucket)
             self.max_bucket = max(self.max_bucket, bucket)
-            weights[bucket] += weight * ratio
+            self.weights[bucket - self.offset] += weight * ratio
         self.total_weight += checkpoint.total_weight
 
 

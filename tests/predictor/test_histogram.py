@@ -94,8 +94,8 @@ def test_decay_over_ten_half_lives_against_direct_computation():
     assert h.total_weight == pytest.approx(1 + 1024)
     assert h.reference_ts == T0
     low = CPU_BUCKETS.find_bucket(0.3)
-    assert h.weights[low] == pytest.approx(1.0)
-    assert h.weights[CPU_BUCKETS.find_bucket(4.0)] == pytest.approx(1024.0)
+    assert h.weight(low) == pytest.approx(1.0)
+    assert h.weight(CPU_BUCKETS.find_bucket(4.0)) == pytest.approx(1024.0)
     for p in (0.0005, 0.00097, 0.001, 0.5, 0.95, 1.0):
         assert h.percentile(p) == direct_percentile(samples, p), p
     assert h.percentile(0.0005) == CPU_BUCKETS.bucket_start(low + 1)
@@ -132,9 +132,10 @@ def test_rebasing_before_the_exponent_passes_100_keeps_relative_weights():
     h.add_sample(8.0, 1.0, later)
     assert h.reference_ts == T0 + 101 * HL
     b2, b8 = CPU_BUCKETS.find_bucket(2.0), CPU_BUCKETS.find_bucket(8.0)
-    assert h.weights[b2] == pytest.approx(0.5)  # 2^100 scaled by 2^-101
-    assert h.weights[b8] == pytest.approx(2 ** (-5 / 12))
+    assert h.weight(b2) == pytest.approx(0.5)  # 2^100 scaled by 2^-101
+    assert h.weight(b8) == pytest.approx(2 ** (-5 / 12))
     assert all(math.isfinite(w) for w in h.weights)
+    assert h.offset == CPU_BUCKETS.find_bucket(1.0) and len(h.weights) == b8 - h.offset + 1  # only the used window
     samples = [(1.0, T0), (2.0, T0 + 100 * HL), (8.0, later)]
     for p in (0.3, 0.5, 0.9, 1.0):
         assert h.percentile(p) == direct_percentile(samples, p)
@@ -167,8 +168,16 @@ def test_checkpoint_round_trip_keeps_weights_and_percentiles():
     scale = g.total_weight / h.total_weight
     for b in range(MEMORY_BUCKETS.num_buckets):
         # each weight survives to within half a checkpoint unit of the largest (rounding to 1/10000)
-        assert abs(g.weights[b] / scale - h.weights[b]) <= largest / MAX_CHECKPOINT_WEIGHT, b
+        assert abs(g.weight(b) / scale - h.weight(b)) <= largest / MAX_CHECKPOINT_WEIGHT, b
     for p in (0.6, 0.9, 0.95, 0.98, 1.0):
+        assert g.percentile(p) == h.percentile(p)
+    # the restored window grows both ways like the original's
+    later = T0 + 300 * 900.0
+    for hist in (h, g):
+        hist.add_sample(1.0, 1.0, later)  # below every bucket so far
+        hist.add_sample(float(1 << 40), 1.0, later)  # above
+    assert g.offset == h.offset == 0
+    for p in (0.001, 0.5, 0.999, 1.0):
         assert g.percentile(p) == h.percentile(p)
 
 
