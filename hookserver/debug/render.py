@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render", "render_predict", "render_reclaimable", "render_table", "render_top"]
+from hookserver.debug.encoding import format_age
+
+__all__ = ["render", "render_nodemetric", "render_predict", "render_reclaimable", "render_table", "render_top"]
 
 _INDENT = "  "
 _NONE = "(none)"
@@ -199,17 +201,9 @@ def _milli(value: Any) -> str:
 
 
 def _age(seconds: Any) -> str:
-    """45s, 12m, 3h5m, 2d4h: two units at most."""
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds != seconds:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
         return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60}m" if s % 3600 >= 60 else f"{s // 3600}h"
-    return f"{s // 86400}d{(s % 86400) // 3600}h" if s % 86400 >= 3600 else f"{s // 86400}d"
+    return format_age(float(seconds))
 
 
 def render_predict(doc: Any) -> str:
@@ -312,4 +306,75 @@ def render_reclaimable(doc: Any) -> str:
         if isinstance(value, Mapping) and value:
             lines.append(f"  {key}:")
             lines.extend(_object_lines(value, "    "))
+    return "\n".join(lines)
+
+
+def _rm(value: Any) -> str:
+    """A NodeMetric ResourceMap as `cpu X, memory Y`, or `-` when empty (not enough samples yet)."""
+    resources = _mapping(_mapping(value).get("resources"))
+    if not resources:
+        return "-"
+    return f"cpu {_scalar(resources.get('cpu'))}, memory {_scalar(resources.get('memory'))}"
+
+
+def _rm_cell(value: Any) -> str:
+    resources = _mapping(_mapping(value).get("resources"))
+    return f"{_scalar(resources.get('cpu'))}/{_scalar(resources.get('memory'))}" if resources else "-"
+
+
+def render_nodemetric(doc: Any) -> str:
+    """Where the NodeMetric status goes and how the last report went, then the document as tables."""
+    if not isinstance(doc, Mapping) or "target" not in doc:
+        return render(doc)
+    policy = _mapping(doc.get("policy"))
+    durations = ", ".join(_age(d) for d in policy.get("durations_s") or []) or "-"
+    lines = [
+        f"NodeMetric status -> {_scalar(doc.get('target'))} {_scalar(doc.get('where'))}",
+        f"last built {_scalar(doc.get('last_built_at'))}, last reported {_scalar(doc.get('last_reported_at'))}, "
+        f"last result {_scalar(doc.get('last_result'))}; {_scalar(doc.get('reports'))} reports, "
+        f"{_scalar(doc.get('failures'))} failed",
+    ]
+    if doc.get("last_error"):
+        lines.append(f"last error ({_scalar(doc.get('last_error_at'))}): {_scalar(doc.get('last_error'))}")
+    lines.append(
+        f"policy ({'NodeMetric spec' if policy.get('from_spec') else 'defaults: no NodeMetric spec'}): report every "
+        f"{_scalar(policy.get('report_interval_s'))}s, usage averaged over {_scalar(policy.get('aggregate_s'))}s, "
+        f"aggregated over {durations}; memory {_scalar(policy.get('memory_policy'))}"
+    )
+    for problem in policy.get("problems") or []:
+        lines.append(f"  spec problem: {_scalar(problem)}")
+    status = _mapping(doc.get("status"))
+    if not status:
+        lines.append("status: (nothing built yet)")
+        return "\n".join(lines)
+    node = _mapping(status.get("nodeMetric"))
+    lines += ["", f"status (updateTime {_scalar(status.get('updateTime'))}):",
+              f"  node usage:   {_rm(node.get('nodeUsage'))}",
+              f"  system usage: {_rm(node.get('systemUsage'))}"]
+    for key, title in (("aggregatedNodeUsages", "aggregated node usage"),
+                       ("aggregatedSystemUsages", "aggregated system usage")):
+        rows = []
+        for entry in node.get(key) or []:
+            usage = _mapping(_mapping(entry).get("usage"))
+            rows.append({"duration": _mapping(entry).get("duration")} |
+                        {agg: _rm_cell(usage.get(agg)) for agg in ("avg", "p50", "p90", "p95", "p99")})
+        if rows:
+            lines.append(f"  {title} (cpu/memory; '-' while the window holds too few samples):")
+            lines.extend("    " + line for line in render_table(rows))
+    pods = [{"pod": f"{_mapping(p).get('namespace')}/{_mapping(p).get('name')}",
+             "usage": _rm_cell(_mapping(p).get("podUsage")), "priority": _mapping(p).get("priority"),
+             "qos": _mapping(p).get("qos")} for p in status.get("podsMetric") or []]
+    if pods:
+        lines.append("  pods (cpu/memory):")
+        lines.extend("    " + line for line in render_table(pods))
+    else:
+        lines.append("  pods: (none with samples)")
+    apps = [{"app": _mapping(a).get("name"), "usage": _rm_cell(_mapping(a).get("usage")),
+             "priority": _mapping(a).get("priority"), "qos": _mapping(a).get("qos")}
+            for a in status.get("hostApplicationMetric") or []]
+    if apps:
+        lines.append("  host applications (cpu/memory):")
+        lines.extend("    " + line for line in render_table(apps))
+    lines.append(f"  prod reclaimable: {_rm(_mapping(status.get('prodReclaimableMetric')).get('resource'))}")
+    lines.append(f"  prod peak:        {_rm(_mapping(status.get('prodPeakMetric')).get('resource'))}")
     return "\n".join(lines)

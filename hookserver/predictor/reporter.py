@@ -23,6 +23,7 @@ from hookserver.predictor.metrics import PredictorMetrics
 from hookserver.predictor.nodemetric_status import ReportPolicy, build_status, report_policy
 from hookserver.predictor.service import PredictorService
 from hookserver.predictor.settings import PredictorSettings
+from hookserver.predictor.wire import iso_time
 
 __all__ = ["Delivery", "FileStatusSink", "NodeMetricReporter", "StatusSink"]
 
@@ -185,10 +186,10 @@ class NodeMetricReporter:
                        "from_spec": policy.from_spec, "problems": list(policy.problems)},
             "reports": self.reports,
             "failures": self.failures,
-            "last_built_at": self.last_built_at or None,
+            "last_built_at": iso_time(self.last_built_at),
             "last_result": self.last_result or None,
-            "last_reported_at": self.last_ok_at or None,
+            "last_reported_at": iso_time(self.last_ok_at),
             "last_error": self.last_error or None,
-            "last_error_at": self.last_error_at or None,
+            "last_error_at": iso_time(self.last_error_at),
             "status": self.last_status,
         }

@@ -11,6 +11,7 @@ from hookserver.predictor.models import NODE_UID, PERCENTILES, SYSTEM_UID, Predi
 from hookserver.predictor.predictors import PredictorResult, ReclaimableReport
 from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, pod_priority_class
 from hookserver.predictor.service import PredictorService
+from hookserver.predictor.wire import iso_time
 
 __all__ = ["predict_view", "reclaimable_view"]
 
@@ -45,7 +46,7 @@ def predict_view(service: PredictorService, args: dict[str, Any]) -> dict[str, A
         uids = sorted(service.table.uids(), key=lambda u: (_KIND_ORDER.get(model_kind(u), 9), u))
     predictions = service.table.predict_many(uids)
     rows = [_model_row(service, predictions[u], snapshot.pods, now) for u in uids if u in predictions]
-    doc: dict[str, Any] = {"selector": selector, "at": now, "models": rows}
+    doc: dict[str, Any] = {"selector": selector, "at": iso_time(now), "models": rows}
     if not rows:
         doc["note"] = (f"no model yet for {selector}: models train every {service.settings.training_interval_s:g} s "
                        "from pods with CPU and memory samples")
@@ -72,9 +73,9 @@ def _model_row(service: PredictorService, p: Prediction, pods: Any, now: float) 
         "samples": p.samples,
         "age_s": round(now - p.first_sample, 3) if p.first_sample else 0.0,
         "cold": cold,
-        "first_sample": p.first_sample,
-        "last_updated": p.last_updated,
-        "last_checkpointed": p.last_checkpointed,
+        "first_sample": iso_time(p.first_sample),
+        "last_updated": iso_time(p.last_updated),
+        "last_checkpointed": iso_time(p.last_checkpointed),
         "cpu_milli": {name: p.cpu_milli[i] for i, (name, _) in enumerate(PERCENTILES)},
         "memory_bytes": {name: p.memory_bytes[i] for i, (name, _) in enumerate(PERCENTILES)},
     }
@@ -88,15 +89,21 @@ def _training(service: PredictorService) -> dict[str, Any]:
                            "cpu_half_life_s": s.cpu_half_life_s, "memory_half_life_s": s.memory_half_life_s,
                            "model_expiration_s": s.model_expiration_s, "models": len(service.table)}
     if r is not None:
-        out |= {"last_round_at": r.at, "last_round_duration_s": round(service.last_training_s, 6),
+        out |= {"last_round_at": iso_time(r.at), "last_round_duration_s": round(service.last_training_s, 6),
                 "pods_trained": r.pods_trained, "pods_without_samples": r.pods_without_samples,
                 "node_trained": r.node_trained}
     return out
 
 
 def _checkpoints(service: PredictorService) -> dict[str, Any]:
-    return {"dir": service.checkpointer.directory, "restored": service.restored,
-            "last_round": service.last_checkpoint_round, "problems": service.problem_list()}
+    restored = dict(service.restored)
+    last_round = dict(service.last_checkpoint_round)
+    for part in (restored, last_round):
+        if "at" in part:
+            part["at"] = iso_time(part["at"])
+    problems = [p | {"at": iso_time(p["at"])} for p in service.problem_list()]
+    return {"dir": service.checkpointer.directory, "restored": restored, "last_round": last_round,
+            "problems": problems}
 
 
 def reclaimable_view(service: PredictorService, args: dict[str, Any], *, window_s: float = 300.0) -> dict[str, Any]:
@@ -112,7 +119,7 @@ def _result(r: PredictorResult) -> dict[str, Any]:
 def reclaimable_doc(report: ReclaimableReport, *, window_s: float) -> dict[str, Any]:
     alloc = report.allocatable
     return {
-        "at": report.at,
+        "at": iso_time(report.at),
         "published": _result(report.published),
         "predictors": [_result(r) for r in (report.pod_based, report.priority_based, report.published)],
         "why": {

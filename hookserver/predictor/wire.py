@@ -8,11 +8,13 @@ strings ("5m0s", "1h0m0s").
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 
 from hookserver.errors import InputError
 
-__all__ = ["cpu_quantity", "format_go_duration", "memory_quantity", "parse_go_duration"]
+__all__ = ["cpu_quantity", "format_go_duration", "iso_time", "memory_quantity", "parse_go_duration"]
 
 _DECIMAL_SUFFIX = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -89,3 +91,11 @@ def format_go_duration(seconds: float) -> str:
 
 def _trim(value: float) -> str:
     return f"{value:.9f}".rstrip("0").rstrip(".")
+
+
+def iso_time(ts: float) -> str | None:
+    """Epoch seconds as ISO-8601 UTC with milliseconds, as the rest of hookctl shows times; None for 0 (never)."""
+    if not ts or not math.isfinite(ts):
+        return None
+    moment = datetime.datetime.fromtimestamp(ts, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
