@@ -6,7 +6,7 @@ Collected into `hookserver.config.Settings.predictor`. Durations are seconds. Ch
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["PredictorSettings"]
 
@@ -38,10 +38,9 @@ class PredictorSettings(BaseModel):
     min_aggregate_duration_s: float = Field(default=60.0, gt=0)
     status_file: str = "nodemetric.json"
 
-    @model_validator(mode="after")
-    def _names(self) -> PredictorSettings:
-        for name in ("checkpoint_subdir", "status_file"):
-            value = getattr(self, name)
-            if not value or "/" in value or value in (".", ".."):
-                raise ValueError(f"{name} must be a plain file or directory name, got {value!r}")
-        return self
+    @field_validator("checkpoint_subdir", "status_file")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not value or "/" in value or value in (".", "..") or "\0" in value:
+            raise ValueError(f"must be a plain file or directory name under state_dir, got {value!r}")
+        return value
