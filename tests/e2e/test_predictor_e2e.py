@@ -26,11 +26,11 @@ CONTROLLERS = ("cpu", "cpuacct", "memory")
 UID = "e2e0feed-0000-4000-8000-00000000be01"
 CONFIG = """
 predictor:
-  training_interval_s: 1
-  checkpoint_round_s: 1
+  training_interval_s: 0.5
+  checkpoint_round_s: 0.5
   checkpoint_interval_s: 0
-  default_report_interval_s: 1
-  min_report_interval_s: 1
+  default_report_interval_s: 0.5
+  min_report_interval_s: 0.5
   default_aggregate_duration_s: 60
 collectors:
   pod_resource: {interval_s: 0.25}
@@ -81,6 +81,7 @@ def busy_be_pod() -> Iterator[str]:
 
 
 @pytest.mark.cgroup
+@pytest.mark.slow
 def test_busy_be_pod_is_predicted_and_reported(tmp_path: Path, busy_be_pod: str, capsys) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)

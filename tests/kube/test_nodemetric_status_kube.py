@@ -45,11 +45,15 @@ STATUS: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def kube() -> Any:
+def kube() -> Iterator[Any]:
     from kubernetes import client, config
 
     config.load_kube_config(KUBECONFIG)
-    return client
+    yield client
+    try:  # our private schema-check CRD only; the shared slo.koordinator.sh one is never touched
+        client.ApiextensionsV1Api().delete_custom_resource_definition(f"nodemetrics.{PRIVATE_GROUP}")
+    except client.ApiException:
+        pass
 
 
 def _crd(kube: Any, group: str) -> dict[str, Any]:
