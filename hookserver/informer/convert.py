@@ -25,6 +25,7 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 POD_FIELDS_FROM_API = frozenset({
     "labels", "annotations", "qos_class", "kube_qos", "priority", "priority_class", "phase", "node_name",
     "runtime_class", "container_specs", "resource_version", "source", "updated_at", "namespace", "name",
+    "deletion_timestamp",
 })
 
 
@@ -151,6 +152,7 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
         updated_at=now,
         container_specs=MappingProxyType(specs),
         resource_version=_str(meta, "resourceVersion", "metadata"),
+        deletion_timestamp=_str(meta, "deletionTimestamp", "metadata"),
     )
 
 

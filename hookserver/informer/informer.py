@@ -82,6 +82,11 @@ class Informer:
         if metrics is not None:
             metrics.track_cache(lambda: float(len(store.snapshot().pods)))
 
+    @property
+    def transport(self) -> KubeTransport | None:
+        """The apiserver client (None in standalone mode): the evictor shares it."""
+        return self._transport
+
     # -- health ----------------------------------------------------------------------------------
     def health_changed(self) -> None:
         """Called by sources (from any thread) when they connect or disconnect."""

@@ -201,6 +201,40 @@ class ApiClientTransport:
         except ValueError as exc:
             raise InformerError(f"GET {path}: response is not JSON: {exc}") from exc
 
+    def request_json(
+        self, method: str, path: str, body: Any = None, *, timeout_s: float
+    ) -> tuple[int, Any]:
+        """Send a JSON request (POST, PATCH, DELETE, GET) and return (HTTP status, decoded body or None).
+
+        Unlike `get_json`, an HTTP error status is returned, not raised: writers (the evictor) act on 404,
+        409 and 429 themselves. A transport failure raises InformerError."""
+        what = f"{method} {path}"
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            method_, url, header_params, serialized, _post = self._api.param_serialize(
+                method, path, body=body, header_params=headers, auth_settings=["BearerToken"],
+            )
+            rest = self._api.call_api(
+                method_, url, header_params=header_params, body=serialized,
+                _request_timeout=(self._connect_timeout_s, timeout_s),
+            )
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException, ValueError) as exc:
+            raise InformerError(f"{what}: {exc}") from exc
+        response: urllib3.BaseHTTPResponse = rest.response
+        try:
+            raw = response.read(_ERROR_BODY_BYTES if response.status >= 300 else None)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise InformerError(f"{what}: body: {exc}") from exc
+        finally:
+            response.release_conn()
+        try:
+            decoded = json.loads(raw) if raw else None
+        except ValueError:
+            decoded = None
+        return response.status, decoded
+
     def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream:
         response = self._get(path, params, timeout_s)
         return _ResponseLines(response, what=f"WATCH {path}", max_line_bytes=self._max_event_bytes)

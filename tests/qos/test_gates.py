@@ -1,0 +1,85 @@
+"""Feature gates: koordlet's syntax, unknown names stop startup, and each value says where it came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hookserver.cli import serve
+from hookserver.config import load_settings
+from hookserver.errors import ConfigError
+from qos.gates import FeatureGate, GateRegistry, parse_feature_gates
+
+GATES = [FeatureGate("BECPUSuppress", True), FeatureGate("BECPUEvict", False), FeatureGate("BEMemoryEvict", False)]
+
+
+def test_flag_syntax_parses_like_koordlet() -> None:
+    assert parse_feature_gates("BEMemoryEvict=true, BECPUEvict=false,", origin="flag") == {
+        "BEMemoryEvict": True, "BECPUEvict": False,
+    }
+    assert parse_feature_gates({"BECPUEvict": "True"}, origin="file") == {"BECPUEvict": True}
+    assert parse_feature_gates("", origin="flag") == {}
+
+
+@pytest.mark.parametrize("raw", ["BECPUEvict", "BECPUEvict=maybe", "=true", 42])
+def test_bad_gate_syntax_is_a_clear_error(raw: object) -> None:
+    with pytest.raises(ConfigError, match="flag"):
+        parse_feature_gates(raw, origin="flag")
+
+
+def test_defaults_then_layers_with_their_sources() -> None:
+    values = GateRegistry(GATES).resolve([
+        ("config file /etc/h.yaml", {"BECPUEvict": True, "BEMemoryEvict": True}),
+        ("flag --feature-gates", {"BEMemoryEvict": False}),
+    ])
+    assert values.enabled("BECPUSuppress") and values.values["BECPUSuppress"].source == "default"
+    assert values.enabled("BECPUEvict") and values.values["BECPUEvict"].source == "config file /etc/h.yaml"
+    assert not values.enabled("BEMemoryEvict") and values.values["BEMemoryEvict"].source == "flag --feature-gates"
+
+
+def test_unknown_gate_names_the_source_and_the_known_gates() -> None:
+    with pytest.raises(ConfigError) as err:
+        GateRegistry(GATES).resolve([("flag --feature-gates", {"BEMemoryEvcit": True})])
+    text = str(err.value)
+    assert "flag --feature-gates" in text and "BEMemoryEvcit" in text and "BEMemoryEvict" in text
+
+
+def test_a_gate_registered_twice_must_agree() -> None:
+    registry = GateRegistry(GATES)
+    registry.register(FeatureGate("BECPUEvict", False))  # same default: fine
+    with pytest.raises(ConfigError, match="different defaults"):
+        registry.register(FeatureGate("BECPUEvict", True))
+
+
+def test_settings_keep_each_layer(tmp_path: Path) -> None:
+    config = tmp_path / "h.yaml"
+    config.write_text("feature_gates:\n  BECPUEvict: true\n")
+    settings = load_settings(
+        config_file=str(config), overrides={"feature_gates": "BEMemoryEvict=true"},
+        environ={"HOOKSERVER_FEATURE_GATES": "BECPUSuppress=false"},
+    )
+    assert settings.feature_gates == {"BECPUEvict": True, "BECPUSuppress": False, "BEMemoryEvict": True}
+    assert settings.gate_layers() == (
+        (f"config file {config}", {"BECPUEvict": True}),
+        ("environment HOOKSERVER_FEATURE_GATES", {"BECPUSuppress": False}),
+        ("flag --feature-gates", {"BEMemoryEvict": True}),
+    )
+
+
+def test_serve_flags_reach_the_settings(tmp_path: Path) -> None:
+    args = serve.build_parser().parse_args([
+        "serve", "--feature-gates=BEMemoryEvict=true,BECPUEvict=true", "--qos-dry-run", "--evict-standalone", "kill",
+    ])
+    settings = serve.settings_from_args(args)
+    assert settings.feature_gates == {"BEMemoryEvict": True, "BECPUEvict": True}
+    assert settings.qos.dry_run is True and settings.qos.evict_standalone == "kill"
+    assert settings.gate_layers()[-1][0] == "flag --feature-gates"
+
+
+def test_bad_gate_value_in_a_config_file_names_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "h.yaml"
+    config.write_text("feature_gates: 'BECPUEvict=perhaps'\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=str(config), environ={})
+    assert str(config) in str(err.value) and "perhaps" in str(err.value)
