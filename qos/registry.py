@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from qos.cpu_evict import CPUEvict
+from qos.cpu_suppress import CPUSuppress
 from qos.gates import GateRegistry
+from qos.memory_evict import MemoryEvict
 from qos.reconciler import Reconciler
 from qos.settings import QoSSettings
 
@@ -14,7 +17,7 @@ __all__ = ["RECONCILER_TYPES", "build_reconcilers", "gate_registry"]
 
 # In koordlet's order (pkg/koordlet/qosmanager/plugins/register.go). Issue 10 appends CPU burst, memory
 # QoS (CgroupReconcile), SystemConfig, BlkIOReconcile and RdtResctrl here.
-RECONCILER_TYPES: list[Callable[..., Reconciler]] = []
+RECONCILER_TYPES: list[Callable[..., Reconciler]] = [CPUSuppress, CPUEvict, MemoryEvict]
 
 
 def build_reconcilers(

@@ -73,3 +73,21 @@ class RecordingBackend:
 
 
 __all__ += ["BEStats", "BETier", "NodeUsage"]
+
+
+def topology(ncpus: int = 8, *, sockets: int = 1) -> Any:
+    """`ncpus` logical CPUs, two hyper-threads per core, Linux numbering: cpu i and i + ncpus/2 are siblings."""
+    from hookserver.system.topology import CpuInfo, NodeTopology
+
+    half = ncpus // 2
+    per_socket = max(half // sockets, 1)
+    cpus = []
+    for cpu in range(ncpus):
+        core = cpu % half
+        socket = core // per_socket
+        cpus.append(CpuInfo(cpu=cpu, core=core, socket=socket, numa_node=socket, l3=socket, online=True))
+    return NodeTopology(cpus=tuple(cpus), numa=())
+
+
+TIER = "kubepods/besteffort"
+LEVELS = ((TIER,), (f"{TIER}/poda", f"{TIER}/podb"), (f"{TIER}/poda/c1", f"{TIER}/podb/c2"))

@@ -83,3 +83,12 @@ def test_bad_gate_value_in_a_config_file_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(config_file=str(config), environ={})
     assert str(config) in str(err.value) and "perhaps" in str(err.value)
+
+
+def test_the_agent_registers_koordlets_gates_with_koordlets_defaults() -> None:
+    from qos.registry import build_reconcilers, gate_registry
+
+    values = gate_registry(build_reconcilers()).resolve([])
+    assert {g["name"]: g["enabled"] for g in values.describe()} == {
+        "BECPUSuppress": True, "BECPUEvict": False, "BEMemoryEvict": False,
+    }
