@@ -46,16 +46,27 @@ def snapshot(**kw: Any) -> QoSSnapshot:
 
 @dataclass
 class FixedSnapshots:
-    """A SnapshotSource returning a scripted snapshot (swap `.snap` between rounds)."""
+    """A SnapshotSource returning a scripted snapshot (swap `.snap` between rounds). With `clock`, the
+    snapshot's `now` follows it; with `mark_evicted`, pods the guard evicted count as terminating (as the
+    real builder does)."""
 
     snap: QoSSnapshot
     calls: int = 0
     evicted_seen: list[frozenset[str]] = field(default_factory=list)
+    clock: list[float] | None = None
+    mark_evicted: bool = False
 
     def build(self, *, evicted: frozenset[str] = frozenset()) -> QoSSnapshot:
+        from dataclasses import replace
+
         self.calls += 1
         self.evicted_seen.append(evicted)
-        return self.snap
+        snap = self.snap
+        if self.clock is not None:
+            snap = replace(snap, now=self.clock[0])
+        if self.mark_evicted and evicted:
+            snap = replace(snap, pods=tuple(replace(p, terminating=p.terminating or p.uid in evicted) for p in snap.pods))
+        return snap
 
 
 class RecordingBackend:
