@@ -114,7 +114,7 @@ class CPUEvict(Reconciler):
         st = state if isinstance(state, EvictState) else EvictState(0.0)
         since = snap.now - st.last_evict
         if since < self.cooldown_s:
-            return QoSPlan.skip(self.name, f"cooling down ({since:.1f}s of {self.cooldown_s:.0f}s since the last eviction)",
+            return QoSPlan.skip(self.name, f"cooling down ({since:.1f}s of {self.cooldown_s:.0f}s since the last eviction or start)",
                                 state=st)
         t = snap.slo.resource_used_threshold_with_be
         problem = satisfaction_config_problem(t)

@@ -307,12 +307,15 @@ class CPUSuppress(Reconciler):
             capped = current != -1 and target - current > max_increase
             if capped:
                 quota = current + max_increase
+            raw = budget.budget_milli * CFS_PERIOD_US // 1000
             reason = (
-                f"BE tier quota {quota}µs: budget {budget.budget_milli}m × 100 = {target}µs (min {BE_MIN_QUOTA_US})"
+                f"BE tier quota {quota}µs: budget {budget.budget_milli}m × 100 = {raw}µs"
+                + (f", raised to the {BE_MIN_QUOTA_US}µs floor" if raw < BE_MIN_QUOTA_US else "")
                 + (f", increase capped at +{max_increase}µs from {current}µs" if capped else "")
             )
             writes.append(_quota_write(tier, quota, reason=reason, owner=self.name))
-            summary = f"cfsQuota: BE tier quota {current}µs -> {quota}µs (budget {budget.budget_milli}m)"
+            before = "unlimited" if current == -1 else f"{current}µs"
+            summary = f"cfsQuota: BE tier quota {before} -> {quota}µs (budget {budget.budget_milli}m)"
         values["quota_us"] = quota
         return QoSPlan(self.name, summary, numbers(**values), writes=tuple(writes), notes=tuple(notes), state=new_state)
 

@@ -56,7 +56,7 @@ class MemoryEvict(Reconciler):
         st = state if isinstance(state, EvictState) else EvictState(0.0)
         since = snap.now - st.last_evict
         if since < self.cooldown_s:
-            return QoSPlan.skip(self.name, f"cooling down ({since:.1f}s of {self.cooldown_s:.0f}s since the last eviction)",
+            return QoSPlan.skip(self.name, f"cooling down ({since:.1f}s of {self.cooldown_s:.0f}s since the last eviction or start)",
                                 state=st)
         node, used = snap.node, snap.usage.memory_bytes
         if node is None or node.memory_capacity_bytes <= 0:

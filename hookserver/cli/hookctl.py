@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from hookserver.debug.client import DEFAULT_SOCKET, DEFAULT_TIMEOUT_S, DebugCallError, DebugClient
 from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render, render_top
+from hookserver.debug.render_qos import render_qos, render_qos_plan
 from hookserver.errors import InputError
 
 __all__ = ["build_parser", "main"]
@@ -153,6 +154,8 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None
         out.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     elif command == "top":
         out.write(render_top(doc) + "\n")
+    elif command == "qos":
+        out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:
         out.write(render(doc) + "\n")
 
