@@ -38,7 +38,7 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
     for r in doc["reconcilers"]:
         if not isinstance(r, Mapping):
             continue
-        gate = r.get("gate") if isinstance(r.get("gate"), Mapping) else {}
+        gate: Mapping[str, Any] = r["gate"] if isinstance(r.get("gate"), Mapping) else {}
         state = "on" if r.get("enabled") else f"off: {r.get('reason') or '-'}"
         if r.get("dry_run"):
             state += " (dry run)"
@@ -73,7 +73,7 @@ def render_qos_plan(doc: Any) -> str:
     plan = doc.get("plan") if isinstance(doc, Mapping) else None
     if not isinstance(plan, Mapping):
         return render(doc)
-    gate = doc.get("gate") if isinstance(doc.get("gate"), Mapping) else {}
+    gate: Mapping[str, Any] = doc["gate"] if isinstance(doc.get("gate"), Mapping) else {}
     lines = [
         f"{doc.get('reconciler')} under the NodeSLO from {doc.get('slo_origin')}: "
         f"{'enabled' if doc.get('enabled') else 'disabled'} ({doc.get('reason')}); "
