@@ -1,7 +1,9 @@
 """QoS metrics: koordlet's names where koordlet has one, `hookserver_qos_*` for the rest.
 
-koordlet's `koordlet_pod_eviction{node,reason}` is a Go counter without a `_total` suffix; prometheus_client
-would add one to a Counter, so it is exported by a small collector under its exact name (type counter).
+koordlet's `koordlet_pod_eviction{node,reason}` is a Go counter without a `_total` suffix. prometheus_client
+names every counter `<name>_total` in the text format (it even renames the TYPE line of a custom counter), so
+the series is exported by a small collector under koordlet's exact sample name, typed `untyped`: dashboards
+and `rate()` over `koordlet_pod_eviction` keep working. `hookserver_qos_evictions_total` is the typed counter.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ _PLAN_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
 
 
 class _PodEvictionCounter(Collector):
-    """`koordlet_pod_eviction{node, reason}` exactly as koordlet names it."""
+    """`koordlet_pod_eviction{node, reason}` under koordlet's sample name (monotonic; exported untyped)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -34,7 +36,7 @@ class _PodEvictionCounter(Collector):
             return self._values.get((node, reason), 0.0)
 
     def collect(self) -> Iterator[Metric]:
-        metric = Metric("koordlet_pod_eviction", "Number of eviction launched by koordlet", "counter")
+        metric = Metric("koordlet_pod_eviction", "Number of eviction launched by koordlet", "unknown")
         with self._lock:
             items = sorted(self._values.items())
         for (node, reason), value in items:

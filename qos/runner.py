@@ -101,6 +101,7 @@ class QoSRunner:
         self._state: dict[str, Any] = {r.name: r.initial_state(now) for r in reconcilers}
         self.status_of: dict[str, ReconcilerStatus] = {r.name: ReconcilerStatus() for r in reconcilers}
         self._logged_errors: dict[str, str] = {}
+        self._last_recorded: dict[str, tuple[str, str]] = {}
         self.round_errors = 0
         self.last_round_error = ""
 
@@ -206,6 +207,7 @@ class QoSRunner:
             self.metrics.rounds.labels(reconciler.name, "error").inc()
         if self._logged_errors.get(reconciler.name) != status.last_error:
             self._logged_errors[reconciler.name] = status.last_error
+            self._last_recorded.pop(reconciler.name, None)
             log.error("qos %s failed (%s); the other reconcilers go on", reconciler.name, status.last_error,
                       exc_info=exc)
         self.store.audit.record_plan(PlanRecord(
@@ -270,9 +272,10 @@ class QoSRunner:
     def _record_plan(self, plan: QoSPlan, mode: str, duration: float) -> None:
         """Plans that change something are always recorded; a plan that does nothing is recorded when its
         summary differs from the reconciler's last one (a quiet node does not flood the audit)."""
-        last = self.store.audit.plans(reconciler=plan.reconciler, limit=1)
-        if plan.empty and last and last[0].summary == plan.summary and last[0].mode == mode:
+        last = self._last_recorded.get(plan.reconciler)
+        if plan.empty and last == (mode, plan.summary):
             return
+        self._last_recorded[plan.reconciler] = (mode, plan.summary)
         self.store.audit.record_plan(PlanRecord(
             ts=self._clock(), reconciler=plan.reconciler, mode=mode, summary=plan.summary, plan=plan.describe(),
             duration_s=duration,
@@ -325,8 +328,7 @@ class QoSRunner:
             from hookserver.errors import InputError
 
             raise InputError(f"unknown reconciler {name!r} (known: {known})", field="name")
-        with self._lock:
-            state = self._state.get(name)
+        state = self._state.get(name)  # read without the round's lock: a replay never waits on an eviction
         gate = self.gates.values[reconciler.gate.name]
         verdict = reconciler.enabled(snapshot)
         t0 = self._mono()
