@@ -92,3 +92,18 @@ def test_the_agent_registers_koordlets_gates_with_koordlets_defaults() -> None:
     assert {g["name"]: g["enabled"] for g in values.describe()} == {
         "BECPUSuppress": True, "BECPUEvict": False, "BEMemoryEvict": False,
     }
+
+
+def test_the_deployed_config_parses_and_names_only_known_gates(tmp_path: Path) -> None:
+    import yaml
+
+    from qos.registry import build_reconcilers, gate_registry
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / "hookserver.yaml").read_text()))
+    config = next(d for d in docs if d and d.get("kind") == "ConfigMap")["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    settings = load_settings(config_file=str(path), environ={})
+    values = gate_registry(build_reconcilers(settings.qos)).resolve(settings.gate_layers())
+    assert values.enabled("BECPUSuppress") and not values.enabled("BEMemoryEvict")
+    assert values.values["BECPUEvict"].source == f"config file {path}"
