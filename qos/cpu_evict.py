@@ -137,7 +137,7 @@ class CPUEvict(Reconciler):
         if avg_limit > 0 and be.avg_request_milli > 0:
             values["avg_satisfaction"] = avg_limit / be.avg_request_milli
         if not _usage_high(be.avg_usage_milli, avg_limit, threshold):
-            return QoSPlan(self.name, f"BE usage {be.avg_usage_milli:.0f}m of limit {avg_limit:.0f}m is below {threshold}%",
+            return QoSPlan(self.name, f"BE usage over the window is below {threshold}% of its limit (see numbers)",
                            numbers(**values), state=st)
         release = release_by_satisfaction(be.avg_request_milli, avg_limit, lower, upper)
         values["release_by_avg_milli"] = release
@@ -149,7 +149,7 @@ class CPUEvict(Reconciler):
         values.update(last_usage_milli=be.last_usage_milli, last_request_milli=be.last_request_milli,
                       last_limit_milli=cur_limit)
         if not _usage_high(be.last_usage_milli, cur_limit, threshold):
-            return QoSPlan(self.name, f"latest BE usage {be.last_usage_milli:.0f}m of {cur_limit:.0f}m is below {threshold}%",
+            return QoSPlan(self.name, f"latest BE usage is below {threshold}% of its limit (see numbers)",
                            numbers(**values), state=st)
         if be.last_request_milli != be.avg_request_milli or cur_limit != avg_limit:
             now_release = release_by_satisfaction(be.last_request_milli, cur_limit, lower, upper)

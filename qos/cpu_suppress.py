@@ -276,9 +276,12 @@ class CPUSuppress(Reconciler):
         all_dirs = frozenset(d for level in levels for d in level)
         written = all_dirs if full else st.written | {d for level in dirs for d in level}
         new_state = SuppressState(policy_name, target, written, snap.now if full else st.at)
-        summary = f"cpuset: BE gets {count} CPUs ({text}) of budget {budget.budget_milli}m"
-        if not writes:
-            summary += "; unchanged"
+        # A round that writes nothing says so without its (fluctuating) budget: the audit records a no-op
+        # plan only when its summary changes. The numbers carry the budget either way.
+        if writes:
+            summary = f"cpuset: BE gets {count} CPUs ({text}) of budget {budget.budget_milli}m"
+        else:
+            summary = f"cpuset: BE keeps {count} CPUs ({text}); unchanged"
         return QoSPlan(self.name, summary, numbers(**values, cpuset=text), writes=tuple(writes), notes=tuple(notes),
                        state=new_state)
 

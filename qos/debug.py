@@ -19,6 +19,9 @@ from qos.snapshot import QoSSnapshot
 
 __all__ = ["QoSProviders"]
 
+# koordlet's plugin names, lower-cased (its CPU suppress name has the famous triple s).
+_KOORDLET_NAMES = {"CPUSuppress": "cpusuppresss", "MemoryEvict": "memoryevict", "CPUEvict": "cpuevict"}
+
 
 class QoSProviders:
     """Callables for `DebugServer(providers=...)`: `report(args)` and `replay(args)`."""
@@ -30,11 +33,20 @@ class QoSProviders:
         self._snapshot = snapshot
         self._node_labels = node_labels
 
+    def _canonical(self, name: str) -> str:
+        """Names are matched case-insensitively, and koordlet's own names ("CPUSuppresss", "memoryEvict") or a
+        reconciler's gate name ("BEMemoryEvict") find the reconciler too."""
+        folded = name.lower()
+        for canonical, reconciler in self.runner.reconcilers.items():
+            if folded in (canonical.lower(), reconciler.gate.name.lower()) or folded == _KOORDLET_NAMES.get(canonical, ""):
+                return canonical
+        return name
+
     def report(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.runner.report()
 
     def replay(self, args: dict[str, Any]) -> dict[str, Any]:
-        name = str(args.get("name", "")).strip()
+        name = self._canonical(str(args.get("name", "")).strip())
         if name not in self.runner.reconcilers:
             known = ", ".join(sorted(self.runner.reconcilers))
             raise InputError(f"unknown reconciler {name!r} (known: {known})", field="name")

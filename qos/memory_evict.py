@@ -72,7 +72,7 @@ class MemoryEvict(Reconciler):
             "threshold_percent": threshold, "lower_percent": lower,
         }
         if usage_percent < threshold:
-            return QoSPlan(self.name, f"memory {usage_percent}% < threshold {threshold}%", numbers(**values), state=st)
+            return QoSPlan(self.name, f"memory below the {threshold}% threshold (see numbers)", numbers(**values), state=st)
         need = capacity * (usage_percent - lower) // 100
         values["release_target"] = need
         candidates = memory_order([

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -211,6 +212,7 @@ class SnapshotBuilder:
         self._requests: dict[str, tuple[object, tuple[int, int]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     # -- readers ---------------------------------------------------------------------------------
     def _latest(self, series: TimeSeriesStore, metric: str, now: float) -> list[tuple[dict[str, str], float]]:
@@ -345,6 +347,11 @@ class SnapshotBuilder:
 
     # -- the snapshot ----------------------------------------------------------------------------
     def build(self, *, evicted: frozenset[str] = frozenset()) -> QoSSnapshot:
+        """Thread-safe: the runner's thread and a `hookctl qos plan` replay may build at once (the caches)."""
+        with self._lock:
+            return self._build(evicted)
+
+    def _build(self, evicted: frozenset[str]) -> QoSSnapshot:
         snap = self.store.snapshot()
         series = self.store.series
         now = self.store.clock()

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hookserver.errors import ConfigError, HookServerError
+from hookserver.aio.periodic import run_every
+from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.eviction import EvictionResult, EvictionStatus
 from hookserver.executor.plan import ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
@@ -115,8 +116,6 @@ class QoSRunner:
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        from hookserver.aio.periodic import run_every
-
         async def tick() -> None:
             await asyncio.to_thread(self.round)
 
@@ -303,6 +302,7 @@ class QoSRunner:
                 "last_run": st.last_run or None,
                 "last_duration_ms": round(st.last_duration_s * 1000, 3),
                 "last_summary": st.last_summary,
+                "last_numbers": st.last_plan.get("numbers", {}),
                 "last_error": st.last_error,
                 "last_error_at": st.last_error_at or None,
                 "rounds": st.rounds,
@@ -325,8 +325,6 @@ class QoSRunner:
         reconciler = self.reconcilers.get(name)
         if reconciler is None:
             known = ", ".join(sorted(self.reconcilers))
-            from hookserver.errors import InputError
-
             raise InputError(f"unknown reconciler {name!r} (known: {known})", field="name")
         state = self._state.get(name)  # read without the round's lock: a replay never waits on an eviction
         gate = self.gates.values[reconciler.gate.name]

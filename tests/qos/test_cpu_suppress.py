@@ -111,7 +111,7 @@ def test_an_unchanged_target_writes_only_new_directories() -> None:
     first = r.plan(snap(), SuppressState())
     state = first.state
     second = r.plan(snap(cpuset=frozenset({0, 1, 4})), state)
-    assert second.writes == () and second.summary.endswith("unchanged")
+    assert second.writes == () and second.summary == "cpuset: BE keeps 3 CPUs (0-1,4); unchanged"
     more = LEVELS[:2] + ((*LEVELS[2], f"{TIER}/podb/c3"),)
     third = r.plan(snap(cpuset=frozenset({0, 1, 4}), be_tier=BETier(TIER, frozenset({0, 1, 4}), -1, cpuset_levels=more)), state)
     assert list(cpuset_values(third)) == [f"{TIER}/podb/c3"]

@@ -64,7 +64,7 @@ def test_memory_release_and_order() -> None:
 
 def test_memory_below_threshold_does_nothing() -> None:
     plan = MemoryEvict().plan(mem_snap(used=6_999_999_999), OLD)  # 69.99 % truncates to 69
-    assert plan.evictions == () and "69% < threshold 70%" in plan.summary
+    assert plan.evictions == () and plan.numbers["usage_percent"] == 69 and "below the 70% threshold" in plan.summary
 
 
 def test_memory_lower_percent_from_the_nodeslo() -> None:

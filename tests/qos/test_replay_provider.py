@@ -95,3 +95,13 @@ def test_unknown_feature_gate_stops_startup_with_one_line(tmp_path: Path, capsys
     assert "unknown feature gate(s) BEMemoryEvcit" in err and "flag --feature-gates" in err
     assert "Traceback" not in err
     assert not (tmp_path / "h.sock").exists()
+
+
+def test_names_are_forgiving() -> None:
+    from qos.registry import build_reconcilers
+
+    runner, *_ = _runner(*build_reconcilers())
+    providers = QoSProviders(runner, snapshot=lambda: snapshot(), node_labels=dict)
+    for alias in ("cpusuppress", "CPUSuppresss", "BECPUSuppress"):
+        assert providers.replay({"name": alias})["reconciler"] == "CPUSuppress"
+    assert providers.replay({"name": "bememoryevict"})["reconciler"] == "MemoryEvict"

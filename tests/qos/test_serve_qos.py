@@ -53,7 +53,8 @@ def test_suppress_runs_and_hookctl_shows_and_replays(tmp_path: Path, capsys: pyt
         assert _wait(lambda: tier.read_text().strip() == "0-1"), (tmp_path / "agent.log").read_text()[-3000:]
         code, out = agent.hookctl("qos", capsys=capsys)
         assert code == 0, out
-        assert "CPUSuppress" in out and "BECPUSuppress=true" in out and "cpuset: BE gets 2 CPUs (0-1)" in out
+        assert "CPUSuppress" in out and "BECPUSuppress=true" in out
+        assert "cpuset: BE gets 2 CPUs (0-1)" in out or "cpuset: BE keeps 2 CPUs (0-1); unchanged" in out
         assert any("BEMemoryEvict" in line and "flag --feature-gates" in line for line in out.splitlines())
         code, out = agent.hookctl("qos", "-o", "json", capsys=capsys)
         doc = json.loads(out)
