@@ -98,7 +98,10 @@ class Daemon:
         self.qos_snapshots = SnapshotBuilder(
             self.store,
             cgroups=CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver),
-            collect_interval_s=settings.collectors.node_resource.interval_s,
+            collect_interval_s=max(
+                settings.collectors.node_resource.interval_s, settings.collectors.pod_resource.interval_s,
+                settings.collectors.be_resource.interval_s,
+            ),
         )
         guard = EvictionGuard(self._eviction_backend(settings), cooldown_s=settings.qos.eviction_cooldown_s)
         return QoSRunner(

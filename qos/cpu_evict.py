@@ -158,7 +158,7 @@ class CPUEvict(Reconciler):
                 return QoSPlan(self.name, "latest BE satisfaction is above the lower threshold", numbers(**values), state=st)
             release = min(release, now_release)
         values["release_target"] = release
-        candidates = cpu_order([p for p in snap.be_pods() if p.active and eviction_allowed(POLICY, p.annotations)])
+        candidates = cpu_order([p for p in snap.evictable_be_pods() if eviction_allowed(POLICY, p.annotations)])
         message = (
             f"BE CPU satisfaction {float(values.get('avg_satisfaction', 0)) * 100:.0f}% (limit {avg_limit:.0f}m / request "
             f"{be.avg_request_milli:.0f}m) <= {lower}% with usage >= {threshold}% of the limit: release {release} milli-CPU"

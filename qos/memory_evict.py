@@ -76,7 +76,7 @@ class MemoryEvict(Reconciler):
         need = capacity * (usage_percent - lower) // 100
         values["release_target"] = need
         candidates = memory_order([
-            p for p in snap.be_pods() if p.active and eviction_allowed(POLICY, p.annotations)
+            p for p in snap.evictable_be_pods() if eviction_allowed(POLICY, p.annotations)
         ])
         message = (
             f"node memory usage {usage_percent}% >= threshold {threshold}%: release {need} bytes "

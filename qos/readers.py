@@ -264,7 +264,8 @@ class SnapshotBuilder:
             cpuset = _cpus(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
             pdir = self._pod_dir(pod)
             out.append(PodFacts(
-                uid=pod.uid, namespace=pod.namespace, name=pod.name, qos=_koord_qos(pod), priority=pod.priority,
+                uid=pod.uid, namespace=pod.namespace, name=pod.name, qos=_koord_qos(pod),
+                qos_label=pod.labels.get("koordinator.sh/qosClass", "") or pod.qos_class, priority=pod.priority,
                 priority_class=pod.priority_class, phase=pod.phase,
                 terminating=bool(pod.deletion_timestamp) or pod.uid in evicted,
                 labels=pod.labels, annotations=pod.annotations,

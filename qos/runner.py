@@ -311,6 +311,7 @@ class QoSRunner:
                 "eviction_attempts_last_hour": len([e for e in recent if e.reconciler == name]),
             })
         return {
+            "enabled": self.settings.enabled,
             "dry_run": self.settings.dry_run,
             "evictor": self.evictions.kind,
             "eviction_cooldown_s": self.evictions.cooldown_s,

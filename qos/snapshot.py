@@ -49,6 +49,9 @@ class PodFacts:
     namespace: str
     name: str
     qos: str = ""
+    # The `koordinator.sh/qosClass` label itself ("" without one). Evictions act on pods labelled BE only
+    # (koordlet's GetPodQoSClassRaw): a plain kube-BestEffort pod counts as BE for suppress, never as prey.
+    qos_label: str = ""
     priority: int | None = None
     priority_class: str = ""
     phase: str = ""
@@ -164,3 +167,7 @@ class QoSSnapshot:
 
     def be_pods(self) -> list[PodFacts]:
         return [p for p in self.pods if p.is_be]
+
+    def evictable_be_pods(self) -> list[PodFacts]:
+        """Pods labelled BE that are still running and not already on their way out."""
+        return [p for p in self.pods if p.qos_label == "BE" and p.active]

@@ -30,7 +30,7 @@ def pod(name: str, qos: str = "BE", *, cpu: float | None = None, mem: float | No
         annotations: Mapping[str, str] | None = None, terminating: bool = False, cpuset: frozenset[int] = frozenset(),
         namespace: str = "default") -> PodFacts:
     return PodFacts(
-        uid=f"uid-{name}", namespace=namespace, name=name, qos=qos, priority=priority, phase="Running",
+        uid=f"uid-{name}", namespace=namespace, name=name, qos=qos, qos_label=qos, priority=priority, phase="Running",
         terminating=terminating, labels=MappingProxyType(dict(labels or {})),
         annotations=MappingProxyType(dict(annotations or {})), cpu_usage_cores=cpu, memory_usage_bytes=mem,
         batch_cpu_request_milli=batch_milli, cpu_request_milli=cpu_milli, cpuset=cpuset,

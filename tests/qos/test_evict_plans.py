@@ -194,3 +194,11 @@ def test_cpu_cooldown_is_twenty_seconds() -> None:
     assert r.cooldown_s == 20.0
     assert "cooling down" in r.plan(cpu_snap(), EvictState(1000.0 - 19.0)).skipped
     assert r.plan(cpu_snap(), EvictState(1000.0 - 20.0)).evictions != ()
+
+
+def test_only_pods_labelled_be_are_evicted() -> None:
+    from dataclasses import replace
+
+    plain = replace(pod("kube-besteffort", mem=900 * M), qos_label="")  # BestEffort by kube QoS, no koordinator label
+    plan = MemoryEvict().plan(mem_snap(pods=MEM_PODS + (plain,)), OLD)
+    assert "kube-besteffort" not in names(plan) and names(plan)[0] == "p3"
