@@ -17,12 +17,12 @@ __all__ = ["allowed_cpus", "pick_from_pool", "split_pools", "suppress_cpuset"]
 def split_pools(
     cpus: Iterable[CpuInfo], *, excluded: frozenset[int], pool_of: Mapping[int, str]
 ) -> tuple[list[CpuInfo], list[CpuInfo]]:
-    """(LSR pool, LS pool): CPUs bound to LSR pods, and the shared rest. LSE-bound and `excluded` CPUs
-    (the node's reserved and exclusive-SYSTEM CPUs) are in neither."""
+    """(LSR pool, LS pool): CPUs bound to LSR pods, and the shared rest. LSE-bound, offline and `excluded`
+    CPUs (the node's reserved and exclusive-SYSTEM CPUs) are in neither: the kernel refuses an offline CPU."""
     lsr: list[CpuInfo] = []
     ls: list[CpuInfo] = []
     for cpu in cpus:
-        if cpu.cpu in excluded:
+        if cpu.cpu in excluded or not cpu.online:
             continue
         qos = pool_of.get(cpu.cpu, "")
         if qos == "LSR":
@@ -91,5 +91,5 @@ def suppress_cpuset(count: int, lsr: Sequence[CpuInfo], ls: Sequence[CpuInfo]) -
 
 
 def allowed_cpus(cpus: Iterable[CpuInfo], *, excluded: frozenset[int], lse: frozenset[int]) -> frozenset[int]:
-    """What BE may use when nothing suppresses it: every CPU but reserved, exclusive-SYSTEM and LSE ones."""
-    return frozenset(c.cpu for c in cpus if c.cpu not in excluded and c.cpu not in lse)
+    """What BE may use when nothing suppresses it: every online CPU but reserved, exclusive-SYSTEM and LSE ones."""
+    return frozenset(c.cpu for c in cpus if c.online and c.cpu not in excluded and c.cpu not in lse)

@@ -188,3 +188,12 @@ def test_gauges_follow_koordlet() -> None:
     r = CPUSuppress()
     assert r.gauges(r.plan(snap(), SuppressState())) == {"suppress:cpuset": 3.0, "ls_used": 2.0}
     assert r.gauges(r.plan(snap(policy="cfsQuota"), SuppressState()))["suppress:cfsQuota"] == 2.5
+
+
+def test_offline_cpus_are_never_picked_or_restored() -> None:
+    topo = topology(8)
+    offline = replace(topo, cpus=tuple(replace(c, online=c.cpu not in (0, 4)) for c in topo.cpus))
+    plan = CPUSuppress().plan(snap(topology=offline), SuppressState())
+    assert plan.numbers["cpuset"] == "1-2,5"  # core 0 (CPUs 0 and 4) is offline: pair (1,5), then 2
+    disabled = CPUSuppress().plan_disabled(snap(topology=offline, cpuset=frozenset({1, 5})), SuppressState(), "off")
+    assert set(cpuset_values(disabled).values()) == {"1-3,5-7"}
