@@ -3,6 +3,9 @@ out through the resource executor and the eviction guard, and audits every plan.
 
 A round: build one snapshot (in a worker thread: it reads a few cgroup files), then per due reconciler:
 gate and NodeSLO check, `plan` (or `plan_disabled`), execute unless dry run, record, commit the state.
+Evictions talk to the apiserver (seconds when it is slow or down), so they run on their own worker thread:
+a slow eviction never delays CPU suppress, and an evicting reconciler does not plan again until its last
+batch has finished (its cool-down then starts from what really happened).
 One reconciler's exception is caught, counted, logged once per distinct message and shown by `hookctl
 qos`; the others still run. Dry run (global `--qos-dry-run` or per reconciler) plans, audits and shows,
 and writes and evicts nothing; its state advances as if it had (so the plans shown follow the same
@@ -16,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,6 +81,7 @@ class QoSRunner:
         metrics: QoSMetrics | None = None,
         clock: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
+        evict_in_background: bool = True,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -105,6 +110,11 @@ class QoSRunner:
         self._last_recorded: dict[str, tuple[str, str]] = {}
         self.round_errors = 0
         self.last_round_error = ""
+        self._state_lock = threading.Lock()
+        self._pending: dict[str, Future[None]] = {}
+        self._evict_pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookserver-qos-evict") if evict_in_background else None
+        )
 
     # -- configuration ---------------------------------------------------------------------------
     def dry_run(self, name: str) -> bool:
@@ -119,7 +129,19 @@ class QoSRunner:
         async def tick() -> None:
             await asyncio.to_thread(self.round)
 
-        await run_every(self.tick_s(), tick, stop, name="qos", on_error=self._round_failed)
+        try:
+            await run_every(self.tick_s(), tick, stop, name="qos", on_error=self._round_failed)
+        finally:
+            if self._evict_pool is not None:
+                self._evict_pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait_evictions(self, timeout_s: float | None = None) -> None:
+        """Block until every eviction batch handed to the worker has finished (tests, benchmarks)."""
+        for future in list(self._pending.values()):
+            try:
+                future.result(timeout=timeout_s)
+            except Exception:  # noqa: BLE001 - the batch's own failure is already counted and shown
+                pass
 
     def _round_failed(self, exc: BaseException) -> None:
         self.round_errors += 1
@@ -153,9 +175,14 @@ class QoSRunner:
         name = reconciler.name
         status = self.status_of[name]
         status.last_mono = started
+        pending = self._pending.get(name)
+        if pending is not None and not pending.done():
+            status.last_summary = "waiting: the evictions of its last round are still in progress"
+            return None
         status.last_run = self._clock()
         status.rounds += 1
-        state = self._state.get(name)
+        with self._state_lock:
+            state = self._state.get(name)
         t0 = self._mono()
         try:
             verdict = self._verdict(reconciler, snapshot)
@@ -173,16 +200,19 @@ class QoSRunner:
             self.metrics.plan_duration.labels(name).observe(duration)
             self.metrics.rounds.labels(name, "planned" if verdict.enabled else "disabled").inc()
         dry = self.dry_run(name)
+        status.last_summary = plan.summary
+        status.last_plan = plan.describe()
+        self._record_plan(plan, "dry_run" if dry else "applied", duration)
         try:
-            outcome = self._execute(reconciler, plan, snapshot, dry)
-            self._state[name] = reconciler.commit(plan, outcome, state, snapshot.now)
+            writes_ok, writes_failed = self._apply_writes(plan, dry)
+            if plan.evictions and not dry and self._evict_pool is not None:
+                self._pending[name] = self._evict_pool.submit(
+                    self._evict_and_commit, reconciler, plan, snapshot, state, writes_ok, writes_failed)
+            else:
+                self._evict_and_commit(reconciler, plan, snapshot, state, writes_ok, writes_failed)
         except Exception as exc:  # noqa: BLE001 - as above: counted, logged, shown
             self._failed(reconciler, exc, "execute")
             return plan
-        status.last_summary = plan.summary
-        status.last_plan = plan.describe()
-        status.last_outcome = outcome
-        self._record_plan(plan, "dry_run" if dry else "applied", duration)
         if self.metrics is not None and not plan.skipped:
             for key, value in reconciler.gauges(plan).items():
                 if key.startswith("suppress:"):
@@ -215,7 +245,7 @@ class QoSRunner:
         ))
 
     # -- execution --------------------------------------------------------------------------------
-    def _execute(self, reconciler: Reconciler, plan: QoSPlan, snapshot: QoSSnapshot, dry: bool) -> RoundOutcome:
+    def _apply_writes(self, plan: QoSPlan, dry: bool) -> tuple[int, int]:
         ok = failed = 0
         if plan.writes and not dry:
             if self.executor is None:
@@ -224,9 +254,25 @@ class QoSRunner:
                 report = self.executor.apply(resource_plan)
                 ok += sum(1 for r in report.results if r.ok)
                 failed += len(report.errors)
-        evicted, released, statuses = self._evict(reconciler, plan, snapshot, dry)
-        return RoundOutcome(dry_run=dry, writes_ok=ok, writes_failed=failed, evicted=evicted, released=released,
-                            statuses=statuses)
+        return ok, failed
+
+    def _evict_and_commit(
+        self, reconciler: Reconciler, plan: QoSPlan, snapshot: QoSSnapshot, state: Any, writes_ok: int, writes_failed: int
+    ) -> None:
+        """Evict (on the worker thread when there is anything to evict), then keep the state the outcome
+        calls for. A failure here is the reconciler's failure: counted and shown, its state unchanged."""
+        dry = self.dry_run(reconciler.name)
+        try:
+            evicted, released, statuses = self._evict(reconciler, plan, snapshot, dry)
+            outcome = RoundOutcome(dry_run=dry, writes_ok=writes_ok, writes_failed=writes_failed, evicted=evicted,
+                                   released=released, statuses=statuses)
+            new_state = reconciler.commit(plan, outcome, state, snapshot.now)
+        except Exception as exc:  # noqa: BLE001 - counted, logged, shown; the other reconcilers go on
+            self._failed(reconciler, exc, "evict")
+            return
+        with self._state_lock:
+            self._state[reconciler.name] = new_state
+        self.status_of[reconciler.name].last_outcome = outcome
 
     def _evict(
         self, reconciler: Reconciler, plan: QoSPlan, snapshot: QoSSnapshot, dry: bool
@@ -282,7 +328,8 @@ class QoSRunner:
 
     # -- reports ----------------------------------------------------------------------------------
     def state_of(self, name: str) -> Any:
-        return self._state.get(name)
+        with self._state_lock:
+            return self._state.get(name)
 
     def report(self) -> dict[str, Any]:
         """`hookctl qos`."""
@@ -327,7 +374,7 @@ class QoSRunner:
         if reconciler is None:
             known = ", ".join(sorted(self.reconcilers))
             raise InputError(f"unknown reconciler {name!r} (known: {known})", field="name")
-        state = self._state.get(name)  # read without the round's lock: a replay never waits on an eviction
+        state = self.state_of(name)  # not the round's lock: a replay never waits on a round or an eviction
         gate = self.gates.values[reconciler.gate.name]
         verdict = reconciler.enabled(snapshot)
         t0 = self._mono()

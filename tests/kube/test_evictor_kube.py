@@ -26,7 +26,7 @@ from qos.memory_evict import EvictState, MemoryEvict
 from qos.registry import gate_registry
 from qos.runner import QoSRunner
 from qos.snapshot import NodeUsage
-from tests.qos.helpers import FixedSnapshots, node, pod, slo, snapshot
+from tests.qos.helpers import run_round, FixedSnapshots, node, pod, slo, snapshot
 
 KUBECONFIG = os.environ.get("HOOKSERVER_E2E_KUBECONFIG", "")
 pytestmark = pytest.mark.skipif(
@@ -138,9 +138,9 @@ def test_real_apiserver_runner_evicts_once(api: ApiClientTransport, names: list[
         clock=lambda: clock[0], mono=lambda: clock[0],
     )
     runner._state["MemoryEvict"] = EvictState(0.0)
-    runner.round()
+    run_round(runner)
     clock[0] += 1.0
-    runner.round()  # cooling down: nothing
+    run_round(runner)  # cooling down: nothing
     terminating = []
     for c in created:
         _, live = api.request_json("GET", f"/api/v1/namespaces/{NS}/pods/{c['metadata']['name']}", timeout_s=10)

@@ -102,3 +102,10 @@ def topology(ncpus: int = 8, *, sockets: int = 1) -> Any:
 
 TIER = "kubepods/besteffort"
 LEVELS = ((TIER,), (f"{TIER}/poda", f"{TIER}/podb"), (f"{TIER}/poda/c1", f"{TIER}/podb/c2"))
+
+
+def run_round(runner: Any) -> list[Any]:
+    """One runner round, then wait for the evictions it handed to its worker thread."""
+    plans = runner.round()
+    runner.wait_evictions(timeout_s=30)
+    return list(plans)

@@ -20,7 +20,7 @@ from qos.runner import QoSRunner
 from qos.settings import QoSSettings
 from qos.snapshot import NodeUsage
 from tests.informer.fake_apiserver import FakeApiServer, make_pod
-from tests.qos.helpers import FixedSnapshots, node, pod, slo, snapshot
+from tests.qos.helpers import run_round, FixedSnapshots, node, pod, slo, snapshot
 
 NS = "i9-evict"
 
@@ -127,15 +127,15 @@ def _memory_runner(fake: FakeApiServer, tmp_path: Path, **settings: object) -> t
 
 def test_runner_evicts_through_the_api_and_never_twice(fake: FakeApiServer, tmp_path: Path) -> None:
     runner, store, clock = _memory_runner(fake, tmp_path)
-    runner.round()
+    run_round(runner)
     # release 400 MB: p2 (500 MB) covers it.
     assert [e["pod"] for e in fake.evictions] == [f"{NS}/p2"]
     assert len(fake.events) == 1
     clock[0] += 2.0
-    runner.round()  # 2 s: cooling down
+    run_round(runner)  # 2 s: cooling down
     assert len(fake.evictions) == 1
     clock[0] += 2.0
-    runner.round()  # 4 s: memory still high; p2 is on its way out (skipped), p1 + p3 cover the 400 MB
+    run_round(runner)  # 4 s: memory still high; p2 is on its way out (skipped), p1 + p3 cover the 400 MB
     assert [e["pod"] for e in fake.evictions] == [f"{NS}/p2", f"{NS}/p1", f"{NS}/p3"]
     assert [e.status for e in store.audit.evictions()] == ["evicted"] * 3
     row = runner.report()["reconcilers"][0]
@@ -146,7 +146,7 @@ def test_dry_run_and_replay_leave_the_apiserver_untouched(fake: FakeApiServer, t
     runner, store, _ = _memory_runner(fake, tmp_path, dry_run=True)
     out = runner.replay("MemoryEvict", runner.snapshots.build())
     assert [e["pod"] for e in out["would_evict"]] == [f"{NS}/p2"]
-    runner.round()
+    run_round(runner)
     assert fake.posts == [] and fake.evictions == [] and fake.events == []
     assert [e.status for e in store.audit.evictions()] == ["dry_run"]
     assert [p.mode for p in store.audit.plans()] == ["replay", "dry_run"]

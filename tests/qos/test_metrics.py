@@ -13,7 +13,7 @@ from qos.metrics import QoSMetrics
 from qos.registry import gate_registry
 from qos.runner import QoSRunner
 from qos.snapshot import BETier, NodeUsage
-from tests.qos.helpers import LEVELS, TIER, FixedSnapshots, RecordingBackend, node, pod, slo, snapshot, topology
+from tests.qos.helpers import run_round, LEVELS, TIER, FixedSnapshots, RecordingBackend, node, pod, slo, snapshot, topology
 from tests.reference_example import PlanRecorder
 
 
@@ -32,7 +32,7 @@ def test_exposition_names_and_values() -> None:
         evictions=EvictionGuard(backend), metrics=metrics, clock=lambda: 1000.0, mono=lambda: 1000.0,
     )
     runner._state["MemoryEvict"] = EvictState(0.0)
-    runner.round()
+    run_round(runner)
     text = generate_latest(registry).decode()
     # budget 5200 − 2000 − max(2000, 0) = 1200m → 2 CPUs (the floor).
     assert 'koordlet_be_suppress_cpu_cores{node="node-a",type="cpuset"} 2.0' in text

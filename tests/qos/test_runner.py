@@ -19,7 +19,7 @@ from qos.reconciler import Reconciler, RoundOutcome, Verdict
 from qos.runner import QoSRunner
 from qos.settings import QoSSettings, ReconcilerSettings
 from qos.snapshot import QoSSnapshot
-from tests.qos.helpers import FixedSnapshots, RecordingBackend, pod, snapshot
+from tests.qos.helpers import run_round, FixedSnapshots, RecordingBackend, pod, snapshot
 from tests.reference_example import PlanRecorder
 
 
@@ -82,7 +82,7 @@ def _runner(*reconcilers: Reconciler, gates: dict[str, bool] | None = None, sett
 
 def test_a_raising_reconciler_does_not_stop_the_others() -> None:
     runner, recorder, _, store = _runner(Broken(), Writer())
-    plans = runner.round()
+    plans = run_round(runner)
     assert [p.reconciler for p in plans] == ["Writer"]
     assert len(recorder.plans) == 1 and recorder.plans[0].all_writes()[0].value == 2000
     status = runner.report()["reconcilers"]
@@ -94,9 +94,9 @@ def test_a_raising_reconciler_does_not_stop_the_others() -> None:
 def test_state_carries_from_round_to_round() -> None:
     t = [100.0]
     runner, recorder, _, _ = _runner(Writer(), clock=t)
-    runner.round()
+    run_round(runner)
     t[0] += 1.0
-    runner.round()
+    run_round(runner)
     assert [p.all_writes()[0].value for p in recorder.plans] == [2000, 4000]
     assert runner.state_of("Writer") == 2
 
@@ -104,18 +104,18 @@ def test_state_carries_from_round_to_round() -> None:
 def test_interval_decides_which_reconcilers_are_due() -> None:
     t = [100.0]
     runner, _, _, _ = _runner(Writer(), Evicter(), gates={"EvicterGate": True}, clock=t)
-    assert {p.reconciler for p in runner.round()} == {"Writer", "Evicter"}
+    assert {p.reconciler for p in run_round(runner)} == {"Writer", "Evicter"}
     t[0] += 1.0
-    assert {p.reconciler for p in runner.round()} == {"Writer"}
+    assert {p.reconciler for p in run_round(runner)} == {"Writer"}
     t[0] += 1.0
-    assert {p.reconciler for p in runner.round()} == {"Writer", "Evicter"}
+    assert {p.reconciler for p in run_round(runner)} == {"Writer", "Evicter"}
 
 
 def test_global_dry_run_plans_and_audits_but_writes_and_evicts_nothing() -> None:
     runner, recorder, backend, store = _runner(
         Writer(), Evicter(), gates={"EvicterGate": True}, settings=QoSSettings(dry_run=True),
     )
-    plans = runner.round()
+    plans = run_round(runner)
     assert len(plans) == 2
     assert recorder.plans == [] and backend.requests == []
     assert {p.mode for p in store.audit.plans()} == {"dry_run"}
@@ -127,7 +127,7 @@ def test_global_dry_run_plans_and_audits_but_writes_and_evicts_nothing() -> None
 def test_per_reconciler_dry_run_leaves_the_others_acting() -> None:
     settings = QoSSettings(reconcilers={"Evicter": ReconcilerSettings(dry_run=True)})
     runner, recorder, backend, _ = _runner(Writer(), Evicter(), gates={"EvicterGate": True}, settings=settings)
-    runner.round()
+    run_round(runner)
     assert len(recorder.plans) == 1 and backend.requests == []
     rows = {r["name"]: r for r in runner.report()["reconcilers"]}
     assert rows["Evicter"]["dry_run"] is True and rows["Writer"]["dry_run"] is False
@@ -136,7 +136,7 @@ def test_per_reconciler_dry_run_leaves_the_others_acting() -> None:
 def test_evictions_stop_when_the_target_is_covered_and_refusals_do_not_count() -> None:
     backend = RecordingBackend({"a": EvictionStatus.REFUSED})
     runner, _, backend, store = _runner(Evicter(), gates={"EvicterGate": True}, backend=backend)
-    runner.round()
+    run_round(runner)
     # a refused (429): not counted; b and c evicted cover 200 >= 150.
     assert [r.name for r in backend.requests] == ["a", "b", "c"]
     assert [e.status for e in store.audit.evictions()] == ["refused", "evicted", "evicted"]
@@ -146,10 +146,10 @@ def test_evictions_stop_when_the_target_is_covered_and_refusals_do_not_count() -
 def test_the_same_pod_is_not_evicted_twice_within_the_cooldown() -> None:
     t = [100.0]
     runner, _, backend, store = _runner(Evicter(), gates={"EvicterGate": True}, clock=t)
-    runner.round()
+    run_round(runner)
     assert [r.name for r in backend.requests] == ["a", "b"]
     t[0] += 2.0
-    runner.round()  # the planner here ignores `terminating`; the guard still refuses a and b
+    run_round(runner)  # the planner here ignores `terminating`; the guard still refuses a and b
     assert [r.name for r in backend.requests] == ["a", "b", "c"]
     assert [e.status for e in store.audit.evictions()][-3:] == ["already_evicted", "already_evicted", "evicted"]
     assert runner.snapshots.evicted_seen[-1] == frozenset({"uid-a", "uid-b"})  # type: ignore[attr-defined]
@@ -157,13 +157,13 @@ def test_the_same_pod_is_not_evicted_twice_within_the_cooldown() -> None:
 
 def test_gate_off_and_nodeslo_off_give_reasons() -> None:
     runner, _, backend, _ = _runner(Evicter())
-    runner.round()
+    run_round(runner)
     row = runner.report()["reconcilers"][0]
     assert row["enabled"] is False and "feature gate EvicterGate is off (default)" in row["reason"]
     assert backend.requests == []
     runner2, _, backend2, _ = _runner(Evicter(), gates={"EvicterGate": True}, snap=snapshot(
         slo=__import__("tests.qos.helpers", fromlist=["slo"]).slo(enable=False), pods=(pod("a"),)))
-    runner2.round()
+    run_round(runner2)
     row2 = runner2.report()["reconcilers"][0]
     assert row2["enabled"] is False and "enable is false" in row2["reason"] and backend2.requests == []
     assert row2["gate"] == {"name": "EvicterGate", "enabled": True, "source": "test", "default": False}
@@ -186,7 +186,7 @@ def test_unchanged_empty_plans_are_not_rerecorded() -> None:
     t = [100.0]
     runner, _, _, store = _runner(Evicter(), gates={"EvicterGate": True}, snap=snapshot(pods=()), clock=t)
     for _ in range(5):
-        runner.round()
+        run_round(runner)
         t[0] += 2.0
     assert len(store.audit.plans(reconciler="Evicter")) == 1
     assert runner.report()["reconcilers"][0]["rounds"] == 5
@@ -213,3 +213,31 @@ def test_the_loop_runs_rounds_until_stopped() -> None:
 
     asyncio.run(main())
     assert len(recorder.plans) >= 3
+
+
+def test_a_slow_eviction_does_not_hold_up_the_other_reconcilers() -> None:
+    import threading
+
+    release = threading.Event()
+
+    class Slow(RecordingBackend):
+        def evict(self, request: EvictionRequest) -> Any:
+            release.wait(10)
+            return super().evict(request)
+
+    t = [100.0]
+    runner, recorder, backend, _ = _runner(Writer(), Evicter(), gates={"EvicterGate": True}, backend=Slow(), clock=t)
+    runner.round()  # the Evicter's batch is now blocked on the worker thread
+    for _ in range(3):
+        t[0] += 2.0
+        runner.round()
+    assert len(recorder.plans) == 4  # Writer ran every round
+    rows = {r["name"]: r for r in runner.report()["reconcilers"]}
+    assert rows["Evicter"]["rounds"] == 1 and "still in progress" in rows["Evicter"]["last_summary"]
+    release.set()
+    runner.wait_evictions(5)
+    assert [r.name for r in backend.requests] == ["a", "b"]
+    assert runner.state_of("Evicter") == {"evicted": 2, "released": 200.0}
+    t[0] += 2.0
+    run_round(runner)
+    assert runner.report()["reconcilers"][1]["rounds"] == 2
