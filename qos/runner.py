@@ -409,8 +409,3 @@ class QoSRunner:
             "would_evict": would_evict,
         }
 
-
-def gate_layers_of(settings: Any) -> Sequence[tuple[str, Mapping[str, bool]]]:
-    """The feature-gate layers of `hookserver.config.Settings` (duck-typed: qos does not import config)."""
-    layers = getattr(settings, "gate_layers", None)
-    return tuple(layers()) if callable(layers) else ()
