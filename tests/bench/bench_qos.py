@@ -148,6 +148,35 @@ def _snapshot_build_row() -> list[BenchRow]:
                      f"{s['p50_ms']:.3f} ms p50", f"p99 {s['p99_ms']:.3f} ms")]
 
 
+class _Ticker:
+    """Moves the fixture's counters every 0.5 s (node /proc/stat, every pod's cpuacct.usage), so the agent's
+    collectors see usage and its reconcilers do their real work, not the "no sample" shortcut."""
+
+    def __init__(self, host: FakeHost, pods: list[tuple[str, str, bool]]) -> None:
+        import threading
+
+        self.host, self.pods = host, pods
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="bench-ticker", daemon=True)
+
+    def _run(self) -> None:
+        step = 0
+        while not self.stop.wait(0.5):
+            step += 1
+            self.host.set_proc_stat(user=1000 + 300 * step, system=100 + 40 * step, idle=5000 + 60 * step, ncpu=8)
+            for i, (_uid, rel, _be) in enumerate(self.pods):
+                self.host.set_cpu_usage(rel, 10**9 + i + step * (5 + i % 7) * 10**6, nr_periods=100 + step,
+                                        nr_throttled=i % 7)
+
+    def __enter__(self) -> _Ticker:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
 def _feed(socket: Path, pods: list[tuple[str, str, bool]]) -> None:
     stub = pb_grpc.RuntimeHookServiceStub(grpc.insecure_channel(f"unix://{socket}"))
     for i, (uid, rel, be) in enumerate(pods):
@@ -182,11 +211,12 @@ def _agent_cpu(tmp: Path, *, qos: bool, window_s: float) -> tuple[float, str]:
                 raise RuntimeError(f"agent did not start: {(tmp / 'agent.log').read_text()[-2000:]}")
             time.sleep(0.05)
         _feed(sock, pods)
-        time.sleep(5.0)  # warm-up: every collector and reconciler has run a few rounds
-        p = psutil.Process(proc.pid)
-        before, t0 = p.cpu_times(), time.monotonic()
-        time.sleep(window_s)
-        after, t1 = p.cpu_times(), time.monotonic()
+        with _Ticker(host, pods):
+            time.sleep(5.0)  # warm-up: every collector and reconciler has run a few rounds
+            p = psutil.Process(proc.pid)
+            before, t0 = p.cpu_times(), time.monotonic()
+            time.sleep(window_s)
+            after, t1 = p.cpu_times(), time.monotonic()
         used = (after.user - before.user) + (after.system - before.system)
         rss = p.memory_info().rss
         return 100.0 * used / (t1 - t0), f"rss {rss / 2**20:.0f} MiB"
