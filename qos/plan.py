@@ -67,8 +67,9 @@ class QoSPlan:
     def write_count(self) -> int:
         return sum(len(level) for plan in self.writes for level in plan.levels)
 
-    def describe(self) -> dict[str, Any]:
-        """JSON-able: the audit and `hookctl qos plan` show this."""
+    def describe(self, *, max_items: int | None = None) -> dict[str, Any]:
+        """JSON-able: `hookctl qos plan` shows all of it; the audit keeps the first `max_items` writes and
+        evictions (with the totals), so a busy node's audit stays small."""
         writes = []
         for plan in self.writes:
             for depth, level in enumerate(plan.levels):
@@ -77,12 +78,18 @@ class QoSPlan:
                         "cgroup": w.cgroup_dir, "file": w.resource.value, "value": w.value, "level": depth,
                         "leveled": plan.leveled, "reason": w.reason,
                     })
-        return {
+        evictions = [e.describe() for e in self.evictions[:max_items]] if max_items is not None else [
+            e.describe() for e in self.evictions]
+        out: dict[str, Any] = {
             "reconciler": self.reconciler,
             "summary": self.summary,
             "skipped": self.skipped,
             "numbers": dict(self.numbers),
-            "writes": writes,
-            "evictions": [e.describe() for e in self.evictions],
+            "writes": writes[:max_items] if max_items is not None else writes,
+            "evictions": evictions,
             "notes": list(self.notes),
         }
+        if max_items is not None and (len(writes) > max_items or len(self.evictions) > max_items):
+            out["writes_total"] = len(writes)
+            out["evictions_total"] = len(self.evictions)
+        return out

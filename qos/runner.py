@@ -43,6 +43,8 @@ __all__ = ["QoSRunner", "ReconcilerStatus", "SnapshotSource"]
 log = logging.getLogger(__name__)
 
 _EPSILON_S = 0.05
+# Writes and evictions kept per plan in the audit (with the totals): 4096 plans of 200 pods stay small.
+AUDIT_PLAN_ITEMS = 10
 _HOUR_S = 3600.0
 
 
@@ -201,7 +203,7 @@ class QoSRunner:
             self.metrics.rounds.labels(name, "planned" if verdict.enabled else "disabled").inc()
         dry = self.dry_run(name)
         status.last_summary = plan.summary
-        status.last_plan = plan.describe()
+        status.last_plan = plan.describe(max_items=AUDIT_PLAN_ITEMS)
         self._record_plan(plan, "dry_run" if dry else "applied", duration)
         try:
             writes_ok, writes_failed = self._apply_writes(plan, dry)
@@ -322,8 +324,8 @@ class QoSRunner:
             return
         self._last_recorded[plan.reconciler] = (mode, plan.summary)
         self.store.audit.record_plan(PlanRecord(
-            ts=self._clock(), reconciler=plan.reconciler, mode=mode, summary=plan.summary, plan=plan.describe(),
-            duration_s=duration,
+            ts=self._clock(), reconciler=plan.reconciler, mode=mode, summary=plan.summary,
+            plan=plan.describe(max_items=AUDIT_PLAN_ITEMS), duration_s=duration,
         ))
 
     # -- reports ----------------------------------------------------------------------------------
@@ -386,8 +388,8 @@ class QoSRunner:
         if self.dry_run(name):
             notes.append("this reconciler runs in dry run: the runner would not act on this plan either")
         self.store.audit.record_plan(PlanRecord(
-            ts=self._clock(), reconciler=name, mode="replay", summary=plan.summary, plan=plan.describe(),
-            duration_s=duration,
+            ts=self._clock(), reconciler=name, mode="replay", summary=plan.summary,
+            plan=plan.describe(max_items=AUDIT_PLAN_ITEMS), duration_s=duration,
         ))
         target = float(plan.numbers.get("release_target", 0) or 0)
         would_evict = []

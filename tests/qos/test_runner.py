@@ -241,3 +241,15 @@ def test_a_slow_eviction_does_not_hold_up_the_other_reconcilers() -> None:
     t[0] += 2.0
     run_round(runner)
     assert runner.report()["reconcilers"][1]["rounds"] == 2
+
+
+def test_the_audit_keeps_a_bounded_plan() -> None:
+    from qos.runner import AUDIT_PLAN_ITEMS
+
+    pods = tuple(pod(f"p{i:02d}") for i in range(25))
+    runner, _, _, store = _runner(Evicter(), gates={"EvicterGate": True}, snap=snapshot(pods=pods),
+                                  settings=QoSSettings(dry_run=True))
+    runner.round()
+    record = store.audit.plans(reconciler="Evicter")[-1]
+    assert len(record.plan["evictions"]) == AUDIT_PLAN_ITEMS and record.plan["evictions_total"] == 25
+    assert len(runner.replay("Evicter", snapshot(pods=pods))["plan"]["evictions"]) == 25  # replay shows all
