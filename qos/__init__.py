@@ -30,7 +30,10 @@ How to add a reconciler
 
    Writes are `hookserver.executor.plan.ResourcePlan`s of `CgroupWrite`s whose `reason` carries the
    numbers; use `leveled=True` with levels top-down (tier, pods, containers) when a parent must stay >=
-   its children. Put the round's inputs and results in `QoSPlan.numbers` (`qos.plan.numbers(...)`).
+   its children. A write that is not a cgroup knob (sysctl, resctrl, blkio device lines) is an
+   `qos.plan.Action(kind, target, value, reason)`; the daemon registers one actuator per kind
+   (`QoSRunner(actuators={"sysctl": writer})`, a callable from actions to `ActionResult`s, implemented where
+   files may be written: the executor). An action kind with no actuator fails that reconciler's round. Put the round's inputs and results in `QoSPlan.numbers` (`qos.plan.numbers(...)`).
    Override `plan_disabled` to undo what you changed when the gate or NodeSLO turns you off, `commit`
    for cool-downs, and `gauges` to export values. Evictions are `PlannedEviction`s in eviction order with
    `numbers["releases"]`, and `QoSPlan.numbers["release_target"]` says when to stop.

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -33,12 +33,12 @@ from hookserver.store.state import StateStore
 from qos.evictions import EvictionGuard
 from qos.gates import GateValues
 from qos.metrics import QoSMetrics
-from qos.plan import QoSPlan
+from qos.plan import Action, ActionResult, QoSPlan
 from qos.reconciler import Reconciler, RoundOutcome, Verdict
 from qos.settings import QoSSettings
 from qos.snapshot import QoSSnapshot
 
-__all__ = ["QoSRunner", "ReconcilerStatus", "SnapshotSource"]
+__all__ = ["Actuator", "QoSRunner", "ReconcilerStatus", "SnapshotSource"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ _EPSILON_S = 0.05
 # Writes and evictions kept per plan in the audit (with the totals): 4096 plans of 200 pods stay small.
 AUDIT_PLAN_ITEMS = 10
 _HOUR_S = 3600.0
+
+
+# Carries out a plan's non-cgroup actions of one kind (sysctl, resctrl, ...); never raises for a failed write.
+Actuator = Callable[[Sequence[Action]], Sequence[ActionResult]]
 
 
 class SnapshotSource(Protocol):
@@ -84,6 +88,7 @@ class QoSRunner:
         clock: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
         evict_in_background: bool = True,
+        actuators: Mapping[str, Actuator] | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -98,6 +103,7 @@ class QoSRunner:
         for r in reconcilers:
             gates.enabled(r.gate.name)  # KeyError here means the daemon forgot to register the gate
         self.snapshots = snapshots
+        self.actuators: dict[str, Actuator] = dict(actuators or {})
         self.store = store
         self.executor = executor
         self.evictions = evictions
@@ -248,14 +254,27 @@ class QoSRunner:
 
     # -- execution --------------------------------------------------------------------------------
     def _apply_writes(self, plan: QoSPlan, dry: bool) -> tuple[int, int]:
+        """cgroup writes through the executor, then the other actions through their actuators."""
         ok = failed = 0
-        if plan.writes and not dry:
+        if dry:
+            return ok, failed
+        if plan.writes:
             if self.executor is None:
                 raise HookServerError("no resource executor is wired: cannot carry out cgroup writes")
             for resource_plan in plan.writes:
                 report = self.executor.apply(resource_plan)
                 ok += sum(1 for r in report.results if r.ok)
                 failed += len(report.errors)
+        by_kind: dict[str, list[Action]] = {}
+        for action in plan.actions:
+            by_kind.setdefault(action.kind, []).append(action)
+        for kind, actions in by_kind.items():
+            actuator = self.actuators.get(kind)
+            if actuator is None:
+                raise HookServerError(f"no actuator for {kind!r} actions is wired (known: {sorted(self.actuators)})")
+            results = actuator(actions)
+            ok += sum(1 for r in results if r.ok)
+            failed += sum(1 for r in results if not r.ok)
         return ok, failed
 
     def _evict_and_commit(

@@ -97,6 +97,13 @@ def render_qos_plan(doc: Any) -> str:
         ]))
         reasons = sorted({str(w.get("reason")) for w in writes if isinstance(w, Mapping) and w.get("reason")})
         lines.extend(f"  why: {r}" for r in reasons)
+    actions = plan.get("actions") or []
+    if actions:
+        lines.append("would also write:")
+        lines.extend("  " + line for line in render_table([
+            {"kind": a.get("kind"), "target": a.get("target"), "value": a.get("value"), "why": a.get("reason")}
+            for a in actions if isinstance(a, Mapping)
+        ]))
     evict = doc.get("would_evict") or []
     if evict:
         lines.append("would evict, in order:")
@@ -107,7 +114,7 @@ def render_qos_plan(doc: Any) -> str:
         ]))
         first = evict[0] if isinstance(evict[0], Mapping) else {}
         lines.append(f"  why: {first.get('message')}")
-    if not writes and not evict:
+    if not writes and not evict and not actions:
         lines.append("nothing would be written or evicted")
     lines.append("(replay: nothing was written or evicted)")
     return "\n".join(lines)

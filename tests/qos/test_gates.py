@@ -107,3 +107,18 @@ def test_the_deployed_config_parses_and_names_only_known_gates(tmp_path: Path) -
     values = gate_registry(build_reconcilers(settings.qos)).resolve(settings.gate_layers())
     assert values.enabled("BECPUSuppress") and not values.enabled("BEMemoryEvict")
     assert values.values["BECPUEvict"].source == f"config file {path}"
+
+
+def test_per_reconciler_interval_and_cooldown_from_the_config(tmp_path: Path) -> None:
+    from qos.registry import build_reconcilers
+
+    config = tmp_path / "h.yaml"
+    config.write_text("qos:\n  reconcilers:\n    MemoryEvict: {interval_s: 5, cooldown_s: 30}\n")
+    settings = load_settings(config_file=str(config), environ={})
+    by_name = {r.name: r for r in build_reconcilers(settings.qos)}
+    assert (by_name["MemoryEvict"].interval_s, by_name["MemoryEvict"].cooldown_s) == (5.0, 30.0)
+    assert (by_name["CPUEvict"].interval_s, by_name["CPUEvict"].cooldown_s) == (1.0, 20.0)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("qos:\n  reconcilers:\n    MemoryEvict: {interval_s: 0}\n")
+    with pytest.raises(ConfigError, match="interval_s"):
+        load_settings(config_file=str(bad), environ={})

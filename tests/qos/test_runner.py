@@ -253,3 +253,37 @@ def test_the_audit_keeps_a_bounded_plan() -> None:
     record = store.audit.plans(reconciler="Evicter")[-1]
     assert len(record.plan["evictions"]) == AUDIT_PLAN_ITEMS and record.plan["evictions_total"] == 25
     assert len(runner.replay("Evicter", snapshot(pods=pods))["plan"]["evictions"]) == 25  # replay shows all
+
+
+def test_actions_go_to_the_actuator_of_their_kind_and_dry_run_skips_them() -> None:
+    from qos.plan import Action, ActionResult
+
+    class Sysctl(Reconciler):
+        name = "Sysctl"
+        gate = FeatureGate("SystemConfig", False)
+
+        def plan(self, snap: QoSSnapshot, state: Any) -> QoSPlan:
+            return QoSPlan(self.name, "min_free_kbytes", actions=(
+                Action("sysctl", "vm/min_free_kbytes", "335544", "total 32 GiB x 100 / 10000"),
+                Action("resctrl", "BE/schemata", "L3:0=3f", "BE 0-30 %"),
+            ))
+
+    seen: list[Action] = []
+
+    def sysctl(actions: Any) -> list[ActionResult]:
+        seen.extend(actions)
+        return [ActionResult(a, ok=True) for a in actions]
+
+    runner, _, _, store = _runner(Sysctl(), gates={"SystemConfig": True})
+    runner.actuators["sysctl"] = sysctl
+    runner.round()
+    assert [a.target for a in seen] == ["vm/min_free_kbytes"]
+    row = runner.report()["reconcilers"][0]
+    assert row["errors"] == 1 and "no actuator for 'resctrl'" in row["last_error"]
+    runner.actuators["resctrl"] = sysctl
+    dry, _, _, _ = _runner(Sysctl(), gates={"SystemConfig": True}, settings=QoSSettings(dry_run=True))
+    dry.actuators["sysctl"] = sysctl
+    seen.clear()
+    dry.round()
+    assert seen == [] and dry.report()["reconcilers"][0]["errors"] == 0
+    assert store.audit.plans(reconciler="Sysctl")[0].plan["actions"][0]["target"] == "vm/min_free_kbytes"
