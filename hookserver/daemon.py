@@ -97,7 +97,9 @@ class Daemon:
         layout = self.executor.layout
         self.qos_snapshots = SnapshotBuilder(
             self.store,
-            cgroups=CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver),
+            cgroups=CgroupView(
+                hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver, runtime=layout.runtime,
+            ),
             collect_interval_s=max(
                 settings.collectors.node_resource.interval_s, settings.collectors.pod_resource.interval_s,
                 settings.collectors.be_resource.interval_s,

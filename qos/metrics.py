@@ -71,6 +71,10 @@ class QoSMetrics:
             "hookserver_qos_rounds_total", "Reconciler rounds by result (planned, disabled, error).",
             ["reconciler", "result"], registry=registry,
         )
+        self.value = Gauge(
+            "hookserver_qos_value", "A value a reconciler exports after its round (Reconciler.gauges).",
+            ["reconciler", "name"], registry=registry,
+        )
         self.evictions = Counter(
             "hookserver_qos_evictions_total", "Evictions asked for by reconciler, koordlet reason and outcome.",
             ["reconciler", "reason", "status"], registry=registry,
@@ -81,3 +85,14 @@ class QoSMetrics:
 
     def ls_used(self, cores: float) -> None:
         self.be_suppress_ls_used_cpu_cores.labels(self.node).set(cores)
+
+    def export(self, reconciler: str, values: dict[str, float]) -> None:
+        """A reconciler's gauges: `suppress:<type>` and `ls_used` are koordlet's; any other name goes to
+        `hookserver_qos_value{reconciler, name}`."""
+        for key, value in values.items():
+            if key.startswith("suppress:"):
+                self.suppress(key.split(":", 1)[1], value)
+            elif key == "ls_used":
+                self.ls_used(value)
+            else:
+                self.value.labels(reconciler, key).set(value)

@@ -7,7 +7,6 @@ a planner that would act on missing data (e.g. suppress with no LS usage) can te
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -19,20 +18,29 @@ from typing import Any
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
-from hookserver.store.records import NodeRecord, PodRecord
+from hookserver.store.records import PodRecord
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
-from hookserver.system.cgroupnames import CgroupDriver, KubeQoS, normalize_cgroup_dir, pod_dir, qos_dir
+from hookserver.system.cgroupnames import (
+    CgroupDriver,
+    ContainerRuntime,
+    KubeQoS,
+    container_dir_name,
+    normalize_cgroup_dir,
+    pod_dir,
+    qos_dir,
+)
 from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.files import read_text
 from hookserver.system.topology import NodeTopology
 
+from qos.node_facts import BATCH_CPU, cpus_of, json_annotation, node_facts
 from qos.snapshot import (
     ANNOTATION_RESOURCE_STATUS,
     BEStats,
     BETier,
+    ContainerFacts,
     HostAppUsage,
-    NodeFacts,
     NodeUsage,
     PodFacts,
     QoSSnapshot,
@@ -49,10 +57,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BATCH_CPU = "kubernetes.io/batch-cpu"
-ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"
-ANNOTATION_SYSTEM_QOS = "node.koordinator.sh/system-qos-resource"
-ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 NODE_TOPOLOGY_KEY = "node_topology"  # collectors.node_info.NODE_TOPOLOGY_KEY (a static value in the store)
 
 # Store series the QoS planners read (names from collectors/names.py; a test keeps them in step).
@@ -69,6 +73,7 @@ BE_CPU_LIMIT = "be_cpu_real_limit"
 SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SYSTEM_CPU, HOST_APP_CPU,
                BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT)
 
+_NO_SPEC: Mapping[str, str] = MappingProxyType({})
 _KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
 
 
@@ -80,6 +85,7 @@ class CgroupView:
     hierarchy_root: Callable[[str], str]
     v2: bool
     driver: CgroupDriver
+    runtime: ContainerRuntime = ContainerRuntime.CONTAINERD
 
 
 def be_window_s(slo: NodeSLOSpec, collect_interval_s: float) -> float:
@@ -106,82 +112,6 @@ def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
         if "cpu" in requests:
             cpu += max(_milli(requests["cpu"], f"{name}.requests[cpu]"), 0)
     return batch, cpu
-
-
-def _json_annotation(annotations: Mapping[str, str], key: str) -> Any:
-    raw = annotations.get(key)
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
-def _cpus(text: Any) -> frozenset[int]:
-    if not isinstance(text, str) or not text.strip():
-        return frozenset()
-    try:
-        return parse_cpu_list(text)
-    except ValueError:
-        return frozenset()
-
-
-def node_facts(node: NodeRecord) -> NodeFacts:
-    """Capacity, allocatable and reservations of the node, from its record and koordinator annotations."""
-    def quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
-        raw = values.get(key)
-        if raw is None:
-            return 0
-        try:
-            q = parse_quantity(raw, field=key)
-        except InputError:
-            return 0
-        return q.milli_value() if milli else q.value()
-
-    cpu_cap = quantity(node.capacity, "cpu", milli=True)
-    cpu_alloc = quantity(node.allocatable, "cpu", milli=True) or cpu_cap
-    mem_cap = quantity(node.capacity, "memory", milli=False)
-    mem_alloc = quantity(node.allocatable, "memory", milli=False) or mem_cap
-    kubelet_reserved = max(cpu_cap - cpu_alloc, 0)
-    reservation = _json_annotation(node.annotations, ANNOTATION_NODE_RESERVATION) or {}
-    anno_reserved = 0
-    reserved_cpus = frozenset[int]()
-    if isinstance(reservation, Mapping):
-        resources = reservation.get("resources")
-        if isinstance(resources, Mapping) and isinstance(resources.get("cpu"), str | int | float):
-            try:
-                anno_reserved = parse_quantity(str(resources["cpu"]), field="reservation.cpu").milli_value()
-            except InputError:
-                anno_reserved = 0
-        reserved_cpus = _cpus(reservation.get("reservedCPUs"))
-        if reserved_cpus and not anno_reserved:
-            anno_reserved = len(reserved_cpus) * 1000
-    system = _json_annotation(node.annotations, ANNOTATION_SYSTEM_QOS)
-    exclusive = frozenset[int]()
-    if isinstance(system, Mapping) and system.get("cpusetExclusive", True) is not False:
-        exclusive = _cpus(system.get("cpuset"))
-    policy = _json_annotation(node.annotations, ANNOTATION_KUBELET_CPU_MANAGER_POLICY)
-    kubelet_policy = str(policy.get("policy", "none")) if isinstance(policy, Mapping) else "none"
-    batch_alloc = -1
-    if BATCH_CPU in node.allocatable:
-        try:
-            batch_alloc = parse_quantity(node.allocatable[BATCH_CPU], field=BATCH_CPU).value()
-        except InputError:
-            batch_alloc = -1
-    return NodeFacts(
-        name=node.name,
-        cpu_capacity_milli=cpu_cap,
-        memory_capacity_bytes=mem_cap,
-        cpu_allocatable_milli=cpu_alloc,
-        memory_allocatable_bytes=mem_alloc,
-        reserved_cpu_milli=max(kubelet_reserved, anno_reserved),
-        reserved_cpus=reserved_cpus,
-        system_exclusive_cpus=exclusive,
-        batch_cpu_allocatable_milli=batch_alloc,
-        kubelet_cpu_manager_policy=kubelet_policy,
-        annotations=node.annotations,
-    )
 
 
 def _koord_qos(pod: PodRecord) -> str:
@@ -251,17 +181,41 @@ class SnapshotBuilder:
         except Exception:  # noqa: BLE001 - as above
             return ""
 
+    def _container_dir(self, pod_rel: str, parent: str, container_id: str) -> str:
+        if self.cgroups is None:
+            return ""
+        try:
+            name = container_dir_name(self.cgroups.driver, self.cgroups.runtime, container_id)
+            base = normalize_cgroup_dir(parent) if parent else pod_rel
+        except Exception:  # noqa: BLE001 - a crafted ID or parent gives no directory, never a crash
+            return ""
+        if not base:
+            return ""
+        return base if base.rsplit("/", 1)[-1] == name else f"{base}/{name}"
+
+    def _containers(self, snap: StoreSnapshot, pod: PodRecord, pod_rel: str, by_pod: dict[str, list[Any]]) -> tuple[ContainerFacts, ...]:
+        out = []
+        for c in by_pod.get(pod.uid, ()):
+            requests, limits = pod.container_specs.get(c.name, (_NO_SPEC, _NO_SPEC))
+            out.append(ContainerFacts(id=c.id, name=c.name, cgroup_dir=self._container_dir(pod_rel, c.cgroup_parent, c.id),
+                                      requests=requests, limits=limits))
+        return tuple(sorted(out, key=lambda c: (c.name, c.id)))
+
     def _pods(
         self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, evicted: frozenset[str]
     ) -> tuple[PodFacts, ...]:
         """Every pod; one this agent evicted within the cool-down counts as terminating (planners skip it)."""
         cpu = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_CPU, now)}
         mem = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_MEMORY, now)}
+        by_pod: dict[str, list[Any]] = {}
+        for c in snap.containers.values():
+            if c.id and not c.id.startswith("pending:"):
+                by_pod.setdefault(c.pod_uid, []).append(c)
         out: list[PodFacts] = []
         for pod in snap.pods.values():
             batch, cpu_req = self._requests_of(pod)
-            status = _json_annotation(pod.annotations, ANNOTATION_RESOURCE_STATUS)
-            cpuset = _cpus(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
+            status = json_annotation(pod.annotations, ANNOTATION_RESOURCE_STATUS)
+            cpuset = cpus_of(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
             pdir = self._pod_dir(pod)
             out.append(PodFacts(
                 uid=pod.uid, namespace=pod.namespace, name=pod.name, qos=_koord_qos(pod),
@@ -272,6 +226,7 @@ class SnapshotBuilder:
                 cpu_usage_cores=cpu.get(pod.uid), memory_usage_bytes=mem.get(pod.uid),
                 batch_cpu_request_milli=batch, cpu_request_milli=cpu_req, cpuset=cpuset,
                 cgroup_dirs=(pdir,) if pdir else (),
+                containers=self._containers(snap, pod, pdir, by_pod),
             ))
         live = set(snap.pods)
         for uid in [u for u in self._requests if u not in live]:

@@ -79,7 +79,8 @@ class Reconciler(abc.ABC):
         return plan.state if plan.state is not None else state
 
     def gauges(self, plan: QoSPlan) -> Mapping[str, float]:
-        """Values the runner exports after a round (e.g. the BE suppress cores); empty by default."""
+        """Values the runner exports after a round: `suppress:<type>` and `ls_used` feed koordlet's
+        `koordlet_be_suppress_*` gauges, any other name `hookserver_qos_value{reconciler,name}`."""
         return MappingProxyType({})
 
     def describe(self) -> dict[str, Any]:

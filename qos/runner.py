@@ -222,11 +222,7 @@ class QoSRunner:
             self._failed(reconciler, exc, "execute")
             return plan
         if self.metrics is not None and not plan.skipped:
-            for key, value in reconciler.gauges(plan).items():
-                if key.startswith("suppress:"):
-                    self.metrics.suppress(key.split(":", 1)[1], value)
-                elif key == "ls_used":
-                    self.metrics.ls_used(value)
+            self.metrics.export(name, dict(reconciler.gauges(plan)))
         return plan
 
     def _verdict(self, reconciler: Reconciler, snapshot: QoSSnapshot) -> Verdict:

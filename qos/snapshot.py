@@ -23,6 +23,7 @@ __all__ = [
     "ANNOTATION_RESOURCE_STATUS",
     "BEStats",
     "BETier",
+    "ContainerFacts",
     "HostAppUsage",
     "NodeFacts",
     "NodeUsage",
@@ -36,6 +37,19 @@ ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 LABEL_EVICTION_ENABLED = "koordinator.sh/eviction-enabled"
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerFacts:
+    """A running container of a pod: its cgroup dir (relative to each hierarchy root; "" when unknown) and
+    its spec's requests and limits (resource name -> quantity text, as the pod spec says; empty in standalone
+    mode, where only the runtime's view is known)."""
+
+    id: str
+    name: str
+    cgroup_dir: str = ""
+    requests: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    limits: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +78,7 @@ class PodFacts:
     cpu_request_milli: int = 0
     cpuset: frozenset[int] = frozenset()
     cgroup_dirs: tuple[str, ...] = ()
+    containers: tuple[ContainerFacts, ...] = ()
 
     @property
     def key(self) -> str:

@@ -45,3 +45,5 @@ def test_exposition_names_and_values() -> None:
             'status="refused"} 1.0') in text
     assert 'hookserver_qos_plan_duration_seconds_count{reconciler="CPUSuppress"} 1.0' in text
     assert 'hookserver_qos_rounds_total{reconciler="CPUSuppress",result="planned"} 1.0' in text
+    metrics.export("CPUBurst", {"burst_containers": 3.0})
+    assert 'hookserver_qos_value{name="burst_containers",reconciler="CPUBurst"} 3.0' in generate_latest(registry).decode()

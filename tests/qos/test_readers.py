@@ -126,3 +126,19 @@ def test_node_facts_without_annotations() -> None:
     facts = node_facts(NodeRecord(name="n", capacity=MappingProxyType({"cpu": "4"})))
     assert (facts.cpu_capacity_milli, facts.cpu_allocatable_milli, facts.reserved_cpu_milli) == (4000, 4000, 0)
     assert facts.batch_cpu_allocatable_milli == -1 and facts.kubelet_cpu_manager_policy == "none"
+
+
+def test_containers_with_their_dirs_and_spec(tmp_path: Path) -> None:
+    from hookserver.store.records import ContainerRecord
+
+    store = _store()
+    store.upsert_container(ContainerRecord(id="containerd://abc123", pod_uid="u-be", name="main"))
+    store.upsert_container(ContainerRecord(id="pending:x", pod_uid="u-be", name="late"))
+    store.upsert_container(ContainerRecord(id="def456", pod_uid="u-be", name="side",
+                                           cgroup_parent="/kubepods/besteffort/podu-be"))
+    view = CgroupView(hierarchy_root=lambda sub: str(tmp_path / sub), v2=False, driver=CgroupDriver.CGROUPFS)
+    be = next(p for p in SnapshotBuilder(store, cgroups=view).build().pods if p.uid == "u-be")
+    assert [(c.name, c.cgroup_dir) for c in be.containers] == [
+        ("main", "kubepods/besteffort/podu-be/abc123"), ("side", "kubepods/besteffort/podu-be/def456"),
+    ]
+    assert be.containers[0].requests["kubernetes.io/batch-cpu"] == "1500" and dict(be.containers[1].limits) == {}
