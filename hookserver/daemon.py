@@ -109,6 +109,7 @@ class Daemon:
         return QoSRunner(
             reconcilers, gates=gates, snapshots=self.qos_snapshots, store=self.store, executor=self.executor,
             evictions=guard, settings=settings.qos, metrics=QoSMetrics(self.prometheus, node=settings.node_name),
+            ready=self.informer.synced,
         )
 
     def _node_labels(self) -> dict[str, str]:

@@ -89,6 +89,7 @@ class QoSRunner:
         mono: Callable[[], float] = time.monotonic,
         evict_in_background: bool = True,
         actuators: Mapping[str, Actuator] | None = None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -104,6 +105,10 @@ class QoSRunner:
             gates.enabled(r.gate.name)  # KeyError here means the daemon forgot to register the gate
         self.snapshots = snapshots
         self.actuators: dict[str, Actuator] = dict(actuators or {})
+        # Nothing acts before the informer's first sync: a round on the default NodeSLO (threshold strategies
+        # off) would "restore" BE to every CPU for the second it takes the real NodeSLO to arrive.
+        self._ready = ready
+        self._was_ready = ready is None
         self.store = store
         self.executor = executor
         self.evictions = evictions
@@ -118,6 +123,7 @@ class QoSRunner:
         self._last_recorded: dict[str, tuple[str, str]] = {}
         self.round_errors = 0
         self.last_round_error = ""
+        self.waiting = ""
         self._state_lock = threading.Lock()
         self._pending: dict[str, Future[None]] = {}
         self._evict_pool = (
@@ -164,6 +170,12 @@ class QoSRunner:
     def round(self) -> list[QoSPlan]:
         """One pass over the due reconcilers. Returns their plans (for tests and the benchmark)."""
         started = self._mono()
+        if not self._was_ready:
+            assert self._ready is not None
+            if not self._ready():
+                self.waiting = "waiting for the informer's first sync (pods, node, NodeSLO)"
+                return []
+            self._was_ready, self.waiting = True, ""
         due = self.due(started)
         if not due:
             return []
@@ -379,6 +391,7 @@ class QoSRunner:
             "dry_run": self.settings.dry_run,
             "evictor": self.evictions.kind,
             "eviction_cooldown_s": self.evictions.cooldown_s,
+            "waiting": self.waiting,
             "round_errors": self.round_errors,
             "last_round_error": self.last_round_error,
             "gates": self.gates.describe(),

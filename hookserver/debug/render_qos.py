@@ -53,6 +53,8 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
             "evicted/1h": r.get("evictions_last_hour", 0),
         })
     lines = render_table(rows) if rows else ["(no reconcilers)"]
+    if doc.get("waiting"):
+        lines.insert(0, f"not acting yet: {doc.get('waiting')}")
     if doc.get("enabled") is False:
         lines.insert(0, "QoS reconcilers are off (qos.enabled: false): nothing runs; `qos plan` still replays")
     errors = [r for r in doc["reconcilers"] if isinstance(r, Mapping) and r.get("last_error")]

@@ -287,3 +287,18 @@ def test_actions_go_to_the_actuator_of_their_kind_and_dry_run_skips_them() -> No
     dry.round()
     assert seen == [] and dry.report()["reconcilers"][0]["errors"] == 0
     assert store.audit.plans(reconciler="Sysctl")[0].plan["actions"][0]["target"] == "vm/min_free_kbytes"
+
+
+def test_nothing_runs_before_the_first_sync_and_an_outage_later_does_not_stop_it() -> None:
+    synced = [False]
+    t = [100.0]
+    runner, recorder, _, _ = _runner(Writer(), clock=t)
+    runner._ready, runner._was_ready = (lambda: synced[0]), False
+    assert runner.round() == [] and recorder.plans == []
+    assert "first sync" in runner.report()["waiting"]
+    synced[0] = True
+    t[0] += 1
+    assert len(runner.round()) == 1 and runner.report()["waiting"] == ""
+    synced[0] = False  # the apiserver goes away: the cached state keeps the node protected
+    t[0] += 1
+    assert len(runner.round()) == 1
