@@ -3,7 +3,8 @@
 
 How a round works
 -----------------
-`QoSRunner` (runner.py) ticks on the daemon's loop. Each tick it builds ONE `QoSSnapshot` (snapshot.py;
+`QoSRunner` (runner.py) ticks on the daemon's loop, once the informer has synced for the first time (a
+round on the default NodeSLO would undo suppression at every restart). Each tick it builds ONE `QoSSnapshot` (snapshot.py;
 built by readers.py from the store, the collectors' series and the BE tier's cgroup files), then for every
 reconciler whose interval is due: checks its feature gate (gates.py) and its NodeSLO switch
 (`Reconciler.enabled`), calls the pure planner `plan(snapshot, state) -> QoSPlan` (plan.py), carries the

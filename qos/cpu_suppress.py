@@ -205,7 +205,10 @@ class CPUSuppress(Reconciler):
         writes = self._restore_quota(snap, why)
         cpuset_writes, new_state, notes = self._restore_cpuset(snap, st, why)
         writes += cpuset_writes
-        summary = f"disabled ({why}); " + ("restoring BE CPU" if writes else "BE CPU already unrestricted")
+        if snap.be_tier is None:
+            summary = f"disabled ({why}); no BE tier cgroup on this node"
+        else:
+            summary = f"disabled ({why}); " + ("restoring BE CPU" if writes else "BE CPU already unrestricted")
         return QoSPlan(self.name, summary, numbers(), writes=tuple(writes), notes=tuple(notes), skipped=why if not writes else "",
                        state=new_state)
 
