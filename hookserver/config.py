@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from collectors.settings import CollectorSettings
 from hookserver.errors import ConfigError
 from hookserver.informer.settings import InformerSettings
 from hookserver.predictor.settings import PredictorSettings
+from qos.gates import parse_feature_gates
+from qos.settings import QoSSettings
 
 __all__ = ["HookServerSettings", "Settings", "load_settings"]
 
@@ -102,6 +104,30 @@ class Settings(_Frozen):
     collectors: CollectorSettings = CollectorSettings()
     informer: InformerSettings = InformerSettings()
     predictor: PredictorSettings = PredictorSettings()
+    qos: QoSSettings = QoSSettings()
+    # koordlet's --feature-gates: `Name=true,...` or a mapping. Values are checked here, names by the QoS
+    # gate registry at startup (it knows which gates exist).
+    feature_gates: dict[str, bool] = Field(default_factory=dict)
+    # Where each layer of feature_gates came from, lowest first (set by load_settings; see gate_layers).
+    _gate_layers: tuple[tuple[str, dict[str, bool]], ...] = PrivateAttr(default=())
+
+    @field_validator("feature_gates", mode="before")
+    @classmethod
+    def _gate_syntax(cls, value: Any) -> Any:
+        return _parse_gates(value, "feature_gates")
+
+    def gate_layers(self) -> tuple[tuple[str, dict[str, bool]], ...]:
+        """(source, {gate: value}) per layer that set gates, lowest first; defaults are not a layer."""
+        if self._gate_layers or not self.feature_gates:
+            return self._gate_layers
+        return (("settings", dict(self.feature_gates)),)
+
+
+def _parse_gates(value: Any, origin: str) -> dict[str, bool]:
+    try:
+        return parse_feature_gates(value, origin=origin)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _read_file(path: str) -> dict[str, Any]:
@@ -155,15 +181,37 @@ def load_settings(
     if path:
         data = _read_file(path)
         source = path
-    data = _deep_merge(data, _from_env(env))
+    env_data = _from_env(env)
+    layers = _gate_layers(source, data, env_data, overrides or {})
+    data = _deep_merge(data, env_data)
     data = _deep_merge(data, overrides or {})
+    if layers:
+        data["feature_gates"] = {name: value for _, layer in layers for name, value in layer.items()}
     try:
-        return _absolute_paths(Settings.model_validate(data), base=os.getcwd())
+        settings = _absolute_paths(Settings.model_validate(data), base=os.getcwd())
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err.get('input')!r})" for err in exc.errors()
         )
         raise ConfigError(f"config from {source}: {problems}") from None
+    settings._gate_layers = layers
+    return settings
+
+
+def _gate_layers(
+    source: str, file_data: Mapping[str, Any], env_data: Mapping[str, Any], overrides: Mapping[str, Any]
+) -> tuple[tuple[str, dict[str, bool]], ...]:
+    """Each source's feature gates, lowest first, so `hookctl qos` can say where a value came from."""
+    out: list[tuple[str, dict[str, bool]]] = []
+    for origin, data in (
+        (f"config file {source}", file_data),
+        ("environment HOOKSERVER_FEATURE_GATES", env_data),
+        ("flag --feature-gates", overrides),
+    ):
+        raw = data.get("feature_gates")
+        if raw:
+            out.append((origin, parse_feature_gates(raw, origin=origin)))
+    return tuple(out)
 
 
 # Path settings that may be given relative (e.g. `run/hookserver.sock` for `make run`). They are resolved

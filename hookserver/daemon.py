@@ -42,6 +42,10 @@ from hookserver.predictor import (
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
+from qos import EvictionGuard, QoSRunner, ReportOnlyBackend, build_reconcilers, gate_registry
+from qos.debug import QoSProviders
+from qos.metrics import QoSMetrics
+from qos.readers import CgroupView, SnapshotBuilder
 
 __all__ = ["Daemon"]
 
@@ -81,7 +85,14 @@ class Daemon:
         self.reporter: NodeMetricReporter | None = None
         if settings.predictor.enabled:
             self.predictor, self.reporter = self._build_predictor(settings)
+        self.qos = self._build_qos(settings)
+        qos_providers = QoSProviders(
+            self.qos, snapshot=self.qos_snapshots.build,
+            node_labels=self._node_labels,
+        )
         providers: dict[str, Any] = {
+            "qos": qos_providers.report,
+            "qos_plan": qos_providers.replay,
             "slo": lambda args: self.informer.slo_report(),
             "top": lambda args: top_report(self.store, window_s=float(args.get("window_seconds") or 300.0)),
             "metrics": lambda args: query_report(self.store, str(args.get("query", ""))),
@@ -118,6 +129,47 @@ class Daemon:
             sink = FileStatusSink(os.path.join(settings.state_dir, ps.status_file), node_name=settings.node_name)
         return service, NodeMetricReporter(service, sink, settings=ps, metrics=metrics)
 
+    def _build_qos(self, settings: Settings) -> QoSRunner:
+        """The reconcilers, their gates (an unknown --feature-gates name raises ConfigError here, before
+        anything listens), the snapshot builder over the executor's layout, and the eviction backend."""
+        reconcilers = build_reconcilers(settings.qos)
+        gates = gate_registry(reconcilers).resolve(settings.gate_layers())
+        layout = self.executor.layout
+        self.qos_snapshots = SnapshotBuilder(
+            self.store,
+            cgroups=CgroupView(
+                hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver, runtime=layout.runtime,
+            ),
+            collect_interval_s=max(
+                settings.collectors.node_resource.interval_s, settings.collectors.pod_resource.interval_s,
+                settings.collectors.be_resource.interval_s,
+            ),
+        )
+        guard = EvictionGuard(self._eviction_backend(settings), cooldown_s=settings.qos.eviction_cooldown_s)
+        return QoSRunner(
+            reconcilers, gates=gates, snapshots=self.qos_snapshots, store=self.store, executor=self.executor,
+            evictions=guard, settings=settings.qos, metrics=QoSMetrics(self.prometheus, node=settings.node_name),
+            ready=self.informer.synced,
+        )
+
+    def _node_labels(self) -> dict[str, str]:
+        node = self.store.snapshot().node
+        return dict(node.labels) if node is not None else {}
+
+    def _eviction_backend(self, settings: Settings) -> Any:
+        """The Eviction API when the informer talks to an apiserver; in standalone mode report-only, or
+        with `--evict-standalone=kill` the cgroup killer (freezer, then SIGKILL)."""
+        transport = self.informer.transport
+        if transport is not None and self.informer.mode != "standalone":
+            from hookserver.informer.evictor import ApiEvictor
+
+            return ApiEvictor(transport, node_name=settings.node_name, timeout_s=settings.qos.evict_timeout_s)
+        if settings.qos.evict_standalone == "kill":
+            from hookserver.executor.kill import CgroupKiller
+
+            return CgroupKiller(self.executor.layout, store=self.store)
+        return ReportOnlyBackend()
+
     def info(self) -> dict[str, Any]:
         """Extra fields for `hookctl status`."""
         s = self.settings
@@ -137,6 +189,10 @@ class Daemon:
             "informer": self.informer.status(),
             "collectors": self.collectors.status(),
             "predictor": self._predictor_status(),
+            "qos": {
+                "enabled": s.qos.enabled, "dry_run": s.qos.dry_run, "evictor": self.qos.evictions.kind,
+                "reconcilers": sorted(self.qos.reconcilers),
+            },
         }
 
     def _predictor_status(self) -> dict[str, Any]:
@@ -168,6 +224,8 @@ class Daemon:
                 tasks.spawn("predictor", self.predictor.run(stop))
             if self.reporter is not None:
                 tasks.spawn("nodemetric-reporter", self.reporter.run(stop))
+            if self.settings.qos.enabled:
+                tasks.spawn("qos", self.qos.run(stop))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",
                 __version__, self.proxy.address, ",".join(self.registry.stage_names()), self.debug.address,

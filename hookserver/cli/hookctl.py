@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from hookserver.debug.client import DEFAULT_SOCKET, DEFAULT_TIMEOUT_S, DebugCallError, DebugClient
 from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render, render_nodemetric, render_predict, render_reclaimable, render_top
+from hookserver.debug.render_qos import render_qos, render_qos_plan
 from hookserver.errors import InputError
 
 __all__ = ["build_parser", "main"]
@@ -159,6 +160,8 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None
         out.write(render_reclaimable(doc) + "\n")
     elif command == "nodemetric":
         out.write(render_nodemetric(doc) + "\n")
+    elif command == "qos":
+        out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:
         out.write(render(doc) + "\n")
 

@@ -39,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--proc-root")
     serve.add_argument("--sys-root")
     serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument(
+        "--feature-gates", metavar="A=true,B=false",
+        help="koordlet feature gates, e.g. BEMemoryEvict=true,BECPUEvict=true (hookctl qos lists them)",
+    )
+    serve.add_argument("--qos-dry-run", action="store_true", default=None,
+                       help="QoS reconcilers plan, audit and show, but write and evict nothing")
+    serve.add_argument("--evict-standalone", choices=["report", "kill"],
+                       help="standalone mode: report evictions only (default), or kill the pod's processes")
     return parser
 
 
@@ -74,6 +82,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     put("proc_root", args.proc_root)
     put("sys_root", args.sys_root)
     put("log_level", args.log_level)
+    put("feature_gates", args.feature_gates)
+    put("qos.dry_run", args.qos_dry_run)
+    put("qos.evict_standalone", args.evict_standalone)
     return load_settings(config_file=args.config, overrides=overrides)
 
 

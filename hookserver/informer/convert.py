@@ -27,6 +27,7 @@ POD_FIELDS_FROM_API = frozenset({
     "labels", "annotations", "qos_class", "kube_qos", "priority", "priority_class", "phase", "node_name",
     "runtime_class", "container_specs", "resource_version", "source", "updated_at", "namespace", "name",
     "created_at",
+    "deletion_timestamp",
 })
 
 
@@ -154,6 +155,7 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
         container_specs=MappingProxyType(specs),
         resource_version=_str(meta, "resourceVersion", "metadata"),
         created_at=_timestamp(meta, "creationTimestamp", "metadata"),
+        deletion_timestamp=_str(meta, "deletionTimestamp", "metadata"),
     )
 
 

@@ -84,7 +84,7 @@ class Informer:
 
     @property
     def transport(self) -> KubeTransport | None:
-        """The apiserver client, when this mode talks to one (the NodeMetric status writer shares it)."""
+        """The apiserver client (None in standalone mode), shared by the NodeMetric status writer and the evictor."""
         return self._transport
 
     # -- health ----------------------------------------------------------------------------------

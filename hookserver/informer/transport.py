@@ -205,24 +205,29 @@ class ApiClientTransport:
         except ValueError as exc:
             raise InformerError(f"GET {path}: response is not JSON: {exc}") from exc
 
+    def _send(
+        self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float
+    ) -> urllib3.BaseHTTPResponse:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            http_method, url, header_params, serialized, _post = self._api.param_serialize(
+                method, path, body=body, header_params=headers, auth_settings=["BearerToken"],
+            )
+            rest = self._api.call_api(
+                http_method, url, header_params=header_params, body=serialized,
+                _request_timeout=(self._connect_timeout_s, timeout_s),
+            )
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException, ValueError) as exc:
+            raise InformerError(f"{method} {path}: {exc}") from exc
+        response: urllib3.BaseHTTPResponse = rest.response
+        return response
+
     def send_json(self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float) -> Any:
         """PATCH/PUT/POST a JSON body and decode the JSON answer. InformerError with `status` on HTTP errors."""
         what = f"{method} {path}"
-        try:
-            http_method, url, headers, serialized, _post = self._api.param_serialize(
-                method,
-                path,
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            rest = self._api.call_api(
-                http_method, url, header_params=headers, body=serialized,
-                _request_timeout=(self._connect_timeout_s, timeout_s),
-            )
-        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
-            raise InformerError(f"{what}: {exc}") from exc
-        response: urllib3.BaseHTTPResponse = rest.response
+        response = self._send(method, path, body, content_type=content_type, timeout_s=timeout_s)
         if not 200 <= response.status < 300:
             raise _status_error(what, response)
         try:
@@ -235,6 +240,27 @@ class ApiClientTransport:
             return json.loads(data) if data else None
         except ValueError as exc:
             raise InformerError(f"{what}: response is not JSON: {exc}") from exc
+
+    def request_json(
+        self, method: str, path: str, body: Any = None, *, timeout_s: float
+    ) -> tuple[int, Any]:
+        """Send a JSON request (POST, PATCH, DELETE, GET) and return (HTTP status, decoded body or None).
+
+        Unlike `get_json` and `send_json`, an HTTP error status is returned, not raised: writers (the
+        evictor) act on 404, 409 and 429 themselves. A transport failure raises InformerError."""
+        what = f"{method} {path}"
+        response = self._send(method, path, body, content_type="application/json", timeout_s=timeout_s)
+        try:
+            raw = response.read(_ERROR_BODY_BYTES if response.status >= 300 else None)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise InformerError(f"{what}: body: {exc}") from exc
+        finally:
+            response.release_conn()
+        try:
+            decoded = json.loads(raw) if raw else None
+        except ValueError:
+            decoded = None
+        return response.status, decoded
 
     def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream:
         response = self._get(path, params, timeout_s)

@@ -12,6 +12,7 @@ from hookserver.slo.document import (
     SLODocument,
     default_slo,
     parse_slo_document,
+    parse_slo_text,
     read_slo_file,
     spec_from_json,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "merge_json",
     "parse_slo_configmap",
     "parse_slo_document",
+    "parse_slo_text",
     "read_slo_file",
     "spec_from_json",
 ]

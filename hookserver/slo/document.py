@@ -39,6 +39,7 @@ __all__ = [
     "SLODocument",
     "default_slo",
     "parse_slo_document",
+    "parse_slo_text",
     "read_slo_file",
     "spec_from_json",
 ]
@@ -129,8 +130,15 @@ def read_slo_file(path: str) -> SLODocument:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{origin}: not UTF-8 text: {exc}") from None
+    return parse_slo_text(text, origin=origin, strict_json=Path(path).suffix == ".json")
+
+
+def parse_slo_text(text: str, *, origin: str, strict_json: bool = False) -> SLODocument:
+    """Parse a NodeSLO / ConfigMap document given as text (a file's content sent over the debug API)."""
+    if len(text.encode("utf-8", "replace")) > MAX_SLO_FILE_BYTES:
+        raise ConfigError(f"{origin}: larger than {MAX_SLO_FILE_BYTES} bytes; not a NodeSLO file")
     try:
-        doc = json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text)
+        doc = json.loads(text) if strict_json else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{origin}: not valid {'JSON' if path.endswith('.json') else 'YAML/JSON'}: {exc}") from None
+        raise ConfigError(f"{origin}: not valid {'JSON' if strict_json else 'YAML/JSON'}: {exc}") from None
     return parse_slo_document(doc, origin=origin)

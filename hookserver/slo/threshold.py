@@ -56,6 +56,14 @@ class ResourceThresholdStrategy(SLOModel):
             )
         return self
 
+    def suppress_policy_in_effect(self) -> CPUSuppressPolicy | None:
+        """The CPU suppress mechanism this NodeSLO asks for, or None when threshold strategies are off.
+
+        The ONE rule both sides read: the batchresource hook leaves BE pod quotas unlimited while this is
+        `cfsQuota` (the tier's quota does the suppressing), and the CPU suppress reconciler suppresses with
+        this mechanism and restores the other."""
+        return self.cpu_suppress_policy if self.enable else None
+
     def effective_memory_evict_lower_percent(self) -> int:
         """Koordinator's fallback when the lower bound is unset: threshold − 2."""
         if self.memory_evict_lower_percent is not None:

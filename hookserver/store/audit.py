@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["AuditLog", "DecisionRecord", "HookEventRecord", "WriteRecord"]
+__all__ = ["AuditLog", "DecisionRecord", "EvictionRecord", "HookEventRecord", "PlanRecord", "WriteRecord"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -63,12 +63,44 @@ class WriteRecord:
     error: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """One QoS reconciler round: what it planned and why (`plan` is the plan's JSON-able description),
+    whether it was carried out (`mode`: "applied", "dry_run", "replay") and what failed."""
+
+    ts: float
+    reconciler: str
+    mode: str
+    summary: str
+    plan: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    duration_s: float = 0.0
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRecord:
+    """One eviction a reconciler asked for and what came of it (status as `hookserver.eviction`)."""
+
+    ts: float
+    reconciler: str
+    pod_key: str
+    pod_uid: str
+    reason: str
+    message: str
+    status: str
+    backend: str = ""
+    detail: str = ""
+    error: str = ""
+
+
 class AuditLog:
     def __init__(self, *, capacity: int = 4096) -> None:
         self._lock = threading.Lock()
         self._decisions: deque[DecisionRecord] = deque(maxlen=capacity)
         self._events: deque[HookEventRecord] = deque(maxlen=capacity)
         self._writes: deque[WriteRecord] = deque(maxlen=capacity)
+        self._plans: deque[PlanRecord] = deque(maxlen=capacity)
+        self._evictions: deque[EvictionRecord] = deque(maxlen=capacity)
 
     def record_decision(self, record: DecisionRecord) -> None:
         with self._lock:
@@ -99,4 +131,25 @@ class AuditLog:
             items = list(self._writes)
         if path_contains:
             items = [w for w in items if path_contains in w.path]
+        return items[-limit:] if limit else items
+
+    def record_plan(self, record: PlanRecord) -> None:
+        with self._lock:
+            self._plans.append(record)
+
+    def record_eviction(self, record: EvictionRecord) -> None:
+        with self._lock:
+            self._evictions.append(record)
+
+    def plans(self, *, reconciler: str = "", limit: int = 0) -> list[PlanRecord]:
+        with self._lock:
+            items = list(self._plans)
+        if reconciler:
+            items = [p for p in items if p.reconciler == reconciler]
+        return items[-limit:] if limit else items
+
+    def evictions(self, *, since: float = 0.0, reconciler: str = "", limit: int = 0) -> list[EvictionRecord]:
+        with self._lock:
+            items = list(self._evictions)
+        items = [e for e in items if e.ts >= since and (not reconciler or e.reconciler == reconciler)]
         return items[-limit:] if limit else items

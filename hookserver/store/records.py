@@ -41,6 +41,8 @@ class PodRecord:
         default_factory=lambda: MappingProxyType({})
     )
     resource_version: str = ""
+    # metadata.deletionTimestamp (RFC 3339) once the pod is terminating; "" otherwise. Evictions skip it.
+    deletion_timestamp: str = ""
 
     @property
     def key(self) -> str:

@@ -134,18 +134,27 @@ def test_unknown_qos_class_is_an_error_naming_the_label() -> None:
 
 
 def test_cfs_quota_suppress_makes_quota_unlimited() -> None:
-    class Threshold:
-        enable = True
-        cpu_suppress_policy = "cfsQuota"
-
-    class Slo:
-        resource_used_threshold_with_be = Threshold()
+    from hookserver.slo.model import NodeSLOSpec
 
     store = StateStore()
-    store.set_node_slo(Slo())
+    store.set_node_slo(NodeSLOSpec.model_validate(
+        {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": "cfsQuota"}}
+    ))
     res = run(Stage.PRE_RUN_POD_SANDBOX, pod(WORKED), store).resources
     assert res.cpu_quota_us == -1
     assert res.cpu_shares == 2048
+
+
+def test_cfs_quota_policy_with_threshold_strategies_off_keeps_the_quota() -> None:
+    """The same rule as the CPU suppress reconciler: no suppress (enable false) means real pod quotas."""
+    from hookserver.slo.model import NodeSLOSpec
+
+    store = StateStore()
+    store.set_node_slo(NodeSLOSpec.model_validate(
+        {"resourceUsedThresholdWithBE": {"enable": False, "cpuSuppressPolicy": "cfsQuota"}}
+    ))
+    res = run(Stage.PRE_RUN_POD_SANDBOX, pod(WORKED), store).resources
+    assert res.cpu_quota_us == 300000
 
 
 def test_normalization_ratio_scales_quota_up() -> None:

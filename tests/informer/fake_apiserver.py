@@ -15,6 +15,10 @@ It serves, from memory, on 127.0.0.1 (port 0 by default) over plain HTTP/1.1:
     `application/merge-patch+json` (RFC 7386, status only; a `metadata.resourceVersion` in the patch that is not
     the current one gives 409 Conflict, like the real optimistic-concurrency check); `fail_next_patches(n, code)`
     makes the next n patches fail with that status (conflict and outage tests); `patches` records them.
+Writes, for the evictor: `GET /apis/policy` (discovery; `policy_versions` says which are served), `GET` of
+one pod, `POST pods/<name>/eviction` (policy/v1 and policy/v1beta1 bodies, a UID precondition, HTTP 429 while
+`pdb_refusals[ns/name]` > 0, then the pod gets a deletionTimestamp as a real apiserver gives a pod bound to a
+node), and `POST namespaces/<ns>/events` (kept in `events`).
 `kill()` drops the listener and every open connection mid-stream; `restart()` serves again on the same
 port with the same data, so tests can change objects while it is down and check the client catches up.
 `FakeKubelet` serves the kubelet's `/pods` (a PodList) with the same token check.
@@ -132,6 +136,12 @@ class FakeApiServer:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.patches: list[tuple[str, str, Any]] = []
         self._patch_failures: list[int] = []
+        self.policy_versions: list[str] = ["policy/v1", "policy/v1beta1"]
+        self.pdb_refusals: dict[str, int] = {}
+        self.evictions: list[dict[str, Any]] = []
+        self.eviction_posts: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.posts: list[str] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._sockets: set[socket.socket] = set()
@@ -397,6 +407,57 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 super().finish()
             except OSError:
                 pass
+        def _authorized(self) -> bool:
+            if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
+                _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
+                return False
+            return True
+
+        def do_POST(self) -> None:
+            url = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            fake.posts.append(url.path)
+            if not self._authorized():
+                return
+            try:
+                body = json.loads(raw or b"null")
+            except ValueError:
+                return _send_json(self, 400, _status(400, "BadRequest", "body is not JSON"))
+            parts = url.path.split("/")
+            if len(parts) == 8 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods" and parts[7] == "eviction":
+                return self._evict(parts[4], parts[6], body)
+            if len(parts) == 6 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "events":
+                if not isinstance(body, dict) or body.get("kind") != "Event":
+                    return _send_json(self, 400, _status(400, "BadRequest", "not an Event"))
+                with fake._cond:
+                    fake.events.append(copy.deepcopy(body))
+                return _send_json(self, 201, body)
+            return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))
+
+        def _evict(self, namespace: str, name: str, body: Any) -> None:
+            key = f"{namespace}/{name}"
+            version = body.get("apiVersion") if isinstance(body, dict) else None
+            if version not in fake.policy_versions or not isinstance(body, dict) or body.get("kind") != "Eviction":
+                return _send_json(self, 400, _status(400, "BadRequest", f"unsupported eviction {version!r}"))
+            with fake._cond:
+                fake.eviction_posts.append(copy.deepcopy(body))
+                pod = fake._objects["pods"].get(key)
+                if pod is None:
+                    return _send_json(self, 404, _status(404, "NotFound", f'pods "{name}" not found'))
+                uid = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+                if uid and uid != pod["metadata"].get("uid"):
+                    return _send_json(self, 409, _status(409, "Conflict", "Precondition failed: UID in precondition"))
+                if fake.pdb_refusals.get(key, 0) > 0:
+                    fake.pdb_refusals[key] -= 1
+                    return _send_json(self, 429, _status(
+                        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget."))
+                fake.evictions.append({"pod": key, "apiVersion": version, "body": copy.deepcopy(body)})
+                old = copy.deepcopy(pod)
+                pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                self_rv = fake._record("pods", "MODIFIED", old, pod)
+            _send_json(self, 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201,
+                                   "metadata": {"resourceVersion": self_rv["metadata"]["resourceVersion"]}})
 
         def do_GET(self) -> None:
             url = urlsplit(self.path)
@@ -410,6 +471,19 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 if obj is None:
                     return _send_json(self, 404, _status(404, "NotFound", f'{one[0]} "{one[1]}" not found'))
                 return _send_json(self, 200, obj)
+            if not self._authorized():
+                return
+            if url.path == "/apis/policy":
+                versions = [{"groupVersion": v, "version": v.split("/")[1]} for v in fake.policy_versions]
+                return _send_json(self, 200, {"kind": "APIGroup", "apiVersion": "v1", "name": "policy",
+                                              "versions": versions, "preferredVersion": versions[0] if versions else {}})
+            parts = url.path.split("/")
+            if len(parts) == 7 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods":
+                with fake._cond:
+                    pod = copy.deepcopy(fake._objects["pods"].get(f"{parts[4]}/{parts[6]}"))
+                if pod is None:
+                    return _send_json(self, 404, _status(404, "NotFound", f'pods "{parts[6]}" not found'))
+                return _send_json(self, 200, pod)
             route = _route(url.path)
             if route is None or route[0] in fake._uninstalled:
                 return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))

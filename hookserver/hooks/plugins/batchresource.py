@@ -19,6 +19,7 @@ from typing import Any
 from hookserver.cgroupmath import apply_quota_rule, milli_cpu_to_quota, milli_cpu_to_shares
 from hookserver.hooks.context import LABEL_QOS_CLASS, ContainerRequest, PodRequest, QoSClass, Resources
 from hookserver.hooks.outcome import HookResult
+from hookserver.slo.threshold import ResourceThresholdStrategy
 from hookserver.hooks.plugins.extended_resources import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC,
     ContainerBatchResources,
@@ -57,11 +58,10 @@ class QuotaRule:
 
 def quota_rule_from(snapshot: Any) -> QuotaRule:
     """Read the rule from a store snapshot (NodeSLO and node annotations); missing parts mean defaults."""
-    suppress = False
     slo = getattr(snapshot, "node_slo", None)
     threshold = getattr(slo, "resource_used_threshold_with_be", None)
-    if threshold is not None and getattr(threshold, "enable", False):
-        suppress = getattr(threshold, "cpu_suppress_policy", "cpuset") == "cfsQuota"
+    # The same rule the CPU suppress reconciler follows (hookserver.slo.threshold), read from the store.
+    suppress = isinstance(threshold, ResourceThresholdStrategy) and threshold.suppress_policy_in_effect() == "cfsQuota"
     ratio: float | None = None
     node = getattr(snapshot, "node", None)
     annotations = getattr(node, "annotations", None) or {}

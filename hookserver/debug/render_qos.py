@@ -1,0 +1,122 @@
+"""`hookctl qos` and `hookctl qos plan NAME` for people: one row per reconciler, the gates and where each
+value came from; a plan as its summary, numbers, writes and evictions. Any other shape (an older or newer
+server) falls back to the generic rendering; `-o json` is always the server's document.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from hookserver.debug.render import render, render_table
+
+__all__ = ["render_qos", "render_qos_plan"]
+
+
+def _age(ts: Any, now: float) -> str:
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts <= 0:
+        return "never"
+    seconds = max(now - float(ts), 0.0)
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def _short(text: Any, width: int = 70) -> str:
+    value = " ".join(str(text or "-").split())
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def render_qos(doc: Any, *, now: float | None = None) -> str:
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("reconcilers"), list):
+        return render(doc)
+    now = time.time() if now is None else now
+    rows = []
+    for r in doc["reconcilers"]:
+        if not isinstance(r, Mapping):
+            continue
+        gate: Mapping[str, Any] = r["gate"] if isinstance(r.get("gate"), Mapping) else {}
+        state = "on" if r.get("enabled") else f"off: {r.get('reason') or '-'}"
+        if r.get("dry_run"):
+            state += " (dry run)"
+        rows.append({
+            "reconciler": r.get("name"),
+            "gate": f"{gate.get('name')}={'true' if gate.get('enabled') else 'false'}",
+            "state": _short(state, 48),
+            "every": f"{r.get('interval_s')}s",
+            "last run": _age(r.get("last_run"), now),
+            "last plan": _short(r.get("last_summary")),
+            "errors": r.get("errors", 0),
+            "evicted/1h": r.get("evictions_last_hour", 0),
+        })
+    lines = render_table(rows) if rows else ["(no reconcilers)"]
+    if doc.get("waiting"):
+        lines.insert(0, f"not acting yet: {doc.get('waiting')}")
+    if doc.get("enabled") is False:
+        lines.insert(0, "QoS reconcilers are off (qos.enabled: false): nothing runs; `qos plan` still replays")
+    errors = [r for r in doc["reconcilers"] if isinstance(r, Mapping) and r.get("last_error")]
+    for r in errors:
+        lines.append(f"last error of {r.get('name')} ({_age(r.get('last_error_at'), now)}): {_short(r.get('last_error'), 200)}")
+    lines.append("")
+    lines.append(f"evictions: {doc.get('evictor', '-')}, cool-down {doc.get('eviction_cooldown_s', '-')}s"
+                 + ("; DRY RUN: nothing is written or evicted" if doc.get("dry_run") else ""))
+    gates = doc.get("gates")
+    if isinstance(gates, list) and gates:
+        lines.append("feature gates:")
+        lines.extend("  " + line for line in render_table([
+            {"gate": g.get("name"), "value": g.get("enabled"), "from": g.get("source"), "default": g.get("default")}
+            for g in gates if isinstance(g, Mapping)
+        ]))
+    return "\n".join(lines)
+
+
+def render_qos_plan(doc: Any) -> str:
+    plan = doc.get("plan") if isinstance(doc, Mapping) else None
+    if not isinstance(plan, Mapping):
+        return render(doc)
+    gate: Mapping[str, Any] = doc["gate"] if isinstance(doc.get("gate"), Mapping) else {}
+    lines = [
+        f"{doc.get('reconciler')} under the NodeSLO from {doc.get('slo_origin')}: "
+        f"{'enabled' if doc.get('enabled') else 'disabled'} ({doc.get('reason')}); "
+        f"gate {gate.get('name')}={'true' if gate.get('enabled') else 'false'} ({gate.get('source')})",
+        f"plan: {plan.get('summary')}",
+    ]
+    lines.extend(f"note: {n}" for n in doc.get("notes") or [])
+    lines.extend(f"note: {n}" for n in plan.get("notes") or [])
+    numbers = plan.get("numbers")
+    if isinstance(numbers, Mapping) and numbers:
+        lines.append("numbers:")
+        lines.extend(f"  {k}: {v}" for k, v in numbers.items())
+    writes = plan.get("writes") or []
+    if writes:
+        lines.append("would write:")
+        lines.extend("  " + line for line in render_table([
+            {"level": w.get("level"), "cgroup": w.get("cgroup"), "file": w.get("file"), "value": w.get("value")}
+            for w in writes if isinstance(w, Mapping)
+        ]))
+        reasons = sorted({str(w.get("reason")) for w in writes if isinstance(w, Mapping) and w.get("reason")})
+        lines.extend(f"  why: {r}" for r in reasons)
+    actions = plan.get("actions") or []
+    if actions:
+        lines.append("would also write:")
+        lines.extend("  " + line for line in render_table([
+            {"kind": a.get("kind"), "target": a.get("target"), "value": a.get("value"), "why": a.get("reason")}
+            for a in actions if isinstance(a, Mapping)
+        ]))
+    evict = doc.get("would_evict") or []
+    if evict:
+        lines.append("would evict, in order:")
+        lines.extend("  " + line for line in render_table([
+            {"pod": e.get("pod"), "reason": e.get("reason"),
+             **{k: v for k, v in (e.get("numbers") or {}).items() if k != "releases"}}
+            for e in evict if isinstance(e, Mapping)
+        ]))
+        first = evict[0] if isinstance(evict[0], Mapping) else {}
+        lines.append(f"  why: {first.get('message')}")
+    if not writes and not evict and not actions:
+        lines.append("nothing would be written or evicted")
+    lines.append("(replay: nothing was written or evicted)")
+    return "\n".join(lines)

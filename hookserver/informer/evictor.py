@@ -1,0 +1,176 @@
+"""The Eviction API backend: evict a pod the way `kubectl drain` does, so PodDisruptionBudgets hold, and
+leave a Kubernetes Event on the pod saying why, with the numbers.
+
+The apiserver serves evictions as `policy/v1` from Kubernetes 1.22 and `policy/v1beta1` before; which one
+is found once by discovery (`GET /apis/policy`) and kept. Per eviction:
+  1. GET the pod: gone (or a new pod under the same name) -> not_found; a deletionTimestamp -> terminating;
+  2. POST `pods/<name>/eviction` with a UID precondition: 201 evicted; 429 refused (a PodDisruptionBudget
+     forbids it now: the reconciler tries again on a later round); 404/409 not_found; else failed;
+  3. on success, POST a core/v1 Event (type Warning, reason `evictPodSuccess`, as koordlet writes it).
+Nothing here raises for an apiserver failure: the result says what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from hookserver.errors import InformerError
+from hookserver.eviction import EvictionRequest, EvictionResult, EvictionStatus
+
+__all__ = ["ApiEvictor", "KubeWriter", "POLICY_V1", "POLICY_V1BETA1"]
+
+log = logging.getLogger(__name__)
+
+POLICY_V1 = "policy/v1"
+POLICY_V1BETA1 = "policy/v1beta1"
+EVENT_REASON_SUCCESS = "evictPodSuccess"
+COMPONENT = "hookserver"
+
+
+class KubeWriter(Protocol):
+    def request_json(self, method: str, path: str, body: Any = None, *, timeout_s: float) -> tuple[int, Any]: ...
+
+
+def _status_message(body: Any) -> str:
+    if isinstance(body, Mapping):
+        return str(body.get("message") or body.get("reason") or "")
+    return ""
+
+
+def _rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiEvictor:
+    """Implements `hookserver.eviction.EvictionBackend` over the informer's apiserver transport."""
+
+    kind = "api"
+
+    def __init__(
+        self,
+        transport: Any,
+        *,
+        node_name: str,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._transport: KubeWriter = transport
+        self.node_name = node_name
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._version: str = ""
+        self.refused = 0
+        self.events_failed = 0
+
+    # -- discovery --------------------------------------------------------------------------------
+    def api_version(self) -> str:
+        """`policy/v1` if the apiserver serves it, else `policy/v1beta1`; found once, then kept.
+        Raises InformerError when discovery fails (nothing is kept: the next eviction asks again)."""
+        with self._lock:
+            if self._version:
+                return self._version
+        status, body = self._transport.request_json("GET", "/apis/policy", timeout_s=self.timeout_s)
+        if status != 200 or not isinstance(body, Mapping):
+            raise InformerError(f"GET /apis/policy: HTTP {status} {_status_message(body)}".rstrip())
+        served = {
+            str(v.get("groupVersion", "")) for v in body.get("versions") or [] if isinstance(v, Mapping)
+        }
+        if POLICY_V1 in served:
+            version = POLICY_V1
+        elif POLICY_V1BETA1 in served:
+            version = POLICY_V1BETA1
+        else:
+            raise InformerError(f"GET /apis/policy: neither {POLICY_V1} nor {POLICY_V1BETA1} is served ({sorted(served)})")
+        with self._lock:
+            self._version = version
+        log.info("evictions use %s (apiserver discovery)", version)
+        return version
+
+    # -- eviction ---------------------------------------------------------------------------------
+    def evict(self, request: EvictionRequest) -> EvictionResult:
+        try:
+            return self._evict(request)
+        except InformerError as exc:
+            return EvictionResult(request, EvictionStatus.FAILED, error=str(exc), api_version=self._version)
+
+    def _evict(self, request: EvictionRequest) -> EvictionResult:
+        ns, name = request.namespace, request.name
+        pod_path = f"/api/v1/namespaces/{ns}/pods/{name}"
+        status, pod = self._transport.request_json("GET", pod_path, timeout_s=self.timeout_s)
+        if status == 404:
+            return EvictionResult(request, EvictionStatus.NOT_FOUND, detail="pod not found")
+        if status != 200 or not isinstance(pod, Mapping):
+            return EvictionResult(request, EvictionStatus.FAILED, error=f"GET {pod_path}: HTTP {status} {_status_message(pod)}")
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        if request.pod_uid and meta.get("uid") and meta.get("uid") != request.pod_uid:
+            return EvictionResult(request, EvictionStatus.NOT_FOUND, detail=f"{request.key} is now another pod (uid {meta.get('uid')})")
+        if meta.get("deletionTimestamp"):
+            return EvictionResult(request, EvictionStatus.TERMINATING, detail=f"terminating since {meta.get('deletionTimestamp')}")
+        version = self.api_version()
+        delete_options: dict[str, Any] = {}
+        if request.pod_uid:
+            delete_options["preconditions"] = {"uid": request.pod_uid}
+        if request.grace_period_s is not None:
+            delete_options["gracePeriodSeconds"] = request.grace_period_s
+        body: dict[str, Any] = {
+            "apiVersion": version, "kind": "Eviction",
+            "metadata": {"name": name, "namespace": ns},
+        }
+        if delete_options:
+            body["deleteOptions"] = delete_options
+        status, reply = self._transport.request_json("POST", f"{pod_path}/eviction", body, timeout_s=self.timeout_s)
+        message = _status_message(reply)
+        if status in (200, 201):
+            created = self._event(request, pod)
+            return EvictionResult(request, EvictionStatus.EVICTED, detail=f"eviction accepted ({version})",
+                                  api_version=version, event_created=created)
+        if status == 429:
+            with self._lock:
+                self.refused += 1
+            return EvictionResult(request, EvictionStatus.REFUSED, detail=f"refused (HTTP 429): {message}",
+                                  api_version=version)
+        if status in (404, 409):
+            return EvictionResult(request, EvictionStatus.NOT_FOUND, detail=f"HTTP {status}: {message}", api_version=version)
+        return EvictionResult(request, EvictionStatus.FAILED, error=f"POST {pod_path}/eviction: HTTP {status} {message}".rstrip(),
+                              api_version=version)
+
+    def _event(self, request: EvictionRequest, pod: Mapping[str, Any]) -> bool:
+        """A core/v1 Event on the pod. A failure is logged and counted; the eviction stands."""
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        now = _rfc3339(self._clock())
+        ns, name = request.namespace, request.name
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+            "involvedObject": {
+                "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name,
+                "uid": str(meta.get("uid") or request.pod_uid), "resourceVersion": str(meta.get("resourceVersion") or ""),
+            },
+            "reason": EVENT_REASON_SUCCESS,
+            "message": f"evict Pod:{name}, reason: {request.reason}, message: {request.message}",
+            "type": "Warning",
+            "source": {"component": COMPONENT, "host": self.node_name},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.node_name,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            status, reply = self._transport.request_json("POST", f"/api/v1/namespaces/{ns}/events", event,
+                                                         timeout_s=self.timeout_s)
+        except InformerError as exc:
+            status, reply = 0, {"message": str(exc)}
+        if status in (200, 201):
+            return True
+        with self._lock:
+            self.events_failed += 1
+        log.warning("event for the eviction of %s not created: HTTP %s %s", request.key, status, _status_message(reply))
+        return False

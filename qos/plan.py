@@ -1,0 +1,119 @@
+"""What a reconciler's round decided: cgroup writes (as the executor's `ResourcePlan`s), evictions, and
+why, with the numbers that led to each item. A plan is a value: it can be shown, audited, replayed and
+compared, and carrying it out is the runner's job, not the planner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from hookserver.eviction import EvictionRequest
+from hookserver.executor.plan import ResourcePlan
+
+__all__ = ["Action", "ActionResult", "Numbers", "PlannedEviction", "QoSPlan", "numbers"]
+
+Numbers = Mapping[str, float | int | str]
+_NONE: Numbers = MappingProxyType({})
+
+
+def numbers(**values: float | int | str) -> Numbers:
+    """A frozen name -> value map; floats are rounded to 6 places so plans compare and print cleanly."""
+    return MappingProxyType({k: (round(v, 6) if isinstance(v, float) else v) for k, v in values.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEviction:
+    """Evict `request`'s pod; `numbers` say why it was picked (its usage, priority, what it frees)."""
+
+    request: EvictionRequest
+    numbers: Numbers = field(default_factory=lambda: _NONE)
+
+    def describe(self) -> dict[str, Any]:
+        r = self.request
+        return {"pod": r.key, "uid": r.pod_uid, "reason": r.reason, "message": r.message, "numbers": dict(self.numbers)}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A write that is not a cgroup knob (a sysctl, a resctrl schemata line, a blkio device line): `kind`
+    names the actuator the daemon registered for it (`QoSRunner(actuators={"sysctl": ...})`), `target`
+    what it writes (e.g. `vm/min_free_kbytes`), `value` the text, `reason` why, with the numbers."""
+
+    kind: str
+    target: str
+    value: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    action: Action
+    ok: bool
+    error: str = ""
+    skipped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QoSPlan:
+    """One round of one reconciler.
+
+    `summary` is one line for `hookctl qos`; `numbers` the inputs and results of the round's formula;
+    `writes` cgroup plans in order (each `CgroupWrite.reason` says why); `evictions` in eviction order;
+    `actions` non-cgroup writes, carried out by the actuator registered for their kind.
+    `state` is what the reconciler wants to remember for its next round (cool-down start, last target);
+    the runner keeps it only when the plan is carried out (or dry-run), never for a replay.
+    `skipped` says why the round did nothing at all (disabled, no data, cooling down).
+    """
+
+    reconciler: str
+    summary: str
+    numbers: Numbers = field(default_factory=lambda: _NONE)
+    writes: tuple[ResourcePlan, ...] = ()
+    evictions: tuple[PlannedEviction, ...] = ()
+    actions: tuple[Action, ...] = ()
+    notes: tuple[str, ...] = ()
+    skipped: str = ""
+    state: object = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.writes and not self.evictions and not self.actions
+
+    @classmethod
+    def skip(cls, reconciler: str, why: str, *, state: object = None, **values: float | int | str) -> QoSPlan:
+        return cls(reconciler=reconciler, summary=f"skipped: {why}", skipped=why, numbers=numbers(**values), state=state)
+
+    def write_count(self) -> int:
+        return sum(len(level) for plan in self.writes for level in plan.levels)
+
+    def describe(self, *, max_items: int | None = None) -> dict[str, Any]:
+        """JSON-able: `hookctl qos plan` shows all of it; the audit keeps the first `max_items` writes and
+        evictions (with the totals), so a busy node's audit stays small."""
+        writes = []
+        for plan in self.writes:
+            for depth, level in enumerate(plan.levels):
+                for w in level:
+                    writes.append({
+                        "cgroup": w.cgroup_dir, "file": w.resource.value, "value": w.value, "level": depth,
+                        "leveled": plan.leveled, "reason": w.reason,
+                    })
+        evictions = [e.describe() for e in self.evictions[:max_items]] if max_items is not None else [
+            e.describe() for e in self.evictions]
+        out: dict[str, Any] = {
+            "reconciler": self.reconciler,
+            "summary": self.summary,
+            "skipped": self.skipped,
+            "numbers": dict(self.numbers),
+            "writes": writes[:max_items] if max_items is not None else writes,
+            "evictions": evictions,
+            "actions": [{"kind": a.kind, "target": a.target, "value": a.value, "reason": a.reason}
+                        for a in (self.actions[:max_items] if max_items is not None else self.actions)],
+            "notes": list(self.notes),
+        }
+        if max_items is not None and (len(writes) > max_items or len(self.evictions) > max_items):
+            out["writes_total"] = len(writes)
+            out["evictions_total"] = len(self.evictions)
+        return out

@@ -1,0 +1,353 @@
+"""Builds the `QoSSnapshot`: the store's pods, node and NodeSLO, the collectors' latest samples and BE
+window, and the BE tier's cgroup files. All I/O of a QoS round happens here, before any planner runs.
+
+Small typed readers, each for one input, so a missing or stale sample is visible as None instead of 0:
+a planner that would act on missing data (e.g. suppress with no LS usage) can tell and skip.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from hookserver.errors import InputError
+from hookserver.quantity import parse_quantity
+from hookserver.slo.model import NodeSLOSpec
+from hookserver.store.records import PodRecord
+from hookserver.store.state import StateStore, StoreSnapshot
+from hookserver.store.timeseries import TimeSeriesStore
+from hookserver.system.cgroupnames import (
+    CgroupDriver,
+    ContainerRuntime,
+    KubeQoS,
+    container_dir_name,
+    normalize_cgroup_dir,
+    pod_dir,
+    qos_dir,
+)
+from hookserver.system.cpulist import parse_cpu_list
+from hookserver.system.files import read_text
+from hookserver.system.topology import NodeTopology
+
+from qos.node_facts import BATCH_CPU, cpus_of, json_annotation, node_facts
+from qos.snapshot import (
+    ANNOTATION_RESOURCE_STATUS,
+    BEStats,
+    BETier,
+    ContainerFacts,
+    HostAppUsage,
+    NodeUsage,
+    PodFacts,
+    QoSSnapshot,
+)
+
+__all__ = [
+    "BATCH_CPU",
+    "CgroupView",
+    "SnapshotBuilder",
+    "be_window_s",
+    "node_facts",
+    "pod_requests_milli",
+]
+
+log = logging.getLogger(__name__)
+
+NODE_TOPOLOGY_KEY = "node_topology"  # collectors.node_info.NODE_TOPOLOGY_KEY (a static value in the store)
+
+# Store series the QoS planners read (names from collectors/names.py; a test keeps them in step).
+POD_CPU = "pod_cpu_usage"
+POD_MEMORY = "pod_memory_usage"
+NODE_CPU = "node_cpu_usage"
+NODE_MEMORY = "node_memory_usage"
+NODE_MEMORY_TOTAL = "node_memory_total"
+SYSTEM_CPU = "system_cpu_usage"
+HOST_APP_CPU = "host_app_cpu_usage"
+BE_CPU_USAGE = "be_cpu_usage"
+BE_CPU_REQUEST = "be_cpu_request"
+BE_CPU_LIMIT = "be_cpu_real_limit"
+SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SYSTEM_CPU, HOST_APP_CPU,
+               BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT)
+
+_NO_SPEC: Mapping[str, str] = MappingProxyType({})
+_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupView:
+    """Where the cgroup hierarchies are, as the executor's layout says (the daemon passes it in):
+    `hierarchy_root(subsystem)` is the absolute directory relative cgroup dirs hang from."""
+
+    hierarchy_root: Callable[[str], str]
+    v2: bool
+    driver: CgroupDriver
+    runtime: ContainerRuntime = ContainerRuntime.CONTAINERD
+
+
+def be_window_s(slo: NodeSLOSpec, collect_interval_s: float) -> float:
+    """koordlet's CPU-evict window: `cpuEvictTimeWindowSeconds`, never shorter than the collect interval."""
+    configured = slo.resource_used_threshold_with_be.cpu_evict_time_window_seconds
+    window = float(collect_interval_s)
+    if configured is not None and configured > window:
+        window = float(configured)
+    return window
+
+
+def _milli(text: str, field: str) -> int:
+    return parse_quantity(text, field=field).milli_value()
+
+
+def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
+    """(batch-cpu request, cpu request) in milli-cores, summed over containers. batch-cpu is a count of
+    milli-cores already (koordlet reads it with `Value()`). A bad quantity raises InputError."""
+    batch = cpu = 0
+    for name, (requests, _limits) in pod.container_specs.items():
+        if BATCH_CPU in requests:
+            value = parse_quantity(requests[BATCH_CPU], field=f"{name}.requests[{BATCH_CPU}]").value()
+            batch += max(value, 0)
+        if "cpu" in requests:
+            cpu += max(_milli(requests["cpu"], f"{name}.requests[cpu]"), 0)
+    return batch, cpu
+
+
+def _koord_qos(pod: PodRecord) -> str:
+    if pod.qos_class:
+        return pod.qos_class
+    kube = pod.kube_qos.lower().replace("-", "")
+    if not kube:
+        return ""
+    return "BE" if kube == "besteffort" else "LS"
+
+
+class SnapshotBuilder:
+    """`build()` returns the snapshot of now. Keeps small caches keyed by immutable record identity (a
+    pod's parsed requests), so a quiet node costs no quantity parsing per round."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        cgroups: CgroupView | None,
+        collect_interval_s: float = 1.0,
+        max_age_s: float | None = None,
+    ) -> None:
+        self.store = store
+        self.cgroups = cgroups
+        self.collect_interval_s = collect_interval_s
+        self.max_age_s = max_age_s if max_age_s is not None else 2 * collect_interval_s + 0.5
+        self._requests: dict[str, tuple[object, tuple[int, int]]] = {}
+        self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
+        self._problems: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- readers ---------------------------------------------------------------------------------
+    def _latest(self, series: TimeSeriesStore, metric: str, now: float) -> list[tuple[dict[str, str], float]]:
+        cutoff = now - self.max_age_s
+        return [(dict(key.labels), value) for key, ts, value, _ in series.latest(metric) if ts >= cutoff]
+
+    def _one(self, series: TimeSeriesStore, metric: str, now: float) -> float | None:
+        values = self._latest(series, metric, now)
+        return values[0][1] if values else None
+
+    def _requests_of(self, pod: PodRecord) -> tuple[int, int]:
+        cached = self._requests.get(pod.uid)
+        if cached is not None and cached[0] is pod.container_specs:
+            return cached[1]
+        try:
+            value = pod_requests_milli(pod)
+        except InputError as exc:
+            if self._problems.get(pod.uid) != str(exc):
+                self._problems[pod.uid] = str(exc)
+                log.warning("qos: pod %s: request not counted: %s", pod.key, exc)
+            value = (0, 0)
+        self._requests[pod.uid] = (pod.container_specs, value)
+        return value
+
+    def _pod_dir(self, pod: PodRecord) -> str:
+        if pod.cgroup_parent:
+            try:
+                return normalize_cgroup_dir(pod.cgroup_parent)
+            except Exception:  # noqa: BLE001 - a crafted parent is refused: no directory, never a crash
+                return ""
+        kube = _KUBE_QOS.get(pod.kube_qos.lower().replace("-", ""))
+        if kube is None or self.cgroups is None:
+            return ""
+        try:
+            return pod_dir(self.cgroups.driver, kube, pod.uid)
+        except Exception:  # noqa: BLE001 - as above
+            return ""
+
+    def _container_dir(self, pod_rel: str, parent: str, container_id: str) -> str:
+        if self.cgroups is None:
+            return ""
+        try:
+            name = container_dir_name(self.cgroups.driver, self.cgroups.runtime, container_id)
+            base = normalize_cgroup_dir(parent) if parent else pod_rel
+        except Exception:  # noqa: BLE001 - a crafted ID or parent gives no directory, never a crash
+            return ""
+        if not base:
+            return ""
+        return base if base.rsplit("/", 1)[-1] == name else f"{base}/{name}"
+
+    def _containers(self, snap: StoreSnapshot, pod: PodRecord, pod_rel: str, by_pod: dict[str, list[Any]]) -> tuple[ContainerFacts, ...]:
+        out = []
+        for c in by_pod.get(pod.uid, ()):
+            requests, limits = pod.container_specs.get(c.name, (_NO_SPEC, _NO_SPEC))
+            out.append(ContainerFacts(id=c.id, name=c.name, cgroup_dir=self._container_dir(pod_rel, c.cgroup_parent, c.id),
+                                      requests=requests, limits=limits))
+        return tuple(sorted(out, key=lambda c: (c.name, c.id)))
+
+    def _pods(
+        self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, evicted: frozenset[str]
+    ) -> tuple[PodFacts, ...]:
+        """Every pod; one this agent evicted within the cool-down counts as terminating (planners skip it)."""
+        cpu = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_CPU, now)}
+        mem = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_MEMORY, now)}
+        by_pod: dict[str, list[Any]] = {}
+        for c in snap.containers.values():
+            if c.id and not c.id.startswith("pending:"):
+                by_pod.setdefault(c.pod_uid, []).append(c)
+        out: list[PodFacts] = []
+        for pod in snap.pods.values():
+            batch, cpu_req = self._requests_of(pod)
+            status = json_annotation(pod.annotations, ANNOTATION_RESOURCE_STATUS)
+            cpuset = cpus_of(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
+            pdir = self._pod_dir(pod)
+            out.append(PodFacts(
+                uid=pod.uid, namespace=pod.namespace, name=pod.name, qos=_koord_qos(pod),
+                qos_label=pod.labels.get("koordinator.sh/qosClass", "") or pod.qos_class, priority=pod.priority,
+                priority_class=pod.priority_class, phase=pod.phase,
+                terminating=bool(pod.deletion_timestamp) or pod.uid in evicted,
+                labels=pod.labels, annotations=pod.annotations,
+                cpu_usage_cores=cpu.get(pod.uid), memory_usage_bytes=mem.get(pod.uid),
+                batch_cpu_request_milli=batch, cpu_request_milli=cpu_req, cpuset=cpuset,
+                cgroup_dirs=(pdir,) if pdir else (),
+                containers=self._containers(snap, pod, pdir, by_pod),
+            ))
+        live = set(snap.pods)
+        for uid in [u for u in self._requests if u not in live]:
+            del self._requests[uid]
+        return tuple(out)
+
+    def _usage(self, series: TimeSeriesStore, now: float) -> NodeUsage:
+        apps = tuple(
+            HostAppUsage(labels.get("app", ""), labels.get("qos", ""), value)
+            for labels, value in self._latest(series, HOST_APP_CPU, now)
+        )
+        return NodeUsage(
+            cpu_cores=self._one(series, NODE_CPU, now),
+            memory_bytes=self._one(series, NODE_MEMORY, now),
+            memory_total_bytes=self._one(series, NODE_MEMORY_TOTAL, now) if series.keys(NODE_MEMORY_TOTAL) else None,
+            system_cpu_cores=self._one(series, SYSTEM_CPU, now),
+            host_apps=apps,
+        )
+
+    def _be(self, series: TimeSeriesStore, slo: NodeSLOSpec, now: float) -> BEStats:
+        window = be_window_s(slo, self.collect_interval_s)
+        avgs: list[float] = []
+        counts: list[int] = []
+        lasts: list[float | None] = []
+        for metric in (BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT):
+            keys = series.keys(metric)
+            stats = series.window(keys[0], window, now=now) if keys else None
+            avgs.append(stats.avg * 1000 if stats is not None else 0.0)
+            counts.append(stats.count if stats is not None else 0)
+            last_window = series.window(keys[0], 2 * self.collect_interval_s, now=now) if keys else None
+            lasts.append(last_window.last * 1000 if last_window is not None else None)
+        return BEStats(
+            window_s=window, avg_usage_milli=avgs[0], avg_request_milli=avgs[1], avg_limit_milli=avgs[2],
+            count=min(counts), last_usage_milli=lasts[0], last_request_milli=lasts[1], last_limit_milli=lasts[2],
+        )
+
+    def _be_tier(self) -> BETier | None:
+        view = self.cgroups
+        if view is None:
+            return None
+        tier = qos_dir(view.driver, KubeQoS.BESTEFFORT)
+        cpuset_root = view.hierarchy_root("cpuset")
+        cpu_root = view.hierarchy_root("cpu")
+        cpuset: frozenset[int] | None = None
+        text = read_text(os.path.join(cpuset_root, tier, "cpuset.cpus"))
+        if text is not None:
+            try:
+                cpuset = parse_cpu_list(text)
+            except ValueError:
+                cpuset = None
+        quota: int | None = None
+        period = 100_000
+        if view.v2:
+            raw = read_text(os.path.join(cpu_root, tier, "cpu.max"))
+            if raw is not None:
+                fields = raw.split()
+                try:
+                    quota = -1 if not fields or fields[0] == "max" else int(fields[0])
+                    period = int(fields[1]) if len(fields) > 1 else period
+                except ValueError:
+                    quota = None
+        else:
+            raw = read_text(os.path.join(cpu_root, tier, "cpu.cfs_quota_us"))
+            if raw is not None:
+                try:
+                    quota = int(raw)
+                except ValueError:
+                    quota = None
+            raw_period = read_text(os.path.join(cpu_root, tier, "cpu.cfs_period_us"))
+            if raw_period is not None and raw_period.strip().isdigit():
+                period = int(raw_period)
+        levels = _cgroup_levels(cpuset_root, tier, depth=2)
+        return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2)
+
+    # -- the snapshot ----------------------------------------------------------------------------
+    def build(self, *, evicted: frozenset[str] = frozenset()) -> QoSSnapshot:
+        """Thread-safe: the runner's thread and a `hookctl qos plan` replay may build at once (the caches)."""
+        with self._lock:
+            return self._build(evicted)
+
+    def _build(self, evicted: frozenset[str]) -> QoSSnapshot:
+        snap = self.store.snapshot()
+        series = self.store.series
+        now = self.store.clock()
+        slo = snap.node_slo if isinstance(snap.node_slo, NodeSLOSpec) else NodeSLOSpec.model_validate({})
+        topology = series.get_static(NODE_TOPOLOGY_KEY)
+        pods = self._pods(snap, series, now, evicted)
+        return QoSSnapshot(
+            now=now,
+            slo=slo,
+            node=node_facts(snap.node) if snap.node is not None else None,
+            pods=pods,
+            usage=self._usage(series, now),
+            be=self._be(series, slo, now),
+            be_tier=self._be_tier(),
+            topology=topology if isinstance(topology, NodeTopology) else None,
+            collect_interval_s=self.collect_interval_s,
+            slo_sources=MappingProxyType(dict(snap.node_slo_sources)),
+            stale=snap.stale,
+        )
+
+
+def _cgroup_levels(root: str, tier: str, *, depth: int) -> tuple[tuple[str, ...], ...]:
+    """The tier's directories by depth (tier, pods, containers), as they exist now. Sorted, so plans are
+    stable from round to round."""
+    base = os.path.join(root, tier)
+    if not os.path.isdir(base):
+        return ()
+    levels: list[tuple[str, ...]] = [(tier,)]
+    current = [tier]
+    for _ in range(depth):
+        below: list[str] = []
+        for rel in current:
+            try:
+                with os.scandir(os.path.join(root, rel)) as entries:
+                    below.extend(f"{rel}/{e.name}" for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue
+        if not below:
+            break
+        below.sort()
+        levels.append(tuple(below))
+        current = below
+    return tuple(levels)

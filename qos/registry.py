@@ -1,0 +1,40 @@
+"""The reconcilers this agent runs, and the feature gates they declare. Add a reconciler here (one line)
+and its gate becomes settable with `--feature-gates`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from qos.cpu_evict import CPUEvict
+from qos.cpu_suppress import CPUSuppress
+from qos.gates import GateRegistry
+from qos.memory_evict import MemoryEvict
+from qos.reconciler import Reconciler
+from qos.settings import QoSSettings
+
+__all__ = ["RECONCILER_TYPES", "build_reconcilers", "gate_registry"]
+
+# In koordlet's order (pkg/koordlet/qosmanager/plugins/register.go). Issue 10 appends CPU burst, memory
+# QoS (CgroupReconcile), SystemConfig, BlkIOReconcile and RdtResctrl here.
+RECONCILER_TYPES: list[Callable[..., Reconciler]] = [CPUSuppress, CPUEvict, MemoryEvict]
+
+
+def build_reconcilers(
+    settings: QoSSettings | None = None, *, types: Sequence[Callable[..., Reconciler]] | None = None
+) -> list[Reconciler]:
+    """One instance per type, with the per-reconciler interval and cool-down from `qos.reconcilers`."""
+    settings = settings or QoSSettings()
+    out: list[Reconciler] = []
+    for factory in RECONCILER_TYPES if types is None else types:
+        name = getattr(factory, "name", "")
+        per = settings.reconcilers.get(name)
+        out.append(factory(
+            interval_s=per.interval_s if per is not None else None,
+            cooldown_s=per.cooldown_s if per is not None else None,
+        ))
+    return out
+
+
+def gate_registry(reconcilers: Sequence[Reconciler]) -> GateRegistry:
+    return GateRegistry(r.gate for r in reconcilers)

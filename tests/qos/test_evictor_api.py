@@ -1,0 +1,152 @@
+"""The Eviction API backend against the HTTP fake apiserver: version discovery, PDB refusals (429), the
+Event, terminating and vanished pods, and the runner's no-double-eviction, dry run and replay."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hookserver.eviction import EvictionRequest, EvictionStatus
+from hookserver.informer.evictor import ApiEvictor
+from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+from hookserver.store import StateStore
+from qos.evictions import EvictionGuard
+from qos.memory_evict import EvictState, MemoryEvict
+from qos.registry import gate_registry
+from qos.runner import QoSRunner
+from qos.settings import QoSSettings
+from qos.snapshot import NodeUsage
+from tests.informer.fake_apiserver import FakeApiServer, make_pod
+from tests.qos.helpers import run_round, FixedSnapshots, node, pod, slo, snapshot
+
+NS = "i9-evict"
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeApiServer]:
+    server = FakeApiServer(token="t0ken").start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def _evictor(fake: FakeApiServer, tmp_path: Path) -> ApiEvictor:
+    transport = ApiClientTransport(load_client_configuration(fake.kubeconfig(str(tmp_path / "kc"))))
+    return ApiEvictor(transport, node_name="node-a", timeout_s=5)
+
+
+def _pod(fake: FakeApiServer, name: str, **kw: object) -> dict[str, object]:
+    return fake.apply("pods", make_pod(name, namespace=NS, uid=f"uid-{name}", qos="BE", **kw))  # type: ignore[arg-type]
+
+
+def _request(name: str, uid: str = "") -> EvictionRequest:
+    return EvictionRequest(pod_uid=uid or f"uid-{name}", namespace=NS, name=name, reason="EvictPodByNodeMemoryUsage",
+                           message="node memory usage 72% >= threshold 70%: release 400000000 bytes")
+
+
+@pytest.mark.parametrize("served", [["policy/v1", "policy/v1beta1"], ["policy/v1beta1"]])
+def test_version_is_discovered_once_and_used(fake: FakeApiServer, tmp_path: Path, served: list[str]) -> None:
+    fake.policy_versions = served
+    _pod(fake, "a")
+    _pod(fake, "b")
+    evictor = _evictor(fake, tmp_path)
+    results = [evictor.evict(_request("a")), evictor.evict(_request("b"))]
+    assert [r.status for r in results] == [EvictionStatus.EVICTED] * 2
+    assert {r.api_version for r in results} == {served[0]}
+    assert [e["apiVersion"] for e in fake.evictions] == [served[0]] * 2
+    assert sum(1 for p, _ in fake.requests if p == "/apis/policy") == 1
+    assert fake.eviction_posts[0]["deleteOptions"]["preconditions"] == {"uid": "uid-a"}
+
+
+def test_the_event_says_why(fake: FakeApiServer, tmp_path: Path) -> None:
+    _pod(fake, "a")
+    result = _evictor(fake, tmp_path).evict(_request("a"))
+    assert result.event_created
+    (event,) = fake.events
+    assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": NS, "name": "a", "uid": "uid-a",
+                                       "resourceVersion": event["involvedObject"]["resourceVersion"]}
+    assert event["reason"] == "evictPodSuccess" and event["type"] == "Warning"
+    assert "reason: EvictPodByNodeMemoryUsage" in event["message"] and "release 400000000 bytes" in event["message"]
+    assert event["source"] == {"component": "hookserver", "host": "node-a"}
+
+
+def test_pdb_refusal_is_reported_then_retried(fake: FakeApiServer, tmp_path: Path) -> None:
+    _pod(fake, "a")
+    fake.pdb_refusals[f"{NS}/a"] = 1
+    evictor = _evictor(fake, tmp_path)
+    first = evictor.evict(_request("a"))
+    assert first.status is EvictionStatus.REFUSED and "disruption budget" in first.detail
+    assert fake.events == [] and evictor.refused == 1
+    assert evictor.evict(_request("a")).status is EvictionStatus.EVICTED
+
+
+def test_terminating_gone_and_replaced_pods_are_not_evicted(fake: FakeApiServer, tmp_path: Path) -> None:
+    evictor = _evictor(fake, tmp_path)
+    _pod(fake, "a")
+    assert evictor.evict(_request("a")).status is EvictionStatus.EVICTED
+    assert evictor.evict(_request("a")).status is EvictionStatus.TERMINATING  # deletionTimestamp now set
+    assert evictor.evict(_request("ghost")).status is EvictionStatus.NOT_FOUND
+    _pod(fake, "c")
+    assert evictor.evict(_request("c", uid="uid-old-c")).status is EvictionStatus.NOT_FOUND
+    assert [e["pod"] for e in fake.evictions] == [f"{NS}/a"]
+
+
+def test_apiserver_down_is_a_failed_result_not_an_exception(fake: FakeApiServer, tmp_path: Path) -> None:
+    evictor = _evictor(fake, tmp_path)
+    fake.kill()
+    result = evictor.evict(_request("a"))
+    assert result.status is EvictionStatus.FAILED and result.error
+
+
+def _memory_runner(fake: FakeApiServer, tmp_path: Path, **settings: object) -> tuple[QoSRunner, StateStore, list[float]]:
+    for name in ("p1", "p2", "p3"):
+        _pod(fake, name)
+    pods = (pod("p1", mem=300e6, namespace=NS), pod("p2", mem=500e6, namespace=NS), pod("p3", mem=100e6, namespace=NS))
+    snap = snapshot(node=node(memory=10_000_000_000), pods=pods, usage=NodeUsage(memory_bytes=7.25e9), slo=slo(enable=True))
+    clock = [1000.0]
+    store = StateStore(clock=lambda: clock[0])
+    reconcilers = [MemoryEvict()]
+    gates = gate_registry(reconcilers).resolve([("flag --feature-gates", {"BEMemoryEvict": True})])
+    runner = QoSRunner(
+        reconcilers, gates=gates, snapshots=FixedSnapshots(snap, clock=clock, mark_evicted=True), store=store, executor=None,
+        evictions=EvictionGuard(_evictor(fake, tmp_path), cooldown_s=300, clock=lambda: clock[0]),
+        settings=QoSSettings(**settings), clock=lambda: clock[0], mono=lambda: clock[0],  # type: ignore[arg-type]
+    )
+    runner._state["MemoryEvict"] = EvictState(0.0)  # past the startup cool-down
+    return runner, store, clock
+
+
+def test_runner_evicts_through_the_api_and_never_twice(fake: FakeApiServer, tmp_path: Path) -> None:
+    runner, store, clock = _memory_runner(fake, tmp_path)
+    run_round(runner)
+    # release 400 MB: p2 (500 MB) covers it.
+    assert [e["pod"] for e in fake.evictions] == [f"{NS}/p2"]
+    assert len(fake.events) == 1
+    clock[0] += 2.0
+    run_round(runner)  # 2 s: cooling down
+    assert len(fake.evictions) == 1
+    clock[0] += 2.0
+    run_round(runner)  # 4 s: memory still high; p2 is on its way out (skipped), p1 + p3 cover the 400 MB
+    assert [e["pod"] for e in fake.evictions] == [f"{NS}/p2", f"{NS}/p1", f"{NS}/p3"]
+    assert [e.status for e in store.audit.evictions()] == ["evicted"] * 3
+    row = runner.report()["reconcilers"][0]
+    assert row["evictions_last_hour"] == 3 and row["gate"]["source"] == "flag --feature-gates"
+
+
+def test_dry_run_and_replay_leave_the_apiserver_untouched(fake: FakeApiServer, tmp_path: Path) -> None:
+    runner, store, _ = _memory_runner(fake, tmp_path, dry_run=True)
+    out = runner.replay("MemoryEvict", runner.snapshots.build())
+    assert [e["pod"] for e in out["would_evict"]] == [f"{NS}/p2"]
+    run_round(runner)
+    assert fake.posts == [] and fake.evictions == [] and fake.events == []
+    assert [e.status for e in store.audit.evictions()] == ["dry_run"]
+    assert [p.mode for p in store.audit.plans()] == ["replay", "dry_run"]

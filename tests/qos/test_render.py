@@ -1,0 +1,43 @@
+"""hookctl's human view of `qos` and `qos plan` (the JSON is the server's document)."""
+
+from __future__ import annotations
+
+from hookserver.debug.render_qos import render_qos, render_qos_plan
+
+DOC = {
+    "enabled": True, "dry_run": False, "evictor": "api", "eviction_cooldown_s": 300.0,
+    "gates": [{"name": "BEMemoryEvict", "enabled": True, "source": "flag --feature-gates", "default": False}],
+    "reconcilers": [{
+        "name": "MemoryEvict", "gate": {"name": "BEMemoryEvict", "enabled": True, "source": "flag --feature-gates"},
+        "enabled": True, "reason": "threshold 70%", "dry_run": False, "interval_s": 1.0, "last_run": 990.0,
+        "last_summary": "memory 72% >= 70%: release 400000000 bytes; evict 2 of 4 BE pod(s)", "errors": 1,
+        "last_error": "evict: InformerError: boom", "last_error_at": 995.0, "evictions_last_hour": 2,
+    }],
+}
+
+
+def test_qos_table_gates_and_errors() -> None:
+    text = render_qos(DOC, now=1000.0)
+    assert "MemoryEvict  BEMemoryEvict=true  on" in text and "10s ago" in text and "evict 2 of 4" in text
+    assert "last error of MemoryEvict (5s ago): evict: InformerError: boom" in text
+    assert "BEMemoryEvict  true   flag --feature-gates  false" in text
+    off = render_qos({**DOC, "enabled": False, "dry_run": True}, now=1000.0)
+    assert off.startswith("QoS reconcilers are off") and "DRY RUN" in off
+
+
+def test_plan_view_lists_writes_actions_and_eviction_order() -> None:
+    doc = {
+        "reconciler": "MemoryEvict", "slo_origin": "file /tmp/x.yaml", "enabled": True, "reason": "threshold 60%",
+        "gate": {"name": "BEMemoryEvict", "enabled": False, "source": "default"}, "notes": ["gate off"],
+        "plan": {"summary": "memory 72% >= 60%", "numbers": {"release_target": 1200}, "notes": [],
+                 "writes": [{"level": 0, "cgroup": "kubepods/besteffort", "file": "cpu.cfs_quota_us", "value": 2000,
+                             "reason": "floor"}],
+                 "actions": [{"kind": "sysctl", "target": "vm/min_free_kbytes", "value": "1", "reason": "r"}]},
+        "would_evict": [{"pod": "ns/a", "reason": "EvictPodByNodeMemoryUsage", "message": "why a",
+                         "numbers": {"memory_bytes": 5, "releases": 5.0}}],
+    }
+    text = render_qos_plan(doc)
+    assert "under the NodeSLO from file /tmp/x.yaml" in text and "note: gate off" in text
+    assert "cpu.cfs_quota_us" in text and "vm/min_free_kbytes" in text and "ns/a" in text and "why: why a" in text
+    assert "RELEASES" not in text
+    assert render_qos_plan({"unexpected": 1}) == "unexpected: 1"
