@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.eviction import EvictionRequest
-from hookserver.executor.plan import ResourcePlan
+from hookserver.executor.plan import FileWrite, ResourcePlan
 
 __all__ = ["Numbers", "PlannedEviction", "QoSPlan", "numbers"]
 
@@ -55,17 +55,19 @@ class QoSPlan:
     notes: tuple[str, ...] = ()
     skipped: str = ""
     state: object = None
+    # Node files that are not cgroups (sysctls, resctrl), in order; carried out after `writes`.
+    files: tuple[FileWrite, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.writes and not self.evictions
+        return not self.writes and not self.evictions and not self.files
 
     @classmethod
     def skip(cls, reconciler: str, why: str, *, state: object = None, **values: float | int | str) -> QoSPlan:
         return cls(reconciler=reconciler, summary=f"skipped: {why}", skipped=why, numbers=numbers(**values), state=state)
 
     def write_count(self) -> int:
-        return sum(len(level) for plan in self.writes for level in plan.levels)
+        return sum(len(level) for plan in self.writes for level in plan.levels) + len(self.files)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able: the audit and `hookctl qos plan` show this."""
@@ -85,4 +87,5 @@ class QoSPlan:
             "writes": writes,
             "evictions": [e.describe() for e in self.evictions],
             "notes": list(self.notes),
+            **({"files": [f.describe() for f in self.files]} if self.files else {}),
         }

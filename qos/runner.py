@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from hookserver.errors import ConfigError, HookServerError
 from hookserver.eviction import EvictionResult, EvictionStatus
-from hookserver.executor.plan import ResourceExecutor
+from hookserver.executor.plan import FileWrite, ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
 from hookserver.store.state import StateStore
 
@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 
 _EPSILON_S = 0.05
 _HOUR_S = 3600.0
+
+
+class SystemFiles(Protocol):
+    """Carries out a plan's `files` (hookserver.executor.sysfiles.SystemFileExecutor; the daemon wires it)."""
+
+    def apply(self, writes: Sequence[FileWrite]) -> Sequence[Any]: ...
 
 
 class SnapshotSource(Protocol):
@@ -76,6 +82,7 @@ class QoSRunner:
         metrics: QoSMetrics | None = None,
         clock: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
+        system_files: SystemFiles | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -92,6 +99,7 @@ class QoSRunner:
         self.snapshots = snapshots
         self.store = store
         self.executor = executor
+        self.system_files = system_files
         self.evictions = evictions
         self.metrics = metrics
         self._clock = clock
@@ -223,6 +231,12 @@ class QoSRunner:
                 report = self.executor.apply(resource_plan)
                 ok += sum(1 for r in report.results if r.ok)
                 failed += len(report.errors)
+        if plan.files and not dry:
+            if self.system_files is None:
+                raise HookServerError("no system-file executor is wired: cannot write sysctls or resctrl")
+            results = self.system_files.apply(plan.files)
+            ok += sum(1 for r in results if r.ok)
+            failed += sum(1 for r in results if not r.ok)
         evicted, released, statuses = self._evict(reconciler, plan, snapshot, dry)
         return RoundOutcome(dry_run=dry, writes_ok=ok, writes_failed=failed, evicted=evicted, released=released,
                             statuses=statuses)
