@@ -220,9 +220,9 @@ class CPUBurst(Reconciler):
                                              owner=self.name, reason=f"{pod.key}: quota back by {delta_sum} ({why})"))
         writes: list[ResourcePlan] = []
         if burst:
-            writes.append(ResourcePlan.single(burst))
+            writes.append(ResourcePlan.single(burst, cacheable=False))
         if cont_level:
-            writes.append(ResourcePlan(levels=(tuple(pod_level), tuple(cont_level)), leveled=True))
+            writes.append(ResourcePlan(levels=(tuple(pod_level), tuple(cont_level)), leveled=True, cacheable=False))
         if not writes:
             return QoSPlan.skip(self.name, why, state=BurstState())
         return QoSPlan(self.name, f"disabled ({why}); resetting {len(burst)} bursts, {len(cont_level)} quotas",
@@ -317,11 +317,13 @@ class CPUBurst(Reconciler):
             if pod_delta and pk.quota_us is not None and pk.quota_us > 0:
                 pod_level.append(CgroupWrite(pk.dir, CgroupResource.CPU_CFS_QUOTA, max(pk.quota_us + pod_delta, 1000),
                                              owner=self.name, reason=f"{pod.key}: pod quota {pk.quota_us} {pod_delta:+d}"))
+        # Not cacheable: a write is planned only when the file (read this round) differs, e.g. because the
+        # kubelet or a runtime reset it; the executor's write cache must not skip it as "written lately".
         writes: list[ResourcePlan] = []
         if burst_writes:
-            writes.append(ResourcePlan.single(burst_writes))
+            writes.append(ResourcePlan.single(burst_writes, cacheable=False))
         if cont_level:
-            writes.append(ResourcePlan(levels=(tuple(pod_level), tuple(cont_level)), leveled=True))
+            writes.append(ResourcePlan(levels=(tuple(pod_level), tuple(cont_level)), leveled=True, cacheable=False))
         refused = {d: v for d, v in refused.items() if snap.now - v[1] < REFUSED_RETRY_S}
         new_state = BurstState(MappingProxyType(buckets), MappingProxyType(planned), MappingProxyType(refused))
         summary = (f"{strategy.policy}: node {node_state}; {len(burst_writes)} burst writes ({clamped} clamped to quota), "

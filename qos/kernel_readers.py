@@ -207,7 +207,7 @@ class KernelReader:
         self.sys_root = sys_root
         self.resctrl_root = resctrl_root or os.path.join(sys_root, "fs", "resctrl")
         self.originals = originals or NodeOriginals("")
-        self.enabled = enabled
+        self._enabled = enabled
         self.tiers = MappingProxyType({
             "kubepods": qos_dir(view.driver, KubeQoS.GUARANTEED),
             "burstable": qos_dir(view.driver, KubeQoS.BURSTABLE),
@@ -216,6 +216,13 @@ class KernelReader:
         self._files: frozenset[str] | None = None
         self._be_recorded = False
         self._devices: tuple[tuple[tuple[str, str], ...], tuple[BlockDevice, ...]] | None = None
+
+    def enabled(self, gate: str) -> bool:
+        """A gate the runner does not know (its reconciler is not registered) counts as off."""
+        try:
+            return bool(self._enabled(gate))
+        except KeyError:
+            return False
 
     # -- pieces ------------------------------------------------------------------------------------
     def cgroup_files(self) -> frozenset[str]:

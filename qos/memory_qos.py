@@ -1,7 +1,7 @@
 """Memory QoS / cgroup reconcile (koordlet's cgreconcile; gate CgroupReconcile, off by default; every 1 s;
 reference §5.5): memory.min / memory.low / memory.high for QoS tiers, pods and containers, from NodeSLO
-`resourceQOSStrategy.<class>.memoryQOS` (LSE uses LSR's class), in ONE leveled plan [kubepods, tiers,
-pods, containers], so parents are raised before children while growing and lowered after them.
+`resourceQOSStrategy.<class>.memoryQOS` (LSE uses LSR's class), in leveled plans, kubelet's QoS dirs [kubepods,
+tiers] first, then [pods, containers], so parents are raised before children while growing.
 
 Per pod and container (BE: `kubernetes.io/batch-memory` request and limit):
   memory.min  = request × minLimitPercent / 100
@@ -144,9 +144,14 @@ class MemoryQoS(Reconciler):
             for resource, value in ((CgroupResource.MEMORY_MIN, total[0]), (CgroupResource.MEMORY_LOW, total[1]))
             if resource in have and kubepods
         ]
-        levels = tuple(level for level in (tuple(root_writes), tuple(tier_writes), tuple(pod_writes), tuple(cont_writes)))
-        plan = ResourcePlan(levels=levels, leveled=True, cacheable=True)
-        count = sum(len(level) for level in levels)
+        # The kubelet's QoS dirs (kubepods, burstable, besteffort) are rewritten by the kubelet (with its own
+        # MemoryQoS gate on v2, memory.min too), so they are read and compared every round (not cacheable):
+        # a rewrite is put right within one interval. Pods and containers are ours: the write cache spares
+        # their reads on a quiet node (force-rewritten every `force_update_seconds`). Tiers come first, so a
+        # growing protection is raised top-down.
+        upper = ResourcePlan(levels=(tuple(root_writes), tuple(tier_writes)), leveled=True, cacheable=False)
+        lower = ResourcePlan(levels=(tuple(pod_writes), tuple(cont_writes)), leveled=True, cacheable=True)
+        count = len(root_writes) + len(tier_writes) + len(pod_writes) + len(cont_writes)
         summary = f"{managed} pods: memory.min total {total[0]} B, memory.low total {total[1]} B; {count} files"
         return QoSPlan(self.name, summary, numbers(pods=managed, min_total=total[0], low_total=total[1], files=count),
-                       writes=(plan,) if count else ())
+                       writes=tuple(p for p in (upper, lower) if any(p.levels)))

@@ -47,9 +47,9 @@ def _snap(files: frozenset[str] = FILES, be_enable: bool = True) -> object:
                          kernel=kernel(ls, be, cgroup_files=files))
 
 
-def test_per_tier_pod_and_container_in_one_leveled_plan() -> None:
+def test_per_tier_pod_and_container_in_leveled_plans_tiers_first() -> None:
     plan = MemoryQoS().plan(_snap(), None)  # type: ignore[arg-type]
-    assert len(plan.writes) == 1 and plan.writes[0].leveled
+    assert [(p.leveled, p.cacheable) for p in plan.writes] == [(True, False), (True, True)]
     levels = plan.writes[0].levels
     assert [w.cgroup_dir for w in levels[0]] == ["kubepods", "kubepods"]  # root first
     mins = writes(plan, CgroupResource.MEMORY_MIN)
