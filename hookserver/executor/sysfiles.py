@@ -72,7 +72,9 @@ class SystemFileExecutor:
         root = self.roots.get(write.root)
         if not root:
             raise ValueError(f"no {write.root} root configured")
-        parts = write.path.strip("/").split("/")
+        if write.path.startswith("/"):
+            raise ValueError(f"path {write.path!r} must be relative to the {write.root} root")
+        parts = write.path.rstrip("/").split("/")
         if not write.path.strip("/") or any(p in ("", ".", "..") or "\x00" in p for p in parts):
             raise ValueError(f"path {write.path!r} is not a plain relative path")
         real_root = os.path.realpath(root)

@@ -1,0 +1,260 @@
+"""Part 2 end to end on fixture trees: cgroup v2 memory QoS (and the kubelet rewriting a tier), sysctls under a
+fixture /proc/sys with originals in a state dir (restore on disable, across a restart), resctrl shaped
+like the real one (two L3 domains), and the originals file itself (atomic, corrupt file moved aside)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hookserver.errors import ConfigError
+from hookserver.executor.plan import FileWrite
+from hookserver.store.originals import ORIGINALS_FILE, NodeOriginals
+from qos.cpu_suppress import CPUSuppress
+from qos.knobs import KnobClaim, check_knob_owners, check_running_features
+from qos.memory_qos import MemoryQoS
+from qos.registry import build_reconcilers
+from qos.resctrl import Resctrl
+from qos.system_config import SystemConfig
+from tests.qos.part2_stack import add_pod, build_stack
+
+GiB = 1 << 30
+
+
+def _files(base: Path, names: dict[str, str]) -> None:
+    base.mkdir(parents=True, exist_ok=True)
+    for name, value in names.items():
+        (base / name).write_text(value)
+
+
+# -- cgroup v2 memory QoS -----------------------------------------------------------------------------
+
+def _v2_tree(root: Path, uid: str, cid: str) -> dict[str, Path]:
+    root.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu memory io\n")
+    files = {"memory.min": "0", "memory.low": "0", "memory.high": "max", "memory.max": "max"}
+    dirs = {
+        "kubepods": root / "kubepods",
+        "burstable": root / "kubepods" / "burstable",
+        "pod": root / "kubepods" / "burstable" / f"pod{uid}",
+        "ctr": root / "kubepods" / "burstable" / f"pod{uid}" / cid,
+    }
+    for d in dirs.values():
+        _files(d, files)
+    _files(root / "kubepods" / "besteffort", files)
+    return dirs
+
+
+def test_memory_qos_on_v2_converges_after_the_kubelet_rewrites_a_tier(tmp_path: Path) -> None:
+    spec = {"resourceQOSStrategy": {"lsClass": {"memoryQOS": {"enable": True, "minLimitPercent": 50, "lowLimitPercent": 80,
+                                                              "throttlingPercent": 50}}}}
+    root = tmp_path / "cg"
+    dirs = _v2_tree(root, "web-0000-1111", "webc")
+    stack = build_stack(str(root), MemoryQoS(), gates={"CgroupReconcile": True}, version="v2", spec=spec)
+    add_pod(stack.store, "web", kube_qos="Burstable", qos="LS", containers={"c": ({"memory": "1Gi"}, {"memory": "2Gi"})})
+    stack.tick()
+    assert (dirs["pod"] / "memory.min").read_text() == str(GiB // 2)
+    assert (dirs["ctr"] / "memory.low").read_text() == str(int(GiB * 0.8))
+    # high = 1 GiB + 1 GiB × 50 % = 1.5 GiB
+    assert (dirs["ctr"] / "memory.high").read_text() == str(GiB + GiB // 2)
+    assert (dirs["burstable"] / "memory.min").read_text() == str(GiB // 2)
+    assert (dirs["kubepods"] / "memory.min").read_text() == str(GiB // 2)
+    (dirs["burstable"] / "memory.min").write_text("0")  # the kubelet's periodic QoS update
+    stack.tick()
+    assert (dirs["burstable"] / "memory.min").read_text() == str(GiB // 2)
+
+
+def test_memory_qos_on_plain_v1_is_one_unsupported_status(tmp_path: Path) -> None:
+    root = tmp_path / "cg"
+    for sub in ("cpu", "memory", "cpuset"):
+        (root / sub / "kubepods" / "burstable").mkdir(parents=True)
+    stack = build_stack(str(root), MemoryQoS(), gates={"CgroupReconcile": True},
+                        spec={"resourceQOSStrategy": {"lsClass": {"memoryQOS": {"enable": True}}}})
+    add_pod(stack.store, "web", kube_qos="Burstable", qos="LS", containers={"c": ({"memory": "1Gi"}, {})})
+    for _ in range(3):
+        stack.tick()
+    row = next(r for r in stack.runner.report()["reconcilers"] if r["name"] == "MemoryQoS")
+    assert "unsupported on this kernel" in row["last_summary"] and row["errors"] == 0
+    assert not [w for w in stack.store.audit.writes() if not w.ok]
+
+
+# -- sysctls with originals ----------------------------------------------------------------------------
+
+def _proc(tmp_path: Path) -> Path:
+    proc = tmp_path / "proc"
+    _files(proc / "sys" / "vm", {"min_free_kbytes": "67584\n", "watermark_scale_factor": "10\n"})
+    (proc / "meminfo").write_text("MemTotal:       16000000 kB\nMemFree:  1 kB\n")
+    return proc
+
+
+def test_system_config_writes_records_and_restores_across_a_restart(tmp_path: Path) -> None:
+    proc, state = _proc(tmp_path), tmp_path / "state"
+    cg = tmp_path / "cg"
+    (cg / "cpu").mkdir(parents=True)
+    vm = proc / "sys" / "vm"
+    spec = {"systemStrategy": {"minFreeKbytesFactor": 100, "watermarkScaleFactor": 150}}
+    stack = build_stack(str(cg), SystemConfig(), gates={"SystemConfig": True}, state_dir=str(state),
+                        proc_root=str(proc), spec=spec)
+    stack.tick()
+    assert (vm / "min_free_kbytes").read_text() == "160000"
+    assert (vm / "watermark_scale_factor").read_text() == "150"
+    saved = json.loads((state / ORIGINALS_FILE).read_text())
+    assert saved["sysctl"] == {"vm.min_free_kbytes": "67584", "vm.watermark_scale_factor": "10"}
+    stack.tick()  # the second round keeps the first original (not 160000)
+    assert json.loads((state / ORIGINALS_FILE).read_text())["sysctl"]["vm.min_free_kbytes"] == "67584"
+
+    # a restarted agent whose NodeSLO no longer has systemStrategy: absent means "as the node was"
+    restarted = build_stack(str(cg), SystemConfig(), gates={"SystemConfig": True}, state_dir=str(state),
+                            proc_root=str(proc), spec={})
+    restarted.tick()
+    assert (vm / "min_free_kbytes").read_text() == "67584" and (vm / "watermark_scale_factor").read_text() == "10"
+    assert json.loads((state / ORIGINALS_FILE).read_text())["sysctl"] == {}
+    restarted.tick()  # nothing left to restore: no more writes
+    assert not [w for w in restarted.store.audit.writes() if w.ts > restarted.clock[0] - 0.5 and not w.skipped]
+
+
+def test_system_config_gate_off_restores(tmp_path: Path) -> None:
+    proc, state = _proc(tmp_path), tmp_path / "state"
+    cg = tmp_path / "cg"
+    (cg / "cpu").mkdir(parents=True)
+    spec = {"systemStrategy": {"minFreeKbytesFactor": 200}}
+    build_stack(str(cg), SystemConfig(), gates={"SystemConfig": True}, state_dir=str(state), proc_root=str(proc), spec=spec).tick()
+    assert (proc / "sys" / "vm" / "min_free_kbytes").read_text() == "320000"
+    off = build_stack(str(cg), SystemConfig(), gates={"SystemConfig": False}, state_dir=str(state), proc_root=str(proc), spec=spec)
+    plans = off.tick()
+    assert "feature gate SystemConfig is off" in plans[0].summary
+    assert (proc / "sys" / "vm" / "min_free_kbytes").read_text() == "67584"
+
+
+# -- resctrl fixture -----------------------------------------------------------------------------------
+
+def _resctrl(sys_root: Path, groups: tuple[str, ...] = ("LSR", "LS", "BE")) -> Path:
+    root = sys_root / "fs" / "resctrl"
+    _files(root, {"schemata": "    L3:0=7ff;1=7ff\n    MB:0=100;1=100\n", "tasks": "1\n2\n"})
+    _files(root / "info" / "L3", {"cbm_mask": "7ff\n", "min_cbm_bits": "1\n", "num_closids": "16\n"})
+    _files(root / "info" / "MB", {"min_bandwidth": "10\n", "bandwidth_gran": "10\n", "num_closids": "8\n"})
+    for g in groups:
+        _files(root / g, {"schemata": "L3:0=7ff;1=7ff\nMB:0=100;1=100\n", "tasks": ""})
+    return root
+
+
+def test_resctrl_on_a_fixture_with_two_l3_domains(tmp_path: Path) -> None:
+    sys_root, cg = tmp_path / "sys", tmp_path / "cg"
+    root = _resctrl(sys_root, groups=("LSR", "LS"))
+    uid = "batch-0000-1111"
+    ctr = cg / "cpu" / "kubepods" / "besteffort" / f"pod{uid}" / "batchc"
+    _files(ctr, {"tasks": "4242\n4243\n"})
+    spec = {"resourceQOSStrategy": {"beClass": {"resctrlQOS": {"enable": True, "mbaPercent": 35}}}}
+    stack = build_stack(str(cg), Resctrl(), gates={"RdtResctrl": True}, sys_root=str(sys_root),
+                        state_dir=str(tmp_path / "state"), spec=spec)
+    add_pod(stack.store, "batch", kube_qos="BestEffort", qos="BE", containers={"c": ({}, {})})
+    plans = stack.tick()
+    assert (root / "BE").is_dir()  # created, and recorded as ours
+    assert stack.originals.section("resctrl_groups") == {"BE": "created"}
+    writes = [(w.path.split("resctrl/")[1], w.value) for w in stack.store.audit.writes() if "resctrl/" in w.path]
+    assert ("BE/schemata", "L3:0=f;1=f") in writes and ("BE/schemata", "MB:0=40;1=40") in writes
+    assert ("BE/tasks", "4242") in writes and ("BE/tasks", "4243") in writes
+    assert not any(p.startswith("LS/") for p, _ in writes)  # LS/LSR already hold the full mask
+    assert plans[0].numbers["cbm_bits"] == 11
+    # resctrl turned off in NodeSLO: the group we created goes, the others stay
+    (root / "BE" / "schemata").unlink(missing_ok=True)
+    (root / "BE" / "tasks").unlink(missing_ok=True)
+    stack.set_slo({})
+    stack.tick()
+    assert not (root / "BE").exists() and (root / "LS").is_dir()
+    assert stack.originals.section("resctrl_groups") == {}
+
+
+def test_resctrl_unmounted_or_without_rdt_is_one_clear_status(tmp_path: Path) -> None:
+    cg = tmp_path / "cg"
+    (cg / "cpu").mkdir(parents=True)
+    spec = {"resourceQOSStrategy": {"beClass": {"resctrlQOS": {"enable": True}}}}
+    stack = build_stack(str(cg), Resctrl(), gates={"RdtResctrl": True}, sys_root=str(tmp_path / "sys"), spec=spec)
+    assert "not mounted" in stack.tick()[0].skipped
+    _files(tmp_path / "sys" / "fs" / "resctrl", {"schemata": "", "tasks": ""})
+    (tmp_path / "sys" / "fs" / "resctrl" / "info").mkdir()
+    assert "neither L3 CAT nor MBA" in stack.tick()[0].skipped
+
+
+# -- originals and the system-file executor ---------------------------------------------------------------
+
+def test_originals_are_atomic_and_a_corrupt_file_is_moved_aside(tmp_path: Path) -> None:
+    o = NodeOriginals(str(tmp_path))
+    assert o.record("sysctl", "vm.min_free_kbytes", "67584")
+    assert not o.record("sysctl", "vm.min_free_kbytes", "99")  # the first write's original wins
+    assert [p.name for p in tmp_path.iterdir()] == [ORIGINALS_FILE]  # no temporary file left behind
+    assert NodeOriginals(str(tmp_path)).get("sysctl", "vm.min_free_kbytes") == "67584"
+    (tmp_path / ORIGINALS_FILE).write_text("{not json")
+    again = NodeOriginals(str(tmp_path))
+    assert again.section("sysctl") == {} and "unreadable" in again.problem
+    assert (tmp_path / (ORIGINALS_FILE + ".corrupt")).exists()
+
+
+def test_a_write_whose_original_cannot_be_recorded_is_not_made(tmp_path: Path) -> None:
+    proc = _proc(tmp_path)
+    blocker = tmp_path / "state-is-a-file"
+    blocker.write_text("")
+    stack = build_stack(str(tmp_path), SystemConfig(), gates={"SystemConfig": True}, proc_root=str(proc))
+    stack.files.originals = NodeOriginals(str(blocker / "sub"))
+    results = stack.files.apply([FileWrite("proc_sys", "vm/min_free_kbytes", "1", original="record",
+                                           original_key=("sysctl", "vm.min_free_kbytes"))])
+    assert not results[0].ok and "cannot record the original" in results[0].error
+    assert (proc / "sys" / "vm" / "min_free_kbytes").read_text().strip() == "67584"
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "vm/../../x", "/abs", "vm/link"])
+def test_system_file_paths_cannot_leave_their_root(tmp_path: Path, path: str) -> None:
+    proc = _proc(tmp_path)
+    (tmp_path / "outside").write_text("keep")
+    os.symlink(tmp_path / "outside", proc / "sys" / "vm" / "link")
+    stack = build_stack(str(tmp_path), SystemConfig(), gates={"SystemConfig": True}, proc_root=str(proc))
+    result = stack.files.apply([FileWrite("proc_sys", path, "1")])[0]
+    assert not result.ok and result.error.startswith("refused")
+    assert (tmp_path / "outside").read_text() == "keep"
+
+
+# -- knob ownership -------------------------------------------------------------------------------------
+
+def test_the_shipped_features_own_disjoint_knobs() -> None:
+    table = check_running_features(build_reconcilers(), ["batchresource"])
+    assert "cpu.cfs_quota_us at tier level for BE" in table["CPUSuppress"]
+    assert "cpu.cfs_quota_us at pod level for BE" in table["batchresource"]
+    assert "cpu.cfs_quota_us at container level for LS" in table["CPUBurst"]
+
+
+def test_a_second_owner_of_a_knob_is_refused_at_start() -> None:
+    class Greedy(CPUSuppress):
+        name = "Greedy"
+        knob_claims = (KnobClaim("cpu.cfs_quota_us", "tier", "*"),)
+
+    with pytest.raises(ConfigError) as err:
+        check_running_features([*build_reconcilers(), Greedy()], ["batchresource"])
+    assert "cpu.cfs_quota_us at tier level" in str(err.value) and "CPUSuppress" in str(err.value) and "Greedy" in str(err.value)
+    with pytest.raises(ConfigError):
+        check_knob_owners({"a": [KnobClaim("memory.min", "pod", "BE")], "b": [KnobClaim("memory.min", "pod", "*")]})
+    # different levels or classes do not conflict
+    check_knob_owners({"a": [KnobClaim("cpu.cfs_quota_us", "pod", "BE")], "b": [KnobClaim("cpu.cfs_quota_us", "pod", "LS")]})
+
+
+def test_the_daemon_refuses_to_start_with_a_knob_conflict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hookserver.config import load_settings
+    from hookserver.daemon import Daemon
+    from qos import registry
+
+    class Greedy(CPUSuppress):
+        name = "Greedy"
+        knob_claims = (KnobClaim("cpuset.cpus", "pod", "BE"),)
+
+    monkeypatch.setattr(registry, "RECONCILER_TYPES", [*registry.RECONCILER_TYPES, Greedy])
+    for sub in ("cpu", "memory", "cpuset"):
+        (tmp_path / "cg" / sub).mkdir(parents=True)
+    settings = load_settings(overrides={
+        "standalone": True, "state_dir": str(tmp_path), "hook": {"socket": str(tmp_path / "h.sock")},
+        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
+        "cgroup": {"root": str(tmp_path / "cg")}, "feature_gates": "BECPUSuppress=true",
+    }, environ={})
+    with pytest.raises(ConfigError, match="knob ownership conflict"):
+        Daemon(settings)
