@@ -258,3 +258,53 @@ def test_the_daemon_refuses_to_start_with_a_knob_conflict(tmp_path: Path, monkey
     }, environ={})
     with pytest.raises(ConfigError, match="knob ownership conflict"):
         Daemon(settings)
+
+
+# -- the kernel reader ------------------------------------------------------------------------------------
+
+def test_reader_reads_limits_cfs_files_devices_and_records_the_be_tier(tmp_path: Path) -> None:
+    from qos.cpu_burst import CPUBurst
+    from qos.kernel_readers import resolve_block_device
+
+    cg, sys_root = tmp_path / "cg", tmp_path / "sys"
+    be_tier = cg / "cpu" / "kubepods" / "besteffort"
+    _files(be_tier, {"cpu.cfs_quota_us": "-1"})
+    _files(cg / "cpuset" / "kubepods" / "besteffort", {"cpuset.cpus": "0-7"})
+    _files(cg / "cpu" / "kubepods", {"cpu.cfs_burst_us": "0"})
+    (cg / "memory").mkdir()
+    uid = "batch-0000-1111"
+    _files(be_tier / f"pod{uid}", {"cpu.cfs_quota_us": "200000", "cpu.cfs_period_us": "100000"})
+    _files(be_tier / f"pod{uid}" / "batchc", {"cpu.cfs_quota_us": "200000", "cpu.cfs_period_us": "100000", "cpu.cfs_burst_us": "7"})
+    # a disk, a partition on it, and an LVM volume of volume group "data-vg" on that partition
+    block = sys_root / "class" / "block"
+    _files(sys_root / "devices" / "vdb", {"dev": "253:16"})
+    _files(sys_root / "devices" / "vdb" / "vdb1", {"dev": "253:17", "partition": "1"})
+    _files(sys_root / "devices" / "dm-0", {"dev": "252:0"})
+    _files(sys_root / "devices" / "dm-0" / "dm", {"name": "data--vg-lv0"})
+    block.mkdir(parents=True)
+    for name, target in (("vdb", "devices/vdb"), ("vdb1", "devices/vdb/vdb1"), ("dm-0", "devices/dm-0")):
+        os.symlink(sys_root / target, block / name)
+    (sys_root / "devices" / "dm-0" / "slaves").mkdir()
+    os.symlink(sys_root / "devices" / "vdb" / "vdb1", sys_root / "devices" / "dm-0" / "slaves" / "vdb1")
+
+    assert resolve_block_device(str(sys_root), "/dev/vdb", "device").devno == "253:16"
+    assert resolve_block_device(str(sys_root), "data-vg", "volumegroup").devno == "253:16"  # the disk under the PV
+    assert "no block device" in resolve_block_device(str(sys_root), "/dev/sdz", "device").problem
+    assert "not supported" in resolve_block_device(str(sys_root), "default/pvc", "podvolume").problem
+
+    state = tmp_path / "state"
+    stack = build_stack(str(cg), CPUBurst(), CPUSuppress(), gates={"CPUBurst": True, "BECPUSuppress": True},
+                        sys_root=str(sys_root), state_dir=str(state))
+    add_pod(stack.store, "batch", kube_qos="BestEffort", qos="BE", containers={"c": (
+        {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"},
+        {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"})})
+    facts = stack.runner.snapshots.build().kernel
+    pk = facts.pods["batch-0000-1111"]
+    c = pk.containers[0]
+    assert (c.dir, c.cpu_limit_milli, c.memory_request_bytes, c.memory_limit_bytes) == (
+        f"kubepods/besteffort/pod{uid}/batchc", 2000, GiB, 2 * GiB)
+    assert (c.quota_us, c.period_us, c.burst_us, pk.quota_us) == (200000, 100000, 7, 200000)
+    assert "cpu.cfs_burst_us" in facts.cgroup_files
+    # CPU suppress is on: the BE tier's quota and cpuset were recorded before anything wrote them
+    assert NodeOriginals(str(state)).section("cgroup") == {
+        "cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1", "cpuset:kubepods/besteffort/cpuset.cpus": "0-7"}
