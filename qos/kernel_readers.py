@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -27,7 +28,8 @@ from hookserver.system.cgroupnames import (
     pod_dir,
     qos_dir,
 )
-from hookserver.system.files import read_text
+from hookserver.errors import SystemFileError
+from hookserver.system.files import read_text as _read_text
 
 from qos.kernel_facts import (
     BlockDevice,
@@ -55,6 +57,7 @@ BATCH_MEMORY = "kubernetes.io/batch-memory"
 BATCH_CPU = "kubernetes.io/batch-cpu"
 CONTAINER_THROTTLED = "container_cpu_throttled_ratio"
 CONTAINER_CPU = "container_cpu_usage"
+ANNOTATION_CPU_BURST = "koordinator.sh/cpuBurst"  # qos.cpu_burst.ANNOTATION_CPU_BURST
 # The vm sysctls system config manages, by their /proc/sys path (dots for slashes).
 SYSCTLS = ("vm.min_free_kbytes", "vm.watermark_scale_factor", "vm.memcg_reap_background")
 # koordlet's group names (resctrl dirs under the root).
@@ -79,6 +82,22 @@ OPTIONAL_CGROUP_FILES = (
 # iocost's qos and model live at the hierarchy root only.
 ROOT_ONLY = frozenset({"blkio.cost.qos", "blkio.cost.model"})
 _KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
+
+
+def read_text(path: str) -> str | None:
+    """A kernel file's text; None when missing or unreadable (EACCES, EIO: logged once per path)."""
+    try:
+        return _read_text(path)
+    except SystemFileError as exc:
+        if path not in _LOGGED:
+            _LOGGED.add(path)
+            log.warning("qos: cannot read %s: %s", path, exc)
+        return None
+
+
+_LOGGED: set[str] = set()
+PERIOD_TTL_S = 60.0
+BURST_LINGER_S = 120.0
 
 
 def _int(text: str | None) -> int | None:
@@ -215,6 +234,8 @@ class KernelReader:
         })
         self._files: frozenset[str] | None = None
         self._be_recorded = False
+        self._burst_until: float | None = None
+        self._periods: dict[str, tuple[int, float]] = {}
         self._devices: tuple[tuple[tuple[str, str], ...], tuple[BlockDevice, ...]] | None = None
 
     def enabled(self, gate: str) -> bool:
@@ -255,7 +276,7 @@ class KernelReader:
         except Exception:  # noqa: BLE001 - a crafted parent or uid: no directory, never a crash
             return ""
 
-    def _cfs(self, rel: str) -> tuple[int | None, int, int | None]:
+    def _cfs(self, rel: str, *, container: bool = True) -> tuple[int | None, int, int | None]:
         root = self.view.hierarchy_root("cpu")
         if self.view.v2:
             raw = read_text(os.path.join(root, rel, "cpu.max"))
@@ -267,7 +288,16 @@ class KernelReader:
             burst = _int(read_text(os.path.join(root, rel, "cpu.max.burst")))
             return quota, period or 100_000, burst
         quota = _int(read_text(os.path.join(root, rel, "cpu.cfs_quota_us")))
-        period = _int(read_text(os.path.join(root, rel, "cpu.cfs_period_us"))) or 100_000
+        if not container:
+            return quota, 100_000, None
+        # The period is set once (kubelet's --cpu-cfs-quota-period) and almost never changes: re-read a minute.
+        cached = self._periods.get(rel)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < PERIOD_TTL_S:
+            period = cached[0]
+        else:
+            period = _int(read_text(os.path.join(root, rel, "cpu.cfs_period_us"))) or 100_000
+            self._periods[rel] = (period, now)
         burst = _int(read_text(os.path.join(root, rel, "cpu.cfs_burst_us")))
         return quota, period, burst
 
@@ -313,7 +343,7 @@ class KernelReader:
                     throttled_ratio=throttled.get(c.id), cpu_usage_cores=usage.get(c.id),
                     tasks=self._tasks(cdir) if tasks else frozenset(),
                 ))
-            quota, period, _ = self._cfs(pdir) if cfs else (None, 100_000, None)
+            quota, period, _ = self._cfs(pdir, container=False) if cfs else (None, 100_000, None)
             limited = bool(containers) and all(c.cpu_limit_milli > 0 for c in containers)
             mem_limited = bool(containers) and all(c.memory_limit_bytes > 0 for c in containers)
             out[pod.uid] = PodKernel(
@@ -322,6 +352,8 @@ class KernelReader:
                 memory_request_bytes=sum(c.memory_request_bytes for c in containers),
                 memory_limit_bytes=sum(c.memory_limit_bytes for c in containers) if mem_limited else 0,
             )
+        if len(self._periods) > 4 * max(len(out), 64):
+            self._periods.clear()
         return out
 
     def sysctl(self) -> SysctlFacts:
@@ -377,7 +409,18 @@ class KernelReader:
     # -- the facts -------------------------------------------------------------------------------
     def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts:
         slo = snap.node_slo if isinstance(snap.node_slo, NodeSLOSpec) else NodeSLOSpec.model_validate({})
-        burst = self.enabled("CPUBurst")
+        # CPUBurst and RdtResctrl are on by default: read their per-container files only when the NodeSLO
+        # (or a pod annotation) asks for them, so a node that uses neither pays nothing per round.
+        strategy = slo.resource_qos_strategy
+        # After the policy turns to none (and for a while after start), keep reading, so the reset to base
+        # quota and zero burst can see what to undo.
+        burst_wanted = slo.cpu_burst_strategy.policy != "none" or any(
+            ANNOTATION_CPU_BURST in p.annotations for p in snap.pods.values()
+        )
+        if burst_wanted or self._burst_until is None:
+            self._burst_until = now + BURST_LINGER_S
+        burst = self.enabled("CPUBurst") and (burst_wanted or now < self._burst_until)
+        resctrl_wanted = any(c.resctrl_qos.enable for c in (strategy.lsr_class, strategy.ls_class, strategy.be_class))
         resctrl_on = self.enabled("RdtResctrl")
         read = {"pods"}
         if self.enabled("BECPUSuppress"):
@@ -387,7 +430,7 @@ class KernelReader:
         if resctrl_on or created:
             resctrl = read_resctrl(self.resctrl_root, self.proc_root, created=created)
             read.add("resctrl")
-        tasks = resctrl_on and not resctrl.problem
+        tasks = resctrl_on and resctrl_wanted and not resctrl.problem
         pods = self._pods(snap, series, now, cfs=burst, tasks=tasks)
         sysctl = SysctlFacts(originals=self.originals.section("sysctl"))
         if self.enabled("SystemConfig") or sysctl.originals:

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import mmap
 import os
+import zlib
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
@@ -32,9 +36,13 @@ from qos.plan import QoSPlan, numbers
 from qos.reconciler import Reconciler, Verdict
 from qos.snapshot import QoSSnapshot
 
-__all__ = ["MemoryQoS", "memory_values"]
+__all__ = ["MemoryQoS", "MemoryQoSState", "memory_values"]
 
 PAGE = mmap.PAGESIZE
+# A pod whose inputs did not change is planned again once per this many seconds (its slot, by UID hash),
+# so a quiet node plans a few pods per round instead of all of them, and a file someone else changed is
+# still put right within a minute. Tiers are planned (and compared) every round.
+REFRESH_SLOTS = 60
 _ANOLIS = (
     (CgroupResource.MEMORY_WMARK_RATIO, "wmark_ratio"),
     (CgroupResource.MEMORY_WMARK_SCALE_FACTOR, "wmark_scale_permill"),
@@ -43,6 +51,15 @@ _ANOLIS = (
     (CgroupResource.MEMORY_USE_PRIORITY_OOM, "priority_enable"),
     (CgroupResource.MEMORY_OOM_GROUP, "oom_kill_group"),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryQoSState:
+    """Per pod UID: the inputs last planned (a signature) and the (min, low) they gave, for the tier sums;
+    `wrote`: this agent has set something (so turning every class off resets it)."""
+
+    pods: Mapping[str, tuple[Hashable, tuple[int, int]]] = field(default_factory=lambda: MappingProxyType({}))
+    wrote: bool = False
 
 
 def memory_values(cfg: MemoryQOS, request: int, limit: int, allocatable: int) -> tuple[int, int, int]:
@@ -75,25 +92,29 @@ class MemoryQoS(Reconciler):
             return Verdict(False, "NodeSLO resourceQOSStrategy: memoryQOS disabled for every class")
         return Verdict(True, f"memoryQOS enabled for {', '.join(on)}")
 
+    def initial_state(self, now: float) -> Any:
+        return MemoryQoSState()
+
     def plan_disabled(self, snap: QoSSnapshot, state: Any, why: str) -> QoSPlan:
-        # Every class disabled: the same round writes the kernel defaults (0 / 0 / max) where they differ.
-        if not state:
-            return QoSPlan.skip(self.name, why, state=state)
-        plan = self._plan(snap, why)
+        # Every class disabled: the kernel defaults (0 / 0 / max) where this agent set something.
+        st = state if isinstance(state, MemoryQoSState) else MemoryQoSState()
+        if not st.wrote:
+            return QoSPlan.skip(self.name, why, state=st)
+        plan = self._plan(snap, st, why)
+        done = plan.skipped or not plan.writes
         return QoSPlan(self.name, f"disabled ({why}); resetting memory QoS", plan.numbers, writes=plan.writes,
-                       notes=plan.notes, skipped=plan.skipped, state=None if not plan.skipped else state)
+                       notes=plan.notes, skipped=plan.skipped,
+                       state=MemoryQoSState() if done else MemoryQoSState(MappingProxyType({}), wrote=True))
 
     def plan(self, snap: QoSSnapshot, state: Any) -> QoSPlan:
-        plan = self._plan(snap, "")
-        return QoSPlan(plan.reconciler, plan.summary, plan.numbers, writes=plan.writes, notes=plan.notes,
-                       skipped=plan.skipped, state=True if plan.writes else state)
+        return self._plan(snap, state if isinstance(state, MemoryQoSState) else MemoryQoSState(), "")
 
-    def _plan(self, snap: QoSSnapshot, why: str) -> QoSPlan:
+    def _plan(self, snap: QoSSnapshot, st: MemoryQoSState, why: str) -> QoSPlan:
         files = snap.kernel.cgroup_files
         if "memory.min" not in files and "memory.low" not in files and "memory.high" not in files:
             return QoSPlan.skip(
                 self.name, "memory.min/low/high unsupported on this kernel (cgroup v1 without memcg QoS)",
-                state=None,
+                state=st,
             )
         strategy = snap.slo.resource_qos_strategy
         allocatable = snap.node.memory_allocatable_bytes if snap.node is not None else 0
@@ -104,6 +125,8 @@ class MemoryQoS(Reconciler):
         pod_writes: list[CgroupWrite] = []
         cont_writes: list[CgroupWrite] = []
         managed = 0
+        slot = int(snap.now) % REFRESH_SLOTS
+        kept: dict[str, tuple[Hashable, tuple[int, int]]] = {}
 
         def emit(out: list[CgroupWrite], directory: str, who: str, cfg: MemoryQOS, values: tuple[int, int, int]) -> None:
             label = f"{who}: " + (f"memoryQOS min {cfg.min_limit_percent}% low {cfg.low_limit_percent}% "
@@ -122,14 +145,22 @@ class MemoryQoS(Reconciler):
                 continue
             cfg = cls.memory_qos
             managed += 1
-            values = memory_values(cfg, pk.memory_request_bytes, pk.memory_limit_bytes, allocatable)
-            emit(pod_writes, pk.dir, pod.key, cfg, values)
+            signature = (cfg, pk.dir, pk.memory_request_bytes, pk.memory_limit_bytes, allocatable,
+                         tuple((c.dir, c.memory_request_bytes, c.memory_limit_bytes) for c in pk.containers))
+            last = st.pods.get(pod.uid)
+            if last is not None and last[0] == signature and zlib.crc32(pod.uid.encode()) % REFRESH_SLOTS != slot:
+                pair = last[1]  # unchanged since the last round and not its refresh slot: nothing to plan
+            else:
+                values = memory_values(cfg, pk.memory_request_bytes, pk.memory_limit_bytes, allocatable)
+                emit(pod_writes, pk.dir, pod.key, cfg, values)
+                for c in pk.containers:
+                    cvalues = memory_values(cfg, c.memory_request_bytes, c.memory_limit_bytes, allocatable)
+                    emit(cont_writes, c.dir, f"{pod.key}/{c.name}", cfg, cvalues)
+                pair = (values[0], values[1])
+            kept[pod.uid] = (signature, pair)
             sums = tiers.setdefault(os.path.dirname(pk.dir), [0, 0])
-            sums[0] += values[0]
-            sums[1] += values[1]
-            for c in pk.containers:
-                cvalues = memory_values(cfg, c.memory_request_bytes, c.memory_limit_bytes, allocatable)
-                emit(cont_writes, c.dir, f"{pod.key}/{c.name}", cfg, cvalues)
+            sums[0] += pair[0]
+            sums[1] += pair[1]
         kubepods = snap.kernel.tiers.get("kubepods", "")
         total = [sum(v[0] for v in tiers.values()), sum(v[1] for v in tiers.values())]
         tier_writes: list[CgroupWrite] = []
@@ -152,6 +183,7 @@ class MemoryQoS(Reconciler):
         upper = ResourcePlan(levels=(tuple(root_writes), tuple(tier_writes)), leveled=True, cacheable=False)
         lower = ResourcePlan(levels=(tuple(pod_writes), tuple(cont_writes)), leveled=True, cacheable=True)
         count = len(root_writes) + len(tier_writes) + len(pod_writes) + len(cont_writes)
-        summary = f"{managed} pods: memory.min total {total[0]} B, memory.low total {total[1]} B; {count} files"
+        summary = f"{managed} pods: memory.min total {total[0]} B, memory.low total {total[1]} B"
         return QoSPlan(self.name, summary, numbers(pods=managed, min_total=total[0], low_total=total[1], files=count),
-                       writes=tuple(p for p in (upper, lower) if any(p.levels)))
+                       writes=tuple(p for p in (upper, lower) if any(p.levels)),
+                       state=MemoryQoSState(MappingProxyType(kept), wrote=st.wrote or bool(count)))

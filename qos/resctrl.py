@@ -145,16 +145,16 @@ class Resctrl(Reconciler):
             notes.append("no MBA in info/: memory bandwidth unsupported, L3 only")
         moved = 0
         for pod in snap.pods:
-            group = GROUP_OF_QOS.get(pod.qos)
+            target = GROUP_OF_QOS.get(pod.qos)
             pk = snap.kernel.pods.get(pod.uid)
-            if group is None or pk is None or not pod.active or not classes[group].enable:
+            if target is None or pk is None or not pod.active or not classes[target].enable:
                 continue
-            have = r.group_tasks.get(group, frozenset())
+            have = r.group_tasks.get(target, frozenset())
             for c in pk.containers:
                 for task in sorted(c.tasks - have):
                     moved += 1
-                    files.append(FileWrite("resctrl", f"{group}/tasks", str(task), compare="always", owner=self.name,
-                                           reason=f"{pod.key}/{c.name}: task {task} into {group}"))
+                    files.append(FileWrite("resctrl", f"{target}/tasks", str(task), compare="always", owner=self.name,
+                                           reason=f"{pod.key}/{c.name}: task {task} into {target}"))
         summary = "; ".join(f"{k}={v}" for k, v in shown.items()) + f"; {moved} tasks to move"
         return QoSPlan(self.name, summary, numbers(cbm_bits=r.cbm_bits, tasks_moved=moved, **shown), files=tuple(files),
                        notes=tuple(dict.fromkeys(notes)), state=state)

@@ -90,9 +90,9 @@ class SystemConfig(Reconciler):
                 reason=f"{name} {current} -> {value} ({why})", original="record", original_key=("sysctl", name),
             ))
         # A sysctl this NodeSLO no longer sets goes back to what the node had.
-        for name, value in sorted(sysctl.originals.items()):
+        for name, original in sorted(sysctl.originals.items()):
             if name not in wanted or sysctl.values.get(name) is None:
-                files.extend(restore_sysctl_writes({name: value}, owner=self.name, why="no longer configured"))
+                files.extend(restore_sysctl_writes({name: original}, owner=self.name, why="no longer configured"))
         summary = ", ".join(f"{n}={v}" for n, (v, _) in wanted.items() if sysctl.values.get(n) is not None)
         values = {n.split(".", 1)[1]: v for n, (v, _) in wanted.items()}
         return QoSPlan(self.name, (summary or "nothing to set") + ("" if files else "; unchanged"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TextIO
 
 from hookserver.config import Settings
 from hookserver.errors import HookServerError
@@ -87,7 +88,7 @@ def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str
     return failed
 
 
-def run_cleanup(settings: Settings, *, force: bool = False, stdout: object = None) -> int:
+def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | None = None) -> int:
     out_stream = stdout if stdout is not None else sys.stdout
     live = [p for p in (settings.hook.socket, settings.debug.socket) if p and socket_is_live(p)]
     if live and not force:
@@ -132,5 +133,5 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: object = Non
     if not lines:
         lines.append(f"nothing to restore (no originals recorded in {settings.state_dir})")
     for line in lines:
-        print(line, file=out_stream)  # type: ignore[call-overload]
+        print(line, file=out_stream)
     return 1 if failed else 0

@@ -94,3 +94,28 @@ def test_invalid_memory_qos_is_refused_by_the_model(bad: dict[str, int]) -> None
 
     with pytest.raises(ValidationError):
         MemoryQOS.model_validate({"enable": True, **bad})
+
+
+def test_a_quiet_pod_is_planned_once_then_only_in_its_refresh_slot() -> None:
+    import zlib
+    from dataclasses import replace
+
+    from qos.memory_qos import REFRESH_SLOTS
+
+    r = MemoryQoS()
+    s = _snap()
+    first = r.plan(s, r.initial_state(0))  # type: ignore[arg-type]
+    assert "kubepods/burstable/podls" in writes(first, CgroupResource.MEMORY_MIN)
+    slot = zlib.crc32(b"uid-ls") % REFRESH_SLOTS
+    quiet_now = float((slot + 1) % REFRESH_SLOTS) + 6000.0
+    quiet = r.plan(replace(s, now=quiet_now), first.state)  # type: ignore[arg-type]
+    mins = writes(quiet, CgroupResource.MEMORY_MIN)
+    assert "kubepods/burstable/podls" not in mins
+    assert mins["kubepods/burstable"] == GiB and mins["kubepods"] == 2 * GiB  # tiers every round, sums kept
+    refresh = r.plan(replace(s, now=float(slot) + 6000.0), first.state)  # type: ignore[arg-type]
+    assert "kubepods/burstable/podls" in writes(refresh, CgroupResource.MEMORY_MIN)
+    # a changed request is planned at once
+    grown = replace(s.kernel.pods["uid-ls"], memory_request_bytes=2 * GiB)  # type: ignore[attr-defined]
+    kern = replace(s.kernel, pods={**s.kernel.pods, "uid-ls": grown})  # type: ignore[attr-defined]
+    changed = r.plan(replace(s, now=quiet_now, kernel=kern), first.state)  # type: ignore[arg-type]
+    assert writes(changed, CgroupResource.MEMORY_MIN)["kubepods/burstable/podls"] == 2 * GiB

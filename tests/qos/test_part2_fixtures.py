@@ -294,7 +294,7 @@ def test_reader_reads_limits_cfs_files_devices_and_records_the_be_tier(tmp_path:
 
     state = tmp_path / "state"
     stack = build_stack(str(cg), CPUBurst(), CPUSuppress(), gates={"CPUBurst": True, "BECPUSuppress": True},
-                        sys_root=str(sys_root), state_dir=str(state))
+                        sys_root=str(sys_root), state_dir=str(state), spec={"cpuBurstStrategy": {"policy": "auto"}})
     add_pod(stack.store, "batch", kube_qos="BestEffort", qos="BE", containers={"c": (
         {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"},
         {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"})})
@@ -308,3 +308,19 @@ def test_reader_reads_limits_cfs_files_devices_and_records_the_be_tier(tmp_path:
     # CPU suppress is on: the BE tier's quota and cpuset were recorded before anything wrote them
     assert NodeOriginals(str(state)).section("cgroup") == {
         "cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1", "cpuset:kubepods/besteffort/cpuset.cpus": "0-7"}
+
+
+def test_reader_skips_cfs_files_when_no_burst_is_asked_for_after_a_linger(tmp_path: Path) -> None:
+    from qos.cpu_burst import CPUBurst
+
+    cg = tmp_path / "cg"
+    uid = "web-0000-1111"
+    _files(cg / "cpu" / "kubepods" / "burstable" / f"pod{uid}" / "webc", {"cpu.cfs_quota_us": "50000"})
+    (cg / "memory").mkdir()
+    stack = build_stack(str(cg), CPUBurst(), gates={"CPUBurst": True}, spec={})
+    add_pod(stack.store, "web", kube_qos="Burstable", qos="LS", containers={"c": ({}, {"cpu": "500m"})})
+    started = stack.runner.snapshots.build().kernel.pods[uid].containers[0]
+    assert started.quota_us == 50000  # read at start: a restarted agent may have leftovers to reset
+    stack.clock[0] += 121
+    later = stack.runner.snapshots.build().kernel.pods[uid].containers[0]
+    assert later.quota_us is None  # policy none, no annotation: CPU burst costs no file reads
