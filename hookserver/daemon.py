@@ -36,6 +36,7 @@ from qos import EvictionGuard, QoSRunner, ReportOnlyBackend, build_reconcilers, 
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
+from qos.burst_metrics import BurstMetricsCollector
 from qos.debug import QoSProviders
 from qos.kernel_readers import KernelReader
 from qos.knobs import check_running_features
@@ -77,12 +78,14 @@ class Daemon:
             settings, store=self.store, roots=self.roots, registry=self.prometheus
         )
         self.qos = self._build_qos(settings)
+        self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
             node_labels=self._node_labels,
         )
         providers: dict[str, Any] = {
-            "qos": qos_providers.report,
+            "qos": lambda args: {**qos_providers.report(args), "knob_owners": self.knob_owners,
+                                 "originals": self.originals.describe()},
             "qos_plan": qos_providers.replay,
             "slo": lambda args: self.informer.slo_report(),
             "top": lambda args: top_report(self.store, window_s=float(args.get("window_seconds") or 300.0)),

@@ -167,6 +167,10 @@ class BurstState:
     buckets: Mapping[str, TokenBucket] = field(default_factory=lambda: MappingProxyType({}))
     planned_burst: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     refused: Mapping[str, tuple[int, float]] = field(default_factory=lambda: MappingProxyType({}))
+    # (namespace, pod, container id, container name) -> (cfs burst µs, cfs quota µs) as last planned:
+    # koordlet's koordlet_container_scaled_cfs_{burst,quota}_us gauges (qos.burst_metrics).
+    scaled: Mapping[tuple[str, str, str, str], tuple[int | None, int | None]] = field(
+        default_factory=lambda: MappingProxyType({}))
 
 
 def _base_quota(c: ContainerKernel) -> int:
@@ -243,6 +247,7 @@ class CPUBurst(Reconciler):
         planned: dict[str, int] = {}
         refused = dict(st.refused)
         clamped = scaled_up = scaled_down = 0
+        scaled: dict[tuple[str, str, str, str], tuple[int | None, int | None]] = {}
         unsupported_noted = False
         for pod, pk in self._pods(snap):
             cfg, problem = pod_burst_config(pod, strategy)
@@ -265,6 +270,7 @@ class CPUBurst(Reconciler):
                         target = min(wanted, cap)
                         reason = (f"{pod.key}/{c.name}: burst {wanted} = {c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × "
                                   f"{c.period_us}µs" if cfg.cfs_burst else f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})")
+                        scaled[(pod.namespace, pod.name, c.id, c.name)] = (target, c.quota_us)
                         if target < wanted:
                             clamped += 1
                             reason += f", clamped to the quota {cap} (the kernel refuses a burst above the quota)"
@@ -303,6 +309,8 @@ class CPUBurst(Reconciler):
                 elif op == "reset":
                     target_q = base
                 target_q = max(base, min(target_q, ceil))
+                key = (pod.namespace, pod.name, c.id, c.name)
+                scaled[key] = (scaled.get(key, (c.burst_us, None))[0], target_q)
                 if target_q == c.quota_us:
                     continue
                 delta = target_q - c.quota_us
@@ -325,7 +333,8 @@ class CPUBurst(Reconciler):
         if cont_level:
             writes.append(ResourcePlan(levels=(tuple(pod_level), tuple(cont_level)), leveled=True, cacheable=False))
         refused = {d: v for d, v in refused.items() if snap.now - v[1] < REFUSED_RETRY_S}
-        new_state = BurstState(MappingProxyType(buckets), MappingProxyType(planned), MappingProxyType(refused))
+        new_state = BurstState(MappingProxyType(buckets), MappingProxyType(planned), MappingProxyType(refused),
+                               MappingProxyType(scaled))
         summary = (f"{strategy.policy}: node {node_state}; {len(burst_writes)} burst writes ({clamped} clamped to quota), "
                    f"quota up {scaled_up} down {scaled_down}")
         values = numbers(node_state=node_state, share_pool_ratio=ratio if ratio is not None else -1.0,

@@ -156,3 +156,17 @@ def test_a_malformed_annotation_falls_back_to_the_node_config_with_a_note() -> N
         assert cfg.source == "node" and problem
         plan = CPUBurst().plan(s, BurstState())
         assert any("node config used" in n for n in plan.notes)
+
+
+def test_koordlet_burst_gauges_come_from_the_kept_state() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from qos.burst_metrics import BurstMetricsCollector
+
+    plan = CPUBurst().plan(snap("auto", quota=200_000, throttled=0.5), BurstState())
+    registry = CollectorRegistry()
+    registry.register(BurstMetricsCollector(lambda: plan.state, node="node-a"))
+    text = generate_latest(registry).decode()
+    labels = 'container_id="ls-c1",container_name="c1",node="node-a",pod_name="ls",pod_namespace="default"'
+    assert f"koordlet_container_scaled_cfs_burst_us{{{labels}}} 200000.0" in text
+    assert f"koordlet_container_scaled_cfs_quota_us{{{labels}}} 240000.0" in text
