@@ -324,3 +324,32 @@ def test_reader_skips_cfs_files_when_no_burst_is_asked_for_after_a_linger(tmp_pa
     stack.clock[0] += 121
     later = stack.runner.snapshots.build().kernel.pods[uid].containers[0]
     assert later.quota_us is None  # policy none, no annotation: CPU burst costs no file reads
+
+
+def test_blkio_on_v2_writes_io_max_fields_and_root_iocost(tmp_path: Path) -> None:
+    from qos.blkio import BlkIO
+
+    root, sys_root = tmp_path / "cg", tmp_path / "sys"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory io\n")
+    _files(root, {"io.cost.qos": "253:16 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 min=1.00 max=10000.00\n",
+                  "io.cost.model": "253:16 ctrl=user model=linear rbps=1 rseqiops=1 rrandiops=1 wbps=1 wseqiops=1 wrandiops=1\n"})
+    _files(root / "kubepods", {"io.max": "", "io.weight": "default 100\n"})
+    tier = root / "kubepods" / "besteffort"
+    _files(tier, {"io.max": "", "io.weight": "default 100\n"})
+    _files(sys_root / "class" / "block" / "vdb", {"dev": "253:16\n"})
+    spec = {"resourceQOSStrategy": {"beClass": {"blkioQOS": {"enable": True, "blocks": [
+        {"name": "/dev/vdb", "type": "device", "ioCfg": {"readBPS": 1048576, "ioWeightPercent": 50, "readLatency": 2000}}]}}}}
+    stack = build_stack(str(root), BlkIO(), gates={"BlkIOReconcile": True}, version="v2", sys_root=str(sys_root), spec=spec)
+    stack.tick()
+    assert (tier / "io.max").read_text() == "253:16 rbps=1048576"
+    assert (tier / "io.weight").read_text() == "50"
+    assert (root / "io.cost.qos").read_text() == "253:16 enable=1 ctrl=user rpct=95 rlat=2000 wpct=95 wlat=3000"
+    assert (root / "io.cost.model").read_text() == "253:16 ctrl=auto"
+    # the kernel shows every field of the device; a line that already holds is not rewritten
+    (tier / "io.max").write_text("253:16 rbps=1048576 wbps=max riops=max wiops=max\n")
+    (root / "io.cost.qos").write_text("253:16 enable=1 ctrl=user rpct=95.00 rlat=2000 wpct=95.00 wlat=3000 min=1.00 max=10000.00\n")
+    before = len(stack.store.audit.writes())
+    stack.tick()
+    fresh = stack.store.audit.writes()[before:]
+    assert fresh and all(w.skipped for w in fresh if "io.max" in w.path or "io.cost.qos" in w.path)
