@@ -109,7 +109,8 @@ class Daemon:
         view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
         self.originals = NodeOriginals(settings.state_dir)
         self.system_files = SystemFileExecutor(
-            {"proc_sys": os.path.join(settings.proc_root, "sys"), "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
+            {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
+         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
             store=self.store, originals=self.originals,
         )
         kernel = KernelReader(

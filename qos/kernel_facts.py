@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
+    "NODE_SETTINGS",
     "BlockDevice",
     "ContainerKernel",
     "KernelFacts",
@@ -23,6 +24,15 @@ __all__ = [
 ]
 
 _NO_STR: Mapping[str, str] = MappingProxyType({})
+
+# The node-wide settings system config manages: name -> (root, path under it). "proc_sys" is
+# `<proc-root>/sys`, "sys" is `<sys-root>`. The memcg reaper is Anolis-only (koordlet's
+# /sys/kernel/mm/memcg_reaper/reap_background); it is left alone where the file does not exist.
+NODE_SETTINGS: Mapping[str, tuple[str, str]] = MappingProxyType({
+    "vm.min_free_kbytes": ("proc_sys", "vm/min_free_kbytes"),
+    "vm.watermark_scale_factor": ("proc_sys", "vm/watermark_scale_factor"),
+    "memcg_reaper.reap_background": ("sys", "kernel/mm/memcg_reaper/reap_background"),
+})
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from hookserver.errors import SystemFileError
 from hookserver.system.files import read_text as _read_text
 
 from qos.kernel_facts import (
+    NODE_SETTINGS,
     BlockDevice,
     ContainerKernel,
     KernelFacts,
@@ -45,7 +46,6 @@ __all__ = [
     "BATCH_MEMORY",
     "OPTIONAL_CGROUP_FILES",
     "RESCTRL_GROUPS",
-    "SYSCTLS",
     "KernelReader",
     "read_resctrl",
     "resolve_block_device",
@@ -58,8 +58,6 @@ BATCH_CPU = "kubernetes.io/batch-cpu"
 CONTAINER_THROTTLED = "container_cpu_throttled_ratio"
 CONTAINER_CPU = "container_cpu_usage"
 ANNOTATION_CPU_BURST = "koordinator.sh/cpuBurst"  # qos.cpu_burst.ANNOTATION_CPU_BURST
-# The vm sysctls system config manages, by their /proc/sys path (dots for slashes).
-SYSCTLS = ("vm.min_free_kbytes", "vm.watermark_scale_factor", "vm.memcg_reap_background")
 # koordlet's group names (resctrl dirs under the root).
 RESCTRL_GROUPS = ("LSR", "LS", "BE")
 # Optional files probed once at the kubepods dir (their presence depends on the kernel).
@@ -358,8 +356,9 @@ class KernelReader:
 
     def sysctl(self) -> SysctlFacts:
         values: dict[str, int | None] = {}
-        for name in SYSCTLS:
-            values[name] = _int(read_text(os.path.join(self.proc_root, "sys", *name.split("."))))
+        for name, (root, rel) in NODE_SETTINGS.items():
+            base = os.path.join(self.proc_root, "sys") if root == "proc_sys" else self.sys_root
+            values[name] = _int(read_text(os.path.join(base, rel)))
         total = 0
         for line in (read_text(os.path.join(self.proc_root, "meminfo")) or "").splitlines():
             if line.startswith("MemTotal:"):

@@ -77,7 +77,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
     "CPUBurst": (KnobClaim("cpu.cfs_burst_us", "container", "LS"),
                  *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",))),
     "MemoryQoS": _claims(_MEMORY_QOS_FILES, ("tier", "pod", "container"), ("*",)),
-    "SystemConfig": _claims(("vm.min_free_kbytes", "vm.watermark_scale_factor", "vm.memcg_reap_background"), ("node",), ("*",)),
+    "SystemConfig": _claims(("vm.min_free_kbytes", "vm.watermark_scale_factor", "memcg_reaper.reap_background"), ("node",), ("*",)),
     "BlkIO": (*_claims(_BLKIO_THROTTLES, ("tier", "pod"), ("BE",)),
               *_claims(("blkio.cost.qos", "blkio.cost.model"), ("root",), ("*",))),
     "Resctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("node",), ("*",)),

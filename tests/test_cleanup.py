@@ -30,12 +30,15 @@ def node(tmp_path: Path) -> Path:
     for d in (tier_set, tier_set / "podx", tier_set / "podx" / "ctr"):
         d.mkdir(parents=True)
         (d / "cpuset.cpus").write_text("0-1")
+    reaper = tmp_path / "sys" / "kernel" / "mm" / "memcg_reaper"
+    reaper.mkdir(parents=True)
+    (reaper / "reap_background").write_text("1")
     (tmp_path / "sys" / "fs" / "resctrl" / "BE").mkdir(parents=True)
     (tmp_path / "sys" / "fs" / "resctrl" / "LS").mkdir(parents=True)
     state = tmp_path / "state"
     state.mkdir()
     (state / ORIGINALS_FILE).write_text(json.dumps({
-        "sysctl": {"vm.min_free_kbytes": "67584"},
+        "sysctl": {"vm.min_free_kbytes": "67584", "memcg_reaper.reap_background": "0"},
         "cgroup": {"cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1", "cpuset:kubepods/besteffort/cpuset.cpus": "0-7"},
         "resctrl_groups": {"BE": "created"},
     }))
@@ -64,6 +67,7 @@ def test_cleanup_restores_everything_and_says_what(node: Path, capsys: pytest.Ca
     assert main(_argv(node)) == 0
     out = capsys.readouterr().out
     assert (node / "proc" / "sys" / "vm" / "min_free_kbytes").read_text() == "67584"
+    assert (node / "sys" / "kernel" / "mm" / "memcg_reaper" / "reap_background").read_text() == "0"
     assert (node / "cg" / "cpu" / "kubepods" / "besteffort" / "cpu.cfs_quota_us").read_text() == "-1"
     tier = node / "cg" / "cpuset" / "kubepods" / "besteffort"
     assert [(d / "cpuset.cpus").read_text() for d in (tier, tier / "podx", tier / "podx" / "ctr")] == ["0-7"] * 3
@@ -92,6 +96,7 @@ def test_a_failed_restore_stays_recorded_and_exits_1(node: Path, capsys: pytest.
     assert main(_argv(node)) == 1
     assert "FAILED    sysctl vm.min_free_kbytes" in capsys.readouterr().out
     assert json.loads((node / "state" / ORIGINALS_FILE).read_text())["sysctl"] == {"vm.min_free_kbytes": "67584"}
+    assert (node / "sys" / "kernel" / "mm" / "memcg_reaper" / "reap_background").read_text() == "0"  # the rest went on
 
 
 def test_cleanup_with_a_corrupt_state_file_warns_and_restores_nothing(node: Path, capsys: pytest.CaptureFixture[str]) -> None:

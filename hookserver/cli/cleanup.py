@@ -24,6 +24,7 @@ from hookserver.errors import HookServerError
 from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, ResourcePlan
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.socketfiles import socket_is_live
+from qos.kernel_facts import NODE_SETTINGS
 
 __all__ = ["add_cleanup_parser", "run_cleanup"]
 
@@ -103,13 +104,14 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
     from hookserver.store import StateStore
 
     files = SystemFileExecutor(
-        {"proc_sys": os.path.join(settings.proc_root, "sys"), "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
+        {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
+         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
         store=StateStore(), originals=originals,
     )
     writes: list[FileWrite] = [
-        FileWrite("proc_sys", name.replace(".", "/"), value, compare="int", owner="cleanup",
-                  reason="hookserver cleanup", original="restore", original_key=("sysctl", name))
-        for name, value in sorted(originals.section("sysctl").items())
+        FileWrite(NODE_SETTINGS[name][0], NODE_SETTINGS[name][1], value, compare="int",  # type: ignore[arg-type]
+                  owner="cleanup", reason="hookserver cleanup", original="restore", original_key=("sysctl", name))
+        for name, value in sorted(originals.section("sysctl").items()) if name in NODE_SETTINGS
     ]
     writes += [
         FileWrite("resctrl", group, op="rmdir", owner="cleanup", reason="hookserver cleanup", original="restore",
@@ -119,7 +121,7 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
     failed = 0
     for result in files.apply(writes):
         w = result.write
-        what = f"sysctl {w.original_key[1]} = {w.value}" if w.root == "proc_sys" else f"resctrl group {w.path} removed"
+        what = f"resctrl group {w.path} removed" if w.root == "resctrl" else f"sysctl {w.original_key[1]} = {w.value}"
         if result.ok:
             lines.append(f"restored  {what}" + (" (already)" if result.skipped else f" (was {result.previous})" if result.previous else ""))
         else:

@@ -159,7 +159,7 @@ class FileWrite:
     `original` and `original_key` (section, key) drive the originals store (see executor/sysfiles.py).
     """
 
-    root: Literal["proc_sys", "resctrl"]
+    root: Literal["proc_sys", "sys", "resctrl"]
     path: str
     value: str = ""
     op: Literal["write", "mkdir", "rmdir"] = "write"

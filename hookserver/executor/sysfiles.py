@@ -56,7 +56,7 @@ def _holds(compare: str, current: str, value: str) -> bool:
 
 
 class SystemFileExecutor:
-    """`apply(writes)` in order; `roots` maps "proc_sys" and "resctrl" to absolute directories."""
+    """`apply(writes)` in order; `roots` maps "proc_sys", "sys" and "resctrl" to absolute directories."""
 
     def __init__(
         self, roots: Mapping[str, str], *, store: StateStore, originals: NodeOriginals,

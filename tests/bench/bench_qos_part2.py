@@ -70,7 +70,7 @@ def _snapshot() -> Any:
     facts = kernel(*pks, read=("pods", "sysctl", "blkio", "resctrl"),
                    cgroup_files=frozenset({"cpu.cfs_burst_us", "memory.min", "memory.low", "memory.high"}),
                    sysctl=SysctlFacts(mem_total_kib=64_000_000, values=MappingProxyType({
-                       "vm.min_free_kbytes": 640_000, "vm.watermark_scale_factor": 150, "vm.memcg_reap_background": None})),
+                       "vm.min_free_kbytes": 640_000, "vm.watermark_scale_factor": 150, "memcg_reaper.reap_background": None})),
                    devices=(BlockDevice("/dev/vdb", "device", devno="253:16"),), resctrl=resctrl)
     tier = "kubepods/besteffort"
     return spec_snapshot(_spec(), pods=tuple(pods), node=node(cpu_milli=32_000, memory=64 << 30), topology=topology(32),

@@ -89,8 +89,8 @@ def test_system_strategy_from_the_apiserver_is_applied_then_restored_when_droppe
     )
     failed = True
     try:
-        # 16 000 000 KiB × 100 / 10000 = 160 000
-        _wait("min_free_kbytes from the NodeSLO", lambda: (vm / "min_free_kbytes").read_text() == "160000")
+        # the Node's 16Gi = 16 777 216 KiB × 100 / 10000 = 167 772 (koordlet uses the Node's capacity)
+        _wait("min_free_kbytes from the NodeSLO", lambda: (vm / "min_free_kbytes").read_text() == "167772")
         assert (vm / "watermark_scale_factor").read_text() == "150"
         refused = subprocess.run([sys.executable, "-m", "hookserver.cli.serve", "cleanup", *common], cwd=ROOT,
                                  capture_output=True, text=True, timeout=60, env=env)

@@ -57,7 +57,8 @@ def build_stack(
     layout = executor.layout
     view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
     originals = NodeOriginals(state_dir)
-    files = SystemFileExecutor({"proc_sys": os.path.join(proc_root, "sys"), "resctrl": os.path.join(sys_root, "fs", "resctrl")},
+    files = SystemFileExecutor({"proc_sys": os.path.join(proc_root, "sys"), "sys": sys_root,
+                                "resctrl": os.path.join(sys_root, "fs", "resctrl")},
                                store=store, originals=originals)
     values = GateRegistry(r.gate for r in reconcilers).resolve([("test", gates)])
     reader = KernelReader(view, proc_root=proc_root, sys_root=sys_root, originals=originals, enabled=values.enabled)

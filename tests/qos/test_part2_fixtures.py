@@ -99,7 +99,7 @@ def test_system_config_writes_records_and_restores_across_a_restart(tmp_path: Pa
     stack = build_stack(str(cg), SystemConfig(), gates={"SystemConfig": True}, state_dir=str(state),
                         proc_root=str(proc), spec=spec)
     stack.tick()
-    assert (vm / "min_free_kbytes").read_text() == "160000"
+    assert (vm / "min_free_kbytes").read_text() == "167772"  # the Node's 16 GiB = 16777216 KiB × 100 / 10000
     assert (vm / "watermark_scale_factor").read_text() == "150"
     saved = json.loads((state / ORIGINALS_FILE).read_text())
     assert saved["sysctl"] == {"vm.min_free_kbytes": "67584", "vm.watermark_scale_factor": "10"}
@@ -122,7 +122,7 @@ def test_system_config_gate_off_restores(tmp_path: Path) -> None:
     (cg / "cpu").mkdir(parents=True)
     spec = {"systemStrategy": {"minFreeKbytesFactor": 200}}
     build_stack(str(cg), SystemConfig(), gates={"SystemConfig": True}, state_dir=str(state), proc_root=str(proc), spec=spec).tick()
-    assert (proc / "sys" / "vm" / "min_free_kbytes").read_text() == "320000"
+    assert (proc / "sys" / "vm" / "min_free_kbytes").read_text() == "335544"  # 16777216 KiB × 200 / 10000
     off = build_stack(str(cg), SystemConfig(), gates={"SystemConfig": False}, state_dir=str(state), proc_root=str(proc), spec=spec)
     plans = off.tick()
     assert "feature gate SystemConfig is off" in plans[0].summary

@@ -12,26 +12,39 @@ from qos.blkio import BlkIO
 from qos.kernel_facts import BlockDevice, ResctrlFacts, SysctlFacts
 from qos.resctrl import Resctrl, cat_mask, mba_value
 from qos.system_config import SystemConfig
-from tests.qos.helpers import pod
+from tests.qos.helpers import node, pod
 from tests.qos.part2_helpers import container, kernel, pod_kernel, spec_snapshot, writes
 
 # -- system config ------------------------------------------------------------------------------------
 
 SYSCTL = SysctlFacts(mem_total_kib=16_000_000, values=MappingProxyType({
-    "vm.min_free_kbytes": 67584, "vm.watermark_scale_factor": 10, "vm.memcg_reap_background": None}))
+    "vm.min_free_kbytes": 67584, "vm.watermark_scale_factor": 10, "memcg_reaper.reap_background": None}))
 
 
 def test_min_free_kbytes_and_watermark_scale_factor() -> None:
-    # 16 000 000 KiB × 100 / 10000 = 160 000
+    # Node memory 16 000 000 KiB × 100 / 10000 = 160 000 (koordlet uses the Node's capacity)
     s = spec_snapshot({"systemStrategy": {"minFreeKbytesFactor": 100, "watermarkScaleFactor": 150}},
-                      kernel=kernel(read=("sysctl",), sysctl=SYSCTL))
+                      kernel=kernel(read=("sysctl",), sysctl=SYSCTL), node=node(memory=16_000_000 * 1024))
     r = SystemConfig()
     assert r.enabled(s).enabled
     plan = r.plan(s, None)
     files = {f.path: f for f in plan.files}
     assert files["vm/min_free_kbytes"].value == "160000" and files["vm/watermark_scale_factor"].value == "150"
     assert files["vm/min_free_kbytes"].original == "record"
-    assert "vm/memcg_reap_background" not in files  # the kernel has no such file
+    assert "kernel/mm/memcg_reaper/reap_background" not in files  # the kernel has no such file
+    # without a Node, MemTotal from /proc/meminfo stands in (here 16 000 000 KiB as well)
+    bare = SystemConfig().plan(spec_snapshot({"systemStrategy": {"minFreeKbytesFactor": 50}}, node=None,
+                                             kernel=kernel(read=("sysctl",), sysctl=SYSCTL)), None)
+    assert {f.path: f.value for f in bare.files}["vm/min_free_kbytes"] == "80000"
+
+
+def test_memcg_reaper_is_written_under_the_sys_root_where_it_exists() -> None:
+    facts = SysctlFacts(mem_total_kib=16_000_000, values=MappingProxyType({
+        "vm.min_free_kbytes": 160000, "vm.watermark_scale_factor": 150, "memcg_reaper.reap_background": 0}))
+    s = spec_snapshot({"systemStrategy": {"memcgReapBackGround": 1}}, node=node(memory=16_000_000 * 1024),
+                      kernel=kernel(read=("sysctl",), sysctl=facts))
+    plan = SystemConfig().plan(s, None)
+    assert [(f.root, f.path, f.value) for f in plan.files] == [("sys", "kernel/mm/memcg_reaper/reap_background", "1")]
 
 
 def test_absent_system_strategy_means_leave_the_node_and_restore_recorded_values() -> None:
