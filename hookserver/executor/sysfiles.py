@@ -118,6 +118,10 @@ class SystemFileExecutor:
         try:
             _write(path, write.value)
         except OSError as exc:
+            if exc.errno == errno.ESRCH and os.path.basename(path) == "tasks":
+                # The task exited between the read and the write: nothing to move.
+                return self._record(FileResult(write, path, ok=True, skipped=True, previous=previous,
+                                               error="task exited (ESRCH)"))
             return self._record(FileResult(
                 write, path, ok=False, previous=previous, error=_os_error("write", path, exc, write.value),
                 errno=exc.errno or 0,

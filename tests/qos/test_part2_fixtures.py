@@ -353,3 +353,46 @@ def test_blkio_on_v2_writes_io_max_fields_and_root_iocost(tmp_path: Path) -> Non
     stack.tick()
     fresh = stack.store.audit.writes()[before:]
     assert fresh and all(w.skipped for w in fresh if "io.max" in w.path or "io.cost.qos" in w.path)
+
+
+def test_cpu_burst_on_a_v2_fixture_uses_cpu_max_and_cpu_max_burst(tmp_path: Path) -> None:
+    from qos.cpu_burst import CPUBurst
+    from tests.qos.part2_stack import sample
+
+    root = tmp_path / "cg"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory io\n")
+    _files(root / "kubepods", {"cpu.max": "max 100000\n", "cpu.max.burst": "0\n"})
+    uid = "web-0000-1111"
+    pod_dir = root / "kubepods" / "burstable" / f"pod{uid}"
+    _files(pod_dir, {"cpu.max": "50000 100000\n", "cpu.max.burst": "0\n"})
+    _files(pod_dir / "webc", {"cpu.max": "50000 100000\n", "cpu.max.burst": "0\n"})
+    stack = build_stack(str(root), CPUBurst(), gates={"CPUBurst": True}, version="v2",
+                        spec={"cpuBurstStrategy": {"policy": "auto", "cpuBurstPercent": 50}})
+    add_pod(stack.store, "web", kube_qos="Burstable", qos="LS", containers={"c": ({"cpu": "500m"}, {"cpu": "500m"})})
+    sample(stack.store, "container_cpu_throttled_ratio", 0.2, container="webc")
+    sample(stack.store, "node_cpu_usage", 0.5)
+    stack.tick()
+    # burst = 500m × 50 % × 100000 µs = 25000 µs (below the quota: not clamped)
+    assert (pod_dir / "webc" / "cpu.max.burst").read_text() == "25000"
+    assert (pod_dir / "webc" / "cpu.max").read_text().split()[0] == "60000"
+    assert (pod_dir / "cpu.max").read_text().split()[0] == "60000"
+
+
+def test_moving_a_task_that_exited_is_not_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from hookserver.executor import sysfiles
+
+    sys_root = tmp_path / "sys"
+    _resctrl(sys_root)
+    stack = build_stack(str(tmp_path), Resctrl(), gates={"RdtResctrl": True}, sys_root=str(sys_root))
+
+    def gone(path: str, data: str) -> None:
+        raise OSError(errno.ESRCH, "No such process")
+
+    monkeypatch.setattr(sysfiles, "_write", gone)
+    result = stack.files.apply([FileWrite("resctrl", "BE/tasks", "4242", compare="always")])[0]
+    assert result.ok and result.skipped
+    other = stack.files.apply([FileWrite("resctrl", "BE/schemata", "L3:0=f", compare="always")])[0]
+    assert not other.ok and "ESRCH" in other.error
