@@ -337,6 +337,8 @@ class CPUBurst(Reconciler):
                                MappingProxyType(scaled))
         summary = (f"{strategy.policy}: node {node_state}; {len(burst_writes)} burst writes ({clamped} clamped to quota), "
                    f"quota up {scaled_up} down {scaled_down}")
+        if unsupported_noted:
+            summary += "; CFS burst unsupported on this kernel (no cpu.cfs_burst_us)"
         values = numbers(node_state=node_state, share_pool_ratio=ratio if ratio is not None else -1.0,
                          burst_writes=len(burst_writes), clamped=clamped, scaled_up=scaled_up, scaled_down=scaled_down)
         return QoSPlan(self.name, summary, values, writes=tuple(writes), notes=tuple(dict.fromkeys(notes)), state=new_state)

@@ -62,7 +62,7 @@ def test_a_refused_burst_is_not_retried_every_second() -> None:
 def test_no_burst_file_is_one_unsupported_note() -> None:
     plan = CPUBurst().plan(snap("cpuBurstOnly", files=frozenset()), BurstState())
     assert writes(plan, CgroupResource.CPU_CFS_BURST) == {}
-    assert any("unsupported" in n for n in plan.notes)
+    assert any("unsupported" in n for n in plan.notes) and "unsupported on this kernel" in plan.summary
 
 
 def test_quota_scales_over_a_sequence_of_throttle_samples() -> None:
