@@ -43,7 +43,13 @@ from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
 from qos import EvictionGuard, QoSRunner, ReportOnlyBackend, build_reconcilers, gate_registry
+from hookserver.executor.sysfiles import SystemFileExecutor
+from hookserver.store.originals import NodeOriginals
+from hookserver.system.cgroupnames import ContainerRuntime
+from qos.burst_metrics import BurstMetricsCollector
 from qos.debug import QoSProviders
+from qos.kernel_readers import KernelReader
+from qos.knobs import check_running_features
 from qos.metrics import QoSMetrics
 from qos.readers import CgroupView, SnapshotBuilder
 
@@ -86,12 +92,14 @@ class Daemon:
         if settings.predictor.enabled:
             self.predictor, self.reporter = self._build_predictor(settings)
         self.qos = self._build_qos(settings)
+        self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
             node_labels=self._node_labels,
         )
         providers: dict[str, Any] = {
-            "qos": qos_providers.report,
+            "qos": lambda args: {**qos_providers.report(args), "knob_owners": self.knob_owners,
+                                 "originals": self.originals.describe()},
             "qos_plan": qos_providers.replay,
             "slo": lambda args: self.informer.slo_report(),
             "top": lambda args: top_report(self.store, window_s=float(args.get("window_seconds") or 300.0)),
@@ -134,22 +142,36 @@ class Daemon:
         anything listens), the snapshot builder over the executor's layout, and the eviction backend."""
         reconcilers = build_reconcilers(settings.qos)
         gates = gate_registry(reconcilers).resolve(settings.gate_layers())
+        # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens.
+        hooks = ["batchresource"] if "BatchResource" in self.registry.plugins else []
+        self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
+        view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
+        self.originals = NodeOriginals(settings.state_dir)
+        self.system_files = SystemFileExecutor(
+            {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
+             "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
+            store=self.store, originals=self.originals,
+        )
+        kernel = KernelReader(
+            view, runtime=ContainerRuntime(settings.cgroup.runtime), proc_root=settings.proc_root,
+            sys_root=settings.sys_root, originals=self.originals, enabled=gates.enabled,
+        )
         self.qos_snapshots = SnapshotBuilder(
             self.store,
-            cgroups=CgroupView(
-                hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver, runtime=layout.runtime,
-            ),
+            cgroups=view,
             collect_interval_s=max(
                 settings.collectors.node_resource.interval_s, settings.collectors.pod_resource.interval_s,
                 settings.collectors.be_resource.interval_s,
             ),
+            kernel=kernel,
         )
         guard = EvictionGuard(self._eviction_backend(settings), cooldown_s=settings.qos.eviction_cooldown_s)
         return QoSRunner(
             reconcilers, gates=gates, snapshots=self.qos_snapshots, store=self.store, executor=self.executor,
             evictions=guard, settings=settings.qos, metrics=QoSMetrics(self.prometheus, node=settings.node_name),
             ready=self.informer.synced,
+            system_files=self.system_files,
         )
 
     def _node_labels(self) -> dict[str, str]:

@@ -31,10 +31,11 @@ How to add a reconciler
 
    Writes are `hookserver.executor.plan.ResourcePlan`s of `CgroupWrite`s whose `reason` carries the
    numbers; use `leveled=True` with levels top-down (tier, pods, containers) when a parent must stay >=
-   its children. A write that is not a cgroup knob (sysctl, resctrl, blkio device lines) is an
-   `qos.plan.Action(kind, target, value, reason)`; the daemon registers one actuator per kind
-   (`QoSRunner(actuators={"sysctl": writer})`, a callable from actions to `ActionResult`s, implemented where
-   files may be written: the executor). An action kind with no actuator fails that reconciler's round. Put the round's inputs and results in `QoSPlan.numbers` (`qos.plan.numbers(...)`).
+   its children. A node file that is not a cgroup (a sysctl, a resctrl group, schemata or tasks) is a
+   `hookserver.executor.plan.FileWrite` in `QoSPlan.files`, carried out by the daemon's system-file executor
+   (hookserver/executor/sysfiles.py: path containment, audit, originals recorded before the first write);
+   a plan with files and no such executor wired fails that reconciler's round. Put the round's inputs and
+   results in `QoSPlan.numbers` (`qos.plan.numbers(...)`).
    Override `plan_disabled` to undo what you changed when the gate or NodeSLO turns you off, `commit`
    for cool-downs, and `gauges` to export values. Evictions are `PlannedEviction`s in eviction order with
    `numbers["releases"]`, and `QoSPlan.numbers["release_target"]` says when to stop.

@@ -11,9 +11,9 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.eviction import EvictionRequest
-from hookserver.executor.plan import ResourcePlan
+from hookserver.executor.plan import FileWrite, ResourcePlan
 
-__all__ = ["Action", "ActionResult", "Numbers", "PlannedEviction", "QoSPlan", "numbers"]
+__all__ = ["Numbers", "PlannedEviction", "QoSPlan", "numbers"]
 
 Numbers = Mapping[str, float | int | str]
 _NONE: Numbers = MappingProxyType({})
@@ -37,32 +37,13 @@ class PlannedEviction:
 
 
 @dataclass(frozen=True, slots=True)
-class Action:
-    """A write that is not a cgroup knob (a sysctl, a resctrl schemata line, a blkio device line): `kind`
-    names the actuator the daemon registered for it (`QoSRunner(actuators={"sysctl": ...})`), `target`
-    what it writes (e.g. `vm/min_free_kbytes`), `value` the text, `reason` why, with the numbers."""
-
-    kind: str
-    target: str
-    value: str
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ActionResult:
-    action: Action
-    ok: bool
-    error: str = ""
-    skipped: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class QoSPlan:
     """One round of one reconciler.
 
     `summary` is one line for `hookctl qos`; `numbers` the inputs and results of the round's formula;
     `writes` cgroup plans in order (each `CgroupWrite.reason` says why); `evictions` in eviction order;
-    `actions` non-cgroup writes, carried out by the actuator registered for their kind.
+    `files` node files that are not cgroups (sysctls, resctrl), carried out after `writes` by the daemon's
+    system-file executor (hookserver.executor.sysfiles).
     `state` is what the reconciler wants to remember for its next round (cool-down start, last target);
     the runner keeps it only when the plan is carried out (or dry-run), never for a replay.
     `skipped` says why the round did nothing at all (disabled, no data, cooling down).
@@ -73,21 +54,22 @@ class QoSPlan:
     numbers: Numbers = field(default_factory=lambda: _NONE)
     writes: tuple[ResourcePlan, ...] = ()
     evictions: tuple[PlannedEviction, ...] = ()
-    actions: tuple[Action, ...] = ()
     notes: tuple[str, ...] = ()
     skipped: str = ""
     state: object = None
+    # Node files that are not cgroups (sysctls, resctrl), in order; carried out after `writes`.
+    files: tuple[FileWrite, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.writes and not self.evictions and not self.actions
+        return not self.writes and not self.evictions and not self.files
 
     @classmethod
     def skip(cls, reconciler: str, why: str, *, state: object = None, **values: float | int | str) -> QoSPlan:
         return cls(reconciler=reconciler, summary=f"skipped: {why}", skipped=why, numbers=numbers(**values), state=state)
 
     def write_count(self) -> int:
-        return sum(len(level) for plan in self.writes for level in plan.levels)
+        return sum(len(level) for plan in self.writes for level in plan.levels) + len(self.files)
 
     def describe(self, *, max_items: int | None = None) -> dict[str, Any]:
         """JSON-able: `hookctl qos plan` shows all of it; the audit keeps the first `max_items` writes and
@@ -109,9 +91,8 @@ class QoSPlan:
             "numbers": dict(self.numbers),
             "writes": writes[:max_items] if max_items is not None else writes,
             "evictions": evictions,
-            "actions": [{"kind": a.kind, "target": a.target, "value": a.value, "reason": a.reason}
-                        for a in (self.actions[:max_items] if max_items is not None else self.actions)],
             "notes": list(self.notes),
+            **({"files": [f.describe() for f in self.files]} if self.files else {}),
         }
         if max_items is not None and (len(writes) > max_items or len(self.evictions) > max_items):
             out["writes_total"] = len(writes)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
@@ -35,6 +35,7 @@ from hookserver.system.files import read_text
 from hookserver.system.topology import NodeTopology
 
 from qos.node_facts import BATCH_CPU, cpus_of, json_annotation, node_facts
+from qos.kernel_facts import KernelFacts
 from qos.snapshot import (
     ANNOTATION_RESOURCE_STATUS,
     BEStats,
@@ -49,6 +50,7 @@ from qos.snapshot import (
 __all__ = [
     "BATCH_CPU",
     "CgroupView",
+    "KernelSource",
     "SnapshotBuilder",
     "be_window_s",
     "node_facts",
@@ -75,6 +77,12 @@ SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SY
 
 _NO_SPEC: Mapping[str, str] = MappingProxyType({})
 _KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
+
+
+class KernelSource(Protocol):
+    """Reads the part-2 kernel facts (qos.kernel_readers.KernelReader)."""
+
+    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +142,10 @@ class SnapshotBuilder:
         cgroups: CgroupView | None,
         collect_interval_s: float = 1.0,
         max_age_s: float | None = None,
+        kernel: KernelSource | None = None,
     ) -> None:
         self.store = store
+        self.kernel = kernel
         self.cgroups = cgroups
         self.collect_interval_s = collect_interval_s
         self.max_age_s = max_age_s if max_age_s is not None else 2 * collect_interval_s + 0.5
@@ -326,6 +336,7 @@ class SnapshotBuilder:
             collect_interval_s=self.collect_interval_s,
             slo_sources=MappingProxyType(dict(snap.node_slo_sources)),
             stale=snap.stale,
+            kernel=self.kernel.read(snap, series, now) if self.kernel is not None else KernelFacts(),
         )
 
 

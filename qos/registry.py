@@ -6,18 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from qos.blkio import BlkIO
+from qos.cpu_burst import CPUBurst
 from qos.cpu_evict import CPUEvict
 from qos.cpu_suppress import CPUSuppress
 from qos.gates import GateRegistry
 from qos.memory_evict import MemoryEvict
+from qos.memory_qos import MemoryQoS
 from qos.reconciler import Reconciler
+from qos.resctrl import Resctrl
 from qos.settings import QoSSettings
+from qos.system_config import SystemConfig
 
 __all__ = ["RECONCILER_TYPES", "build_reconcilers", "gate_registry"]
 
 # In koordlet's order (pkg/koordlet/qosmanager/plugins/register.go). Issue 10 appends CPU burst, memory
 # QoS (CgroupReconcile), SystemConfig, BlkIOReconcile and RdtResctrl here.
 RECONCILER_TYPES: list[Callable[..., Reconciler]] = [CPUSuppress, CPUEvict, MemoryEvict]
+# Part 2 (issue 10): CPU burst, memory QoS (CgroupReconcile), system config, blkio, resctrl.
+RECONCILER_TYPES += [CPUBurst, MemoryQoS, SystemConfig, BlkIO, Resctrl]
 
 
 def build_reconcilers(

@@ -26,19 +26,19 @@ from typing import Any, Protocol
 from hookserver.aio.periodic import run_every
 from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.eviction import EvictionResult, EvictionStatus
-from hookserver.executor.plan import ResourceExecutor
+from hookserver.executor.plan import FileWrite, ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
 from hookserver.store.state import StateStore
 
 from qos.evictions import EvictionGuard
 from qos.gates import GateValues
 from qos.metrics import QoSMetrics
-from qos.plan import Action, ActionResult, QoSPlan
+from qos.plan import QoSPlan
 from qos.reconciler import Reconciler, RoundOutcome, Verdict
 from qos.settings import QoSSettings
 from qos.snapshot import QoSSnapshot
 
-__all__ = ["Actuator", "QoSRunner", "ReconcilerStatus", "SnapshotSource"]
+__all__ = ["QoSRunner", "ReconcilerStatus", "SnapshotSource", "SystemFiles"]
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,10 @@ AUDIT_PLAN_ITEMS = 10
 _HOUR_S = 3600.0
 
 
-# Carries out a plan's non-cgroup actions of one kind (sysctl, resctrl, ...); never raises for a failed write.
-Actuator = Callable[[Sequence[Action]], Sequence[ActionResult]]
+class SystemFiles(Protocol):
+    """Carries out a plan's `files` (hookserver.executor.sysfiles.SystemFileExecutor; the daemon wires it)."""
+
+    def apply(self, writes: Sequence[FileWrite]) -> Sequence[Any]: ...
 
 
 class SnapshotSource(Protocol):
@@ -88,7 +90,7 @@ class QoSRunner:
         clock: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
         evict_in_background: bool = True,
-        actuators: Mapping[str, Actuator] | None = None,
+        system_files: SystemFiles | None = None,
         ready: Callable[[], bool] | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
@@ -104,13 +106,13 @@ class QoSRunner:
         for r in reconcilers:
             gates.enabled(r.gate.name)  # KeyError here means the daemon forgot to register the gate
         self.snapshots = snapshots
-        self.actuators: dict[str, Actuator] = dict(actuators or {})
         # Nothing acts before the informer's first sync: a round on the default NodeSLO (threshold strategies
         # off) would "restore" BE to every CPU for the second it takes the real NodeSLO to arrive.
         self._ready = ready
         self._was_ready = ready is None
         self.store = store
         self.executor = executor
+        self.system_files = system_files
         self.evictions = evictions
         self.metrics = metrics
         self._clock = clock
@@ -262,7 +264,7 @@ class QoSRunner:
 
     # -- execution --------------------------------------------------------------------------------
     def _apply_writes(self, plan: QoSPlan, dry: bool) -> tuple[int, int]:
-        """cgroup writes through the executor, then the other actions through their actuators."""
+        """cgroup writes through the executor, then node files through the system-file executor."""
         ok = failed = 0
         if dry:
             return ok, failed
@@ -273,14 +275,10 @@ class QoSRunner:
                 report = self.executor.apply(resource_plan)
                 ok += sum(1 for r in report.results if r.ok)
                 failed += len(report.errors)
-        by_kind: dict[str, list[Action]] = {}
-        for action in plan.actions:
-            by_kind.setdefault(action.kind, []).append(action)
-        for kind, actions in by_kind.items():
-            actuator = self.actuators.get(kind)
-            if actuator is None:
-                raise HookServerError(f"no actuator for {kind!r} actions is wired (known: {sorted(self.actuators)})")
-            results = actuator(actions)
+        if plan.files:
+            if self.system_files is None:
+                raise HookServerError("no system-file executor is wired: cannot write sysctls or resctrl")
+            results = self.system_files.apply(plan.files)
             ok += sum(1 for r in results if r.ok)
             failed += sum(1 for r in results if not r.ok)
         return ok, failed

@@ -17,6 +17,8 @@ from types import MappingProxyType
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.system.topology import NodeTopology
 
+from qos.kernel_facts import KernelFacts
+
 __all__ = [
     "ANNOTATION_EVICTION_POLICY",
     "ANNOTATION_EVICTION_PRIORITY",
@@ -175,6 +177,8 @@ class QoSSnapshot:
     slo_sources: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     slo_origin: str = "store"  # "store", or the file a replay was asked to plan under
     stale: bool = False
+    # Per-pod CFS files, optional kernel files, sysctls, block devices and resctrl (part-2 reconcilers).
+    kernel: KernelFacts = field(default_factory=KernelFacts)
 
     def with_slo(self, slo: NodeSLOSpec, *, origin: str, sources: Mapping[str, str] | None = None) -> QoSSnapshot:
         """The same node under another NodeSLO (replay)."""

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="QoS reconcilers plan, audit and show, but write and evict nothing")
     serve.add_argument("--evict-standalone", choices=["report", "kill"],
                        help="standalone mode: report evictions only (default), or kill the pod's processes")
+    from hookserver.cli.cleanup import add_cleanup_parser
+
+    add_cleanup_parser(sub, serve)
     return parser
 
 
@@ -106,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hookserver: {exc}", file=sys.stderr)
         return 2
+    if args.command == "cleanup":
+        from hookserver.cli.cleanup import run_cleanup
+
+        return run_cleanup(settings, force=bool(args.force))
     logging.basicConfig(
         level=getattr(logging, settings.log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -195,7 +195,7 @@ class CgroupExecutor:
             text, note = merged, "leveled pass 1: grow"
         elif mode == _FINAL:
             note = "leveled pass 2"
-        if knob.key(current, v2) == knob.key(text, v2):
+        if knob.already(current, v2=v2, text=text):
             if final:
                 self.cache.remember(p.path, resource, p.desired)
             return _Attempt(

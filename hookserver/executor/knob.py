@@ -46,6 +46,14 @@ class Knob:
     order: int = 10
     # Render a merged key back to file text (UNION, MAX); None: use the rendered new or the current text.
     unkey: Callable[[Hashable, bool], str] | None = None
+    # Whether the file's current text already holds the rendered text, for files of several lines where
+    # one write changes one line (blkio per-device throttles); None: compare `key`s.
+    holds: Callable[[str, str, bool], bool] | None = None
+
+    def already(self, current: str, text: str, v2: bool) -> bool:
+        if self.holds is not None:
+            return self.holds(current, text, v2)
+        return self.key(current, v2) == self.key(text, v2)
 
     def file(self, v2: bool) -> str:
         return self.v2_file if v2 else self.v1_file

@@ -13,7 +13,7 @@ import os
 from collections.abc import Hashable
 
 from hookserver.executor.convert import UNLIMITED, limit_to_v2, parse_limit
-from hookserver.executor.knob import Knob, Merge, check_int_range
+from hookserver.executor.knob import Knob, Merge, check_int_range, int_key
 from hookserver.executor.plan import CgroupResource
 
 __all__ = ["MEMORY_KNOBS", "PAGE_SIZE"]
@@ -44,6 +44,10 @@ def _unkey_bytes(key: Hashable, v2: bool) -> str:
     return str(key)
 
 
+def _int_render(value: int | str, v2: bool, current: str) -> str:
+    return str(int(value))
+
+
 def _knob(resource: CgroupResource, v2_file: str, *, lo: int, merge: Merge) -> Knob:
     name = resource.value
     return Knob(
@@ -60,4 +64,16 @@ MEMORY_KNOBS: tuple[Knob, ...] = (
     _knob(CgroupResource.MEMORY_MIN, "memory.min", lo=0, merge=Merge.MAX),
     _knob(CgroupResource.MEMORY_LOW, "memory.low", lo=0, merge=Merge.MAX),
     _knob(CgroupResource.MEMORY_HIGH, "memory.high", lo=0, merge=Merge.MAX),
+    *(
+        Knob(resource, "memory", resource.value, resource.value,
+             check=check_int_range(resource.value, lo, hi), render=_int_render, key=int_key)
+        for resource, lo, hi in (
+            (CgroupResource.MEMORY_WMARK_RATIO, 0, 100),
+            (CgroupResource.MEMORY_WMARK_SCALE_FACTOR, 1, 1000),
+            (CgroupResource.MEMORY_WMARK_MIN_ADJ, -25, 50),
+            (CgroupResource.MEMORY_PRIORITY, 0, 12),
+            (CgroupResource.MEMORY_USE_PRIORITY_OOM, 0, 1),
+            (CgroupResource.MEMORY_OOM_GROUP, 0, 1),
+        )
+    ),
 )

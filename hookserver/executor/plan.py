@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from hookserver.resources import Resources
 
@@ -17,6 +17,7 @@ __all__ = [
     "ApplyReport",
     "CgroupResource",
     "CgroupWrite",
+    "FileWrite",
     "ResourceExecutor",
     "ResourcePlan",
     "WriteResult",
@@ -39,7 +40,23 @@ class CgroupResource(enum.Enum):
     MEMORY_MIN = "memory.min"
     MEMORY_LOW = "memory.low"
     MEMORY_HIGH = "memory.high"
+    # Anolis / Alinux memcg QoS files (written only where the kernel has them).
+    MEMORY_WMARK_RATIO = "memory.wmark_ratio"
+    MEMORY_WMARK_SCALE_FACTOR = "memory.wmark_scale_factor"
+    MEMORY_WMARK_MIN_ADJ = "memory.wmark_min_adj"
+    MEMORY_PRIORITY = "memory.priority"
+    MEMORY_USE_PRIORITY_OOM = "memory.use_priority_oom"
+    MEMORY_OOM_GROUP = "memory.oom.group"
     BLKIO_WEIGHT = "blkio.weight"
+    # blkio throttles: the value is one line `maj:min value` (0 lifts the limit); v2 writes `io.max`.
+    BLKIO_READ_BPS = "blkio.throttle.read_bps_device"
+    BLKIO_WRITE_BPS = "blkio.throttle.write_bps_device"
+    BLKIO_READ_IOPS = "blkio.throttle.read_iops_device"
+    BLKIO_WRITE_IOPS = "blkio.throttle.write_iops_device"
+    # iocost (Anolis v1 `blkio.cost.*`, v2 `io.weight` / root `io.cost.*`).
+    BLKIO_COST_WEIGHT = "blkio.cost.weight"
+    BLKIO_COST_QOS = "blkio.cost.qos"
+    BLKIO_COST_MODEL = "blkio.cost.model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +147,27 @@ def writes_for_resources(
         for res, value in pairs
         if value is not None and value != ""
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite:
+    """A node file that is not a cgroup, carried out by `executor.sysfiles.SystemFileExecutor`: write
+    `value` to `root`/`path` (op "write"), or create / remove the directory `path` (a resctrl group).
+
+    `compare`: "text" (whitespace-trimmed equality), "int", "schemata" (every `RES:dom=val` of the value is
+    already in the file), or "always" (a tasks file: writing a pid moves it, reading shows all of them).
+    `original` and `original_key` (section, key) drive the originals store (see executor/sysfiles.py).
+    """
+
+    root: Literal["proc_sys", "sys", "resctrl"]
+    path: str
+    value: str = ""
+    op: Literal["write", "mkdir", "rmdir"] = "write"
+    compare: Literal["text", "int", "schemata", "always"] = "text"
+    owner: str = ""
+    reason: str = ""
+    original: Literal["", "record", "restore"] = ""
+    original_key: tuple[str, str] = ("", "")
+
+    def describe(self) -> dict[str, str]:
+        return {"root": self.root, "path": self.path, "value": self.value, "op": self.op, "reason": self.reason}

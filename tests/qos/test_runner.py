@@ -3,6 +3,8 @@ reconciler, honours dry run (global and per reconciler), gates and NodeSLO switc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import asyncio
 from typing import Any
 
@@ -255,38 +257,46 @@ def test_the_audit_keeps_a_bounded_plan() -> None:
     assert len(runner.replay("Evicter", snapshot(pods=pods))["plan"]["evictions"]) == 25  # replay shows all
 
 
-def test_actions_go_to_the_actuator_of_their_kind_and_dry_run_skips_them() -> None:
-    from qos.plan import Action, ActionResult
+def test_files_go_to_the_system_file_executor_and_dry_run_skips_them() -> None:
+    from hookserver.executor.plan import FileWrite
 
     class Sysctl(Reconciler):
         name = "Sysctl"
         gate = FeatureGate("SystemConfig", False)
 
         def plan(self, snap: QoSSnapshot, state: Any) -> QoSPlan:
-            return QoSPlan(self.name, "min_free_kbytes", actions=(
-                Action("sysctl", "vm/min_free_kbytes", "335544", "total 32 GiB x 100 / 10000"),
-                Action("resctrl", "BE/schemata", "L3:0=3f", "BE 0-30 %"),
+            return QoSPlan(self.name, "min_free_kbytes", files=(
+                FileWrite("proc_sys", "vm/min_free_kbytes", "335544", reason="total 32 GiB x 100 / 10000"),
             ))
 
-    seen: list[Action] = []
+    @dataclass
+    class Result:
+        ok: bool
 
-    def sysctl(actions: Any) -> list[ActionResult]:
-        seen.extend(actions)
-        return [ActionResult(a, ok=True) for a in actions]
+    class Files:
+        def __init__(self) -> None:
+            self.seen: list[FileWrite] = []
 
+        def apply(self, writes: Any) -> list[Result]:
+            self.seen.extend(writes)
+            return [Result(ok=True) for _ in writes]
+
+    unwired, _, _, _ = _runner(Sysctl(), gates={"SystemConfig": True})
+    unwired.round()
+    row = unwired.report()["reconcilers"][0]
+    assert row["errors"] == 1 and "no system-file executor is wired" in row["last_error"]
+    files = Files()
     runner, _, _, store = _runner(Sysctl(), gates={"SystemConfig": True})
-    runner.actuators["sysctl"] = sysctl
+    runner.system_files = files
     runner.round()
-    assert [a.target for a in seen] == ["vm/min_free_kbytes"]
-    row = runner.report()["reconcilers"][0]
-    assert row["errors"] == 1 and "no actuator for 'resctrl'" in row["last_error"]
-    runner.actuators["resctrl"] = sysctl
+    assert [w.path for w in files.seen] == ["vm/min_free_kbytes"]
+    assert runner.report()["reconcilers"][0]["errors"] == 0
+    assert store.audit.plans(reconciler="Sysctl")[0].plan["files"][0]["path"] == "vm/min_free_kbytes"
     dry, _, _, _ = _runner(Sysctl(), gates={"SystemConfig": True}, settings=QoSSettings(dry_run=True))
-    dry.actuators["sysctl"] = sysctl
-    seen.clear()
+    dry.system_files = files
+    files.seen.clear()
     dry.round()
-    assert seen == [] and dry.report()["reconcilers"][0]["errors"] == 0
-    assert store.audit.plans(reconciler="Sysctl")[0].plan["actions"][0]["target"] == "vm/min_free_kbytes"
+    assert files.seen == [] and dry.report()["reconcilers"][0]["errors"] == 0
 
 
 def test_nothing_runs_before_the_first_sync_and_an_outage_later_does_not_stop_it() -> None:

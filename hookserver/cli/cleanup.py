@@ -1,0 +1,139 @@
+"""`hookserver cleanup`: put back what the agent changed on the node, for operators who uninstall it.
+
+Runs while the agent is stopped, with the same settings as `serve` (`--config`, `--state-dir`,
+`--cgroup-root`, `--proc-root`, `--sys-root`, ...). Reads what to restore from the state dir
+(`node-originals.json`, written atomically at each first write) and restores:
+  * sysctls (vm.min_free_kbytes, watermark_scale_factor, memcg_reap_background) to their recorded values;
+  * the BE tier's CFS quota and cpuset to what they were before CPU suppress (the cpuset also on every
+    BE pod and container below, widened top-down so the kernel accepts it);
+  * resctrl groups the agent created are removed (their tasks return to the default group).
+Prints one line per item and exits 0 when everything was restored, 1 when something failed (the
+failed items stay recorded, so a second run retries them). Refuses (exit 2) while the agent's hook or
+debug socket answers, unless `--force`: a running agent would undo the cleanup within a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+from hookserver.config import Settings
+from hookserver.errors import HookServerError
+from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, ResourcePlan
+from hookserver.store.originals import NodeOriginals
+from hookserver.system.socketfiles import socket_is_live
+from qos.kernel_facts import NODE_SETTINGS
+
+__all__ = ["add_cleanup_parser", "run_cleanup"]
+
+
+def add_cleanup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                       parent: argparse.ArgumentParser) -> None:
+    cleanup = sub.add_parser(
+        "cleanup", parents=[parent], add_help=False,  # `serve`'s flags (and its -h), so the settings are the same
+        help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups)",
+    )
+    cleanup.add_argument("--force", action="store_true", help="run even though the agent's sockets answer")
+
+
+def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str]) -> int:
+    """The BE tier quota and cpuset (recorded as `cpu:<dir>/<file>` / `cpuset:<dir>/<file>`)."""
+    recorded = originals.section("cgroup")
+    if not recorded:
+        return 0
+    from hookserver.executor import build_executor
+    from hookserver.store import StateStore
+    from hookserver.system import SystemRoots
+
+    roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
+    executor = build_executor(settings.cgroup, store=StateStore(), roots=roots)
+    failed = 0
+    for key, value in sorted(recorded.items()):
+        subsystem, _, rel = key.partition(":")
+        directory, _, name = rel.rpartition("/")
+        if name in ("cpu.cfs_quota_us", "cpu.max"):
+            token = value.split()[0] if value.split() else "-1"
+            quota = -1 if token in ("max", "-1") else int(token) if token.lstrip("-").isdigit() else -1
+            plan = ResourcePlan.single([CgroupWrite(directory, CgroupResource.CPU_CFS_QUOTA, quota, owner="cleanup",
+                                                    reason="restore the BE tier quota")], cacheable=False)
+        elif name == "cpuset.cpus":
+            hier = executor.layout.hierarchy_root("cpuset")
+            levels: list[tuple[CgroupWrite, ...]] = [(CgroupWrite(directory, CgroupResource.CPUSET_CPUS, value,
+                                                                  owner="cleanup", reason="restore the BE tier cpuset"),)]
+            current = [directory]
+            for _ in range(2):  # pods, then containers
+                below = []
+                for rel_dir in current:
+                    try:
+                        below += sorted(f"{rel_dir}/{e.name}" for e in os.scandir(os.path.join(hier, rel_dir)) if e.is_dir())
+                    except OSError:
+                        pass
+                if below:
+                    levels.append(tuple(CgroupWrite(d, CgroupResource.CPUSET_CPUS, value, owner="cleanup",
+                                                    reason="restore BE cpuset") for d in below))
+                current = below
+            plan = ResourcePlan(levels=tuple(levels), leveled=True, cacheable=False)
+        else:
+            out.append(f"skipped   {key}: unknown file")
+            continue
+        report = executor.apply(plan)
+        if report.ok:
+            changed = sum(1 for r in report.results if not r.skipped)
+            out.append(f"restored  {subsystem}:{directory}/{name} = {value}" + (f" ({changed} cgroups written)" if changed else " (already)"))
+            originals.forget("cgroup", key)
+        else:
+            failed += 1
+            out.append(f"FAILED    {subsystem}:{directory}/{name} = {value}: {report.errors[0].error}")
+    return failed
+
+
+def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | None = None) -> int:
+    out_stream = stdout if stdout is not None else sys.stdout
+    live = [p for p in (settings.hook.socket, settings.debug.socket) if p and socket_is_live(p)]
+    if live and not force:
+        print(f"hookserver cleanup: the agent is running (socket {live[0]} answers); stop it first, "
+              "or pass --force", file=sys.stderr)
+        return 2
+    originals = NodeOriginals(settings.state_dir)
+    lines: list[str] = []
+    if originals.problem:
+        lines.append(f"WARNING   {originals.problem}")
+    from hookserver.executor.sysfiles import SystemFileExecutor
+    from hookserver.store import StateStore
+
+    files = SystemFileExecutor(
+        {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
+         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
+        store=StateStore(), originals=originals,
+    )
+    writes: list[FileWrite] = [
+        FileWrite(NODE_SETTINGS[name][0], NODE_SETTINGS[name][1], value, compare="int",  # type: ignore[arg-type]
+                  owner="cleanup", reason="hookserver cleanup", original="restore", original_key=("sysctl", name))
+        for name, value in sorted(originals.section("sysctl").items()) if name in NODE_SETTINGS
+    ]
+    writes += [
+        FileWrite("resctrl", group, op="rmdir", owner="cleanup", reason="hookserver cleanup", original="restore",
+                  original_key=("resctrl_groups", group))
+        for group in sorted(originals.section("resctrl_groups"))
+    ]
+    failed = 0
+    for result in files.apply(writes):
+        w = result.write
+        what = f"resctrl group {w.path} removed" if w.root == "resctrl" else f"sysctl {w.original_key[1]} = {w.value}"
+        if result.ok:
+            lines.append(f"restored  {what}" + (" (already)" if result.skipped else f" (was {result.previous})" if result.previous else ""))
+        else:
+            failed += 1
+            lines.append(f"FAILED    {what}: {result.error}")
+    try:
+        failed += _restore_cgroups(settings, originals, lines)
+    except HookServerError as exc:
+        failed += 1
+        lines.append(f"FAILED    BE tier: {exc}")
+    if not lines:
+        lines.append(f"nothing to restore (no originals recorded in {settings.state_dir})")
+    for line in lines:
+        print(line, file=out_stream)
+    return 1 if failed else 0

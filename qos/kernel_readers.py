@@ -1,0 +1,445 @@
+"""Reads `KernelFacts` once per round, before any planner runs (all part-2 I/O happens here).
+
+Only what an enabled feature needs is read: container CFS files for CPU burst, task ids for resctrl,
+sysctls for system config, block devices for blkio. A missing or unreadable file is None / absent, never
+an exception: planners say "unsupported" or skip. Each part that cannot be read is logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from hookserver.errors import InputError
+from hookserver.quantity import parse_quantity
+from hookserver.slo.model import NodeSLOSpec
+from hookserver.store.originals import NodeOriginals
+from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.state import StoreSnapshot
+from hookserver.store.timeseries import TimeSeriesStore
+from hookserver.system.cgroupnames import (
+    ContainerRuntime,
+    KubeQoS,
+    container_dir_name,
+    normalize_cgroup_dir,
+    pod_dir,
+    qos_dir,
+)
+from hookserver.errors import SystemFileError
+from hookserver.system.files import read_text as _read_text
+
+from qos.kernel_facts import (
+    NODE_SETTINGS,
+    BlockDevice,
+    ContainerKernel,
+    KernelFacts,
+    PodKernel,
+    ResctrlFacts,
+    SysctlFacts,
+)
+from qos.readers import CgroupView
+
+__all__ = [
+    "BATCH_MEMORY",
+    "OPTIONAL_CGROUP_FILES",
+    "RESCTRL_GROUPS",
+    "KernelReader",
+    "read_resctrl",
+    "resolve_block_device",
+]
+
+log = logging.getLogger(__name__)
+
+BATCH_MEMORY = "kubernetes.io/batch-memory"
+BATCH_CPU = "kubernetes.io/batch-cpu"
+CONTAINER_THROTTLED = "container_cpu_throttled_ratio"
+CONTAINER_CPU = "container_cpu_usage"
+ANNOTATION_CPU_BURST = "koordinator.sh/cpuBurst"  # qos.cpu_burst.ANNOTATION_CPU_BURST
+# koordlet's group names (resctrl dirs under the root).
+RESCTRL_GROUPS = ("LSR", "LS", "BE")
+# Optional files probed once at the kubepods dir (their presence depends on the kernel).
+OPTIONAL_CGROUP_FILES = (
+    ("cpu", "cpu.cfs_burst_us", "cpu.max.burst"),
+    ("memory", "memory.min", "memory.min"),
+    ("memory", "memory.low", "memory.low"),
+    ("memory", "memory.high", "memory.high"),
+    ("memory", "memory.wmark_ratio", "memory.wmark_ratio"),
+    ("memory", "memory.wmark_scale_factor", "memory.wmark_scale_factor"),
+    ("memory", "memory.wmark_min_adj", "memory.wmark_min_adj"),
+    ("memory", "memory.priority", "memory.priority"),
+    ("memory", "memory.use_priority_oom", "memory.use_priority_oom"),
+    ("memory", "memory.oom.group", "memory.oom.group"),
+    ("blkio", "blkio.throttle.read_bps_device", "io.max"),
+    ("blkio", "blkio.cost.weight", "io.weight"),
+    ("blkio", "blkio.cost.qos", "io.cost.qos"),
+    ("blkio", "blkio.cost.model", "io.cost.model"),
+)
+# iocost's qos and model live at the hierarchy root only.
+ROOT_ONLY = frozenset({"blkio.cost.qos", "blkio.cost.model"})
+_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
+
+
+def read_text(path: str) -> str | None:
+    """A kernel file's text; None when missing or unreadable (EACCES, EIO: logged once per path)."""
+    try:
+        return _read_text(path)
+    except SystemFileError as exc:
+        if path not in _LOGGED:
+            _LOGGED.add(path)
+            log.warning("qos: cannot read %s: %s", path, exc)
+        return None
+
+
+_LOGGED: set[str] = set()
+PERIOD_TTL_S = 60.0
+BURST_LINGER_S = 120.0
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    token = text.strip().split()[0] if text.strip() else ""
+    if token == "max":
+        return -1
+    try:
+        return int(token)
+    except ValueError:
+        return None
+
+
+def _quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
+    raw = values.get(key)
+    if raw is None:
+        return 0
+    try:
+        q = parse_quantity(raw, field=key)
+    except InputError:
+        return 0
+    return max(q.milli_value() if milli else q.value(), 0)
+
+
+def resolve_block_device(sys_root: str, name: str, kind: str) -> BlockDevice:
+    """`maj:min` of a NodeSLO block: a device (`/dev/vdb` or `vdb`), or a volume group (the disk under its
+    first logical volume, as koordlet resolves it from the VG's physical volume)."""
+    block = os.path.join(sys_root, "class", "block")
+    if kind == "device":
+        base = os.path.basename(name.rstrip("/"))
+        devno = (read_text(os.path.join(block, base, "dev")) or "").strip()
+        if not devno:
+            return BlockDevice(name, kind, problem=f"no block device {base!r} under {block}")
+        return BlockDevice(name, kind, devno=devno)
+    if kind == "volumegroup":
+        try:
+            entries = sorted(os.listdir(block))
+        except OSError as exc:
+            return BlockDevice(name, kind, problem=f"cannot list {block}: {exc.strerror}")
+        prefix = name.replace("-", "--") + "-"
+        for entry in entries:
+            dm_name = (read_text(os.path.join(block, entry, "dm", "name")) or "").strip()
+            if not dm_name.startswith(prefix):
+                continue
+            try:
+                slaves = sorted(os.listdir(os.path.join(block, entry, "slaves")))
+            except OSError:
+                slaves = []
+            for slave in slaves:
+                disk = slave
+                if os.path.exists(os.path.join(block, slave, "partition")):
+                    parent = os.path.basename(os.path.dirname(os.path.realpath(os.path.join(block, slave))))
+                    disk = parent or slave
+                devno = (read_text(os.path.join(block, disk, "dev")) or "").strip()
+                if devno:
+                    return BlockDevice(name, kind, devno=devno)
+        return BlockDevice(name, kind, problem=f"no logical volume of volume group {name!r} found under {block}")
+    return BlockDevice(name, kind, problem=f"{kind} blocks need the PVC to device map; not supported by this agent")
+
+
+def read_resctrl(root: str, proc_root: str, *, created: frozenset[str] = frozenset()) -> ResctrlFacts:
+    """The resctrl filesystem at `root` (normally /sys/fs/resctrl)."""
+    if not os.path.isdir(root) or read_text(os.path.join(root, "schemata")) is None:
+        return ResctrlFacts(problem=f"resctrl is not mounted at {root} (mount -t resctrl resctrl {root})")
+    info = os.path.join(root, "info")
+    mask = (read_text(os.path.join(info, "L3", "cbm_mask")) or "").strip()
+    cbm_bits = 0
+    if mask:
+        try:
+            cbm_bits = int(mask, 16).bit_length()
+        except ValueError:
+            cbm_bits = 0
+    mba = os.path.isdir(os.path.join(info, "MB"))
+    cat = cbm_bits > 0
+    if not cat and not mba:
+        return ResctrlFacts(root_exists=True, problem=f"{info} offers neither L3 CAT nor MBA: this CPU or kernel has no RDT allocation")
+    l3: tuple[str, ...] = ()
+    mb: tuple[str, ...] = ()
+    for line in (read_text(os.path.join(root, "schemata")) or "").splitlines():
+        name, _, rest = line.strip().partition(":")
+        domains = tuple(item.split("=", 1)[0].strip() for item in rest.split(";") if "=" in item)
+        if name.strip() == "L3":
+            l3 = domains
+        elif name.strip() == "MB":
+            mb = domains
+    cpuinfo = read_text(os.path.join(proc_root, "cpuinfo")) or ""
+    vendor = "amd" if "AuthenticAMD" in cpuinfo or "HygonGenuine" in cpuinfo else "intel"
+    groups: dict[str, str] = {}
+    tasks: dict[str, frozenset[int]] = {}
+    for group in RESCTRL_GROUPS:
+        gdir = os.path.join(root, group)
+        if not os.path.isdir(gdir):
+            continue
+        groups[group] = (read_text(os.path.join(gdir, "schemata")) or "").strip()
+        tasks[group] = frozenset(int(t) for t in (read_text(os.path.join(gdir, "tasks")) or "").split() if t.isdigit())
+    return ResctrlFacts(
+        root_exists=True, cat=cat and bool(l3), mba=mba and bool(mb), cbm_bits=cbm_bits,
+        min_cbm_bits=_int(read_text(os.path.join(info, "L3", "min_cbm_bits"))) or 1,
+        num_closids=_int(read_text(os.path.join(info, "L3", "num_closids")))
+        or _int(read_text(os.path.join(info, "MB", "num_closids"))) or 0,
+        l3_domains=l3, mb_domains=mb,
+        mba_min=_int(read_text(os.path.join(info, "MB", "min_bandwidth"))) or 10,
+        mba_gran=_int(read_text(os.path.join(info, "MB", "bandwidth_gran"))) or 10,
+        vendor=vendor, groups=MappingProxyType(groups), group_tasks=MappingProxyType(tasks), created=created,
+    )
+
+
+class KernelReader:
+    """Implements `qos.readers.KernelSource`. `enabled(gate)` says which features are on (the runner's gates)."""
+
+    def __init__(
+        self,
+        view: CgroupView,
+        *,
+        runtime: ContainerRuntime = ContainerRuntime.CONTAINERD,
+        proc_root: str = "/proc",
+        sys_root: str = "/sys",
+        resctrl_root: str = "",
+        originals: NodeOriginals | None = None,
+        enabled: Callable[[str], bool] = lambda gate: True,
+    ) -> None:
+        self.view = view
+        self.runtime = runtime
+        self.proc_root = proc_root
+        self.sys_root = sys_root
+        self.resctrl_root = resctrl_root or os.path.join(sys_root, "fs", "resctrl")
+        self.originals = originals or NodeOriginals("")
+        self._enabled = enabled
+        self.tiers = MappingProxyType({
+            "kubepods": qos_dir(view.driver, KubeQoS.GUARANTEED),
+            "burstable": qos_dir(view.driver, KubeQoS.BURSTABLE),
+            "besteffort": qos_dir(view.driver, KubeQoS.BESTEFFORT),
+        })
+        self._files: frozenset[str] | None = None
+        self._be_recorded = False
+        self._burst_until: float | None = None
+        self._periods: dict[str, tuple[int, float]] = {}
+        self._devices: tuple[tuple[tuple[str, str], ...], tuple[BlockDevice, ...]] | None = None
+
+    def enabled(self, gate: str) -> bool:
+        """A gate the runner does not know (its reconciler is not registered) counts as off."""
+        try:
+            return bool(self._enabled(gate))
+        except KeyError:
+            return False
+
+    # -- pieces ------------------------------------------------------------------------------------
+    def cgroup_files(self) -> frozenset[str]:
+        """Optional files the kernel offers at the kubepods dir, by v1 name. Probed until the dir exists."""
+        if self._files is not None:
+            return self._files
+        found: set[str] = set()
+        kubepods = self.tiers["kubepods"]
+        probed = False
+        for subsystem, v1, v2 in OPTIONAL_CGROUP_FILES:
+            base = os.path.join(self.view.hierarchy_root(subsystem), kubepods)
+            if not os.path.isdir(base):
+                continue
+            probed = True
+            if v1 in ROOT_ONLY:
+                base = self.view.hierarchy_root(subsystem)
+            if os.path.exists(os.path.join(base, v2 if self.view.v2 else v1)):
+                found.add(v1)
+        result = frozenset(found)
+        if probed:
+            self._files = result
+        return result
+
+    def _pod_dir(self, pod: PodRecord) -> str:
+        try:
+            if pod.cgroup_parent:
+                return normalize_cgroup_dir(pod.cgroup_parent)
+            kube = _KUBE_QOS.get(pod.kube_qos.lower().replace("-", ""))
+            return pod_dir(self.view.driver, kube, pod.uid) if kube is not None else ""
+        except Exception:  # noqa: BLE001 - a crafted parent or uid: no directory, never a crash
+            return ""
+
+    def _cfs(self, rel: str, *, container: bool = True) -> tuple[int | None, int, int | None]:
+        root = self.view.hierarchy_root("cpu")
+        if self.view.v2:
+            raw = read_text(os.path.join(root, rel, "cpu.max"))
+            quota = period = None
+            if raw is not None and raw.split():
+                fields = raw.split()
+                quota = _int(fields[0])
+                period = _int(fields[1]) if len(fields) > 1 else None
+            burst = _int(read_text(os.path.join(root, rel, "cpu.max.burst")))
+            return quota, period or 100_000, burst
+        quota = _int(read_text(os.path.join(root, rel, "cpu.cfs_quota_us")))
+        if not container:
+            return quota, 100_000, None
+        # The period is set once (kubelet's --cpu-cfs-quota-period) and almost never changes: re-read a minute.
+        cached = self._periods.get(rel)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < PERIOD_TTL_S:
+            period = cached[0]
+        else:
+            period = _int(read_text(os.path.join(root, rel, "cpu.cfs_period_us"))) or 100_000
+            self._periods[rel] = (period, now)
+        burst = _int(read_text(os.path.join(root, rel, "cpu.cfs_burst_us")))
+        return quota, period, burst
+
+    def _tasks(self, rel: str) -> frozenset[int]:
+        name = "cgroup.threads" if self.view.v2 else "tasks"
+        text = read_text(os.path.join(self.view.hierarchy_root("cpu"), rel, name)) or ""
+        return frozenset(int(t) for t in text.split() if t.isdigit())
+
+    def _pods(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, cfs: bool, tasks: bool) -> dict[str, PodKernel]:
+        throttled = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_THROTTLED) if ts >= now - 5}
+        usage = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_CPU) if ts >= now - 5}
+        by_pod: dict[str, list[ContainerRecord]] = {}
+        for c in snap.containers.values():
+            if c.id and not c.id.startswith("pending:"):
+                by_pod.setdefault(c.pod_uid, []).append(c)
+        out: dict[str, PodKernel] = {}
+        for pod in snap.pods.values():
+            if pod.deletion_timestamp or pod.phase in ("Succeeded", "Failed"):
+                continue
+            pdir = self._pod_dir(pod)
+            if not pdir:
+                continue
+            be = (pod.qos_class or ("BE" if pod.kube_qos.lower() == "besteffort" else "")) == "BE"
+            containers: list[ContainerKernel] = []
+            for c in sorted(by_pod.get(pod.uid, []), key=lambda r: r.name):
+                try:
+                    cdir = f"{pdir}/{container_dir_name(self.view.driver, self.runtime, c.id)}"
+                except Exception:  # noqa: BLE001 - a crafted id: skip this container
+                    continue
+                requests, limits = pod.container_specs.get(c.name, ({}, {}))
+                if be:
+                    cpu_limit = _quantity(limits, BATCH_CPU, milli=False)
+                    mem_req = _quantity(requests, BATCH_MEMORY, milli=False)
+                    mem_lim = _quantity(limits, BATCH_MEMORY, milli=False)
+                else:
+                    cpu_limit = _quantity(limits, "cpu", milli=True)
+                    mem_req = _quantity(requests, "memory", milli=False)
+                    mem_lim = _quantity(limits, "memory", milli=False)
+                quota, period, burst = self._cfs(cdir) if cfs else (None, 100_000, None)
+                containers.append(ContainerKernel(
+                    id=c.id, name=c.name, dir=cdir, cpu_limit_milli=cpu_limit, memory_request_bytes=mem_req,
+                    memory_limit_bytes=mem_lim, quota_us=quota, period_us=period, burst_us=burst,
+                    throttled_ratio=throttled.get(c.id), cpu_usage_cores=usage.get(c.id),
+                    tasks=self._tasks(cdir) if tasks else frozenset(),
+                ))
+            quota, period, _ = self._cfs(pdir, container=False) if cfs else (None, 100_000, None)
+            limited = bool(containers) and all(c.cpu_limit_milli > 0 for c in containers)
+            mem_limited = bool(containers) and all(c.memory_limit_bytes > 0 for c in containers)
+            out[pod.uid] = PodKernel(
+                uid=pod.uid, dir=pdir, containers=tuple(containers), quota_us=quota, period_us=period,
+                cpu_limit_milli=sum(c.cpu_limit_milli for c in containers) if limited else 0,
+                memory_request_bytes=sum(c.memory_request_bytes for c in containers),
+                memory_limit_bytes=sum(c.memory_limit_bytes for c in containers) if mem_limited else 0,
+            )
+        if len(self._periods) > 4 * max(len(out), 64):
+            self._periods.clear()
+        return out
+
+    def sysctl(self) -> SysctlFacts:
+        values: dict[str, int | None] = {}
+        for name, (root, rel) in NODE_SETTINGS.items():
+            base = os.path.join(self.proc_root, "sys") if root == "proc_sys" else self.sys_root
+            values[name] = _int(read_text(os.path.join(base, rel)))
+        total = 0
+        for line in (read_text(os.path.join(self.proc_root, "meminfo")) or "").splitlines():
+            if line.startswith("MemTotal:"):
+                total = _int(line.split(":", 1)[1]) or 0
+                break
+        return SysctlFacts(mem_total_kib=total, values=MappingProxyType(values),
+                           originals=self.originals.section("sysctl"))
+
+    def devices(self, slo: NodeSLOSpec) -> tuple[BlockDevice, ...]:
+        """The NodeSLO's blocks (every class), resolved; cached while the configured names stay the same."""
+        wanted: list[tuple[str, str]] = []
+        strategy = slo.resource_qos_strategy
+        for cls in (strategy.lsr_class, strategy.ls_class, strategy.be_class):
+            for block in cls.blkio_qos.blocks:
+                if (block.name, block.type) not in wanted:
+                    wanted.append((block.name, block.type))
+        key = tuple(wanted)
+        if self._devices is not None and self._devices[0] == key:
+            return self._devices[1]
+        resolved = tuple(resolve_block_device(self.sys_root, name, kind) for name, kind in wanted)
+        for dev in resolved:
+            if dev.problem:
+                log.warning("blkio: block %s (%s): %s", dev.name, dev.type, dev.problem)
+        self._devices = (key, resolved)
+        return resolved
+
+    def record_be_tier(self) -> None:
+        """Before CPU suppress first narrows the BE tier, keep what its quota and cpuset were (state dir),
+        for `hookserver cleanup`. Recorded at first sight, once: a later agent keeps the first record."""
+        if self._be_recorded:
+            return
+        tier = self.tiers["besteffort"]
+        files = (("cpu", "cpu.max" if self.view.v2 else "cpu.cfs_quota_us"), ("cpuset", "cpuset.cpus"))
+        done = True
+        for subsystem, name in files:
+            text = read_text(os.path.join(self.view.hierarchy_root(subsystem), tier, name))
+            if text is None:
+                done = False
+                continue
+            try:
+                self.originals.record("cgroup", f"{subsystem}:{tier}/{name}", text.strip())
+            except OSError as exc:
+                done = False
+                log.warning("qos: cannot record the BE tier's %s in the state dir: %s", name, exc)
+        self._be_recorded = done
+
+    # -- the facts -------------------------------------------------------------------------------
+    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts:
+        slo = snap.node_slo if isinstance(snap.node_slo, NodeSLOSpec) else NodeSLOSpec.model_validate({})
+        # CPUBurst and RdtResctrl are on by default: read their per-container files only when the NodeSLO
+        # (or a pod annotation) asks for them, so a node that uses neither pays nothing per round.
+        strategy = slo.resource_qos_strategy
+        # After the policy turns to none (and for a while after start), keep reading, so the reset to base
+        # quota and zero burst can see what to undo.
+        burst_wanted = slo.cpu_burst_strategy.policy != "none" or any(
+            ANNOTATION_CPU_BURST in p.annotations for p in snap.pods.values()
+        )
+        if burst_wanted or self._burst_until is None:
+            self._burst_until = now + BURST_LINGER_S
+        burst = self.enabled("CPUBurst") and (burst_wanted or now < self._burst_until)
+        resctrl_wanted = any(c.resctrl_qos.enable for c in (strategy.lsr_class, strategy.ls_class, strategy.be_class))
+        resctrl_on = self.enabled("RdtResctrl")
+        read = {"pods"}
+        if self.enabled("BECPUSuppress"):
+            self.record_be_tier()
+        resctrl = ResctrlFacts()
+        created = frozenset(self.originals.section("resctrl_groups"))
+        if resctrl_on or created:
+            resctrl = read_resctrl(self.resctrl_root, self.proc_root, created=created)
+            read.add("resctrl")
+        tasks = resctrl_on and resctrl_wanted and not resctrl.problem
+        pods = self._pods(snap, series, now, cfs=burst, tasks=tasks)
+        sysctl = SysctlFacts(originals=self.originals.section("sysctl"))
+        if self.enabled("SystemConfig") or sysctl.originals:
+            sysctl = self.sysctl()
+            read.add("sysctl")
+        devices: tuple[BlockDevice, ...] = ()
+        if self.enabled("BlkIOReconcile"):
+            devices = self.devices(slo)
+            read.add("blkio")
+        return KernelFacts(
+            read=frozenset(read), v2=self.view.v2, tiers=self.tiers, cgroup_files=self.cgroup_files(),
+            pods=MappingProxyType(pods), sysctl=sysctl, devices=devices, resctrl=resctrl,
+        )

@@ -1,0 +1,107 @@
+"""`hookserver cleanup`: restores sysctls, the BE tier's quota and cpuset (and the BE cgroups below) and
+removes resctrl groups the agent created, from the originals in the state dir; refuses while the agent's
+socket answers unless --force. Driven through the real CLI entry point on fixture trees."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hookserver.cli.serve import main
+from hookserver.store.originals import ORIGINALS_FILE
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    """A node the agent changed: sysctl raised, BE tier quota and cpusets narrowed, a resctrl group made."""
+    proc = tmp_path / "proc" / "sys" / "vm"
+    proc.mkdir(parents=True)
+    (proc / "min_free_kbytes").write_text("160000")
+    cg = tmp_path / "cg"
+    tier_cpu = cg / "cpu" / "kubepods" / "besteffort"
+    tier_cpu.mkdir(parents=True)
+    (tier_cpu / "cpu.cfs_quota_us").write_text("2000")
+    (cg / "memory").mkdir()
+    tier_set = cg / "cpuset" / "kubepods" / "besteffort"
+    for d in (tier_set, tier_set / "podx", tier_set / "podx" / "ctr"):
+        d.mkdir(parents=True)
+        (d / "cpuset.cpus").write_text("0-1")
+    reaper = tmp_path / "sys" / "kernel" / "mm" / "memcg_reaper"
+    reaper.mkdir(parents=True)
+    (reaper / "reap_background").write_text("1")
+    (tmp_path / "sys" / "fs" / "resctrl" / "BE").mkdir(parents=True)
+    (tmp_path / "sys" / "fs" / "resctrl" / "LS").mkdir(parents=True)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / ORIGINALS_FILE).write_text(json.dumps({
+        "sysctl": {"vm.min_free_kbytes": "67584", "memcg_reaper.reap_background": "0"},
+        "cgroup": {"cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1", "cpuset:kubepods/besteffort/cpuset.cpus": "0-7"},
+        "resctrl_groups": {"BE": "created"},
+    }))
+    return tmp_path
+
+
+def _argv(base: Path, *extra: str) -> list[str]:
+    return ["cleanup", "--state-dir", str(base / "state"), "--proc-root", str(base / "proc"), "--sys-root", str(base / "sys"),
+            "--cgroup-root", str(base / "cg"), "--cgroup-driver", "cgroupfs", "--hook-socket", str(base / "h.sock"),
+            "--debug-socket", str(base / "d.sock"), *extra]
+
+
+@pytest.fixture
+def live_socket(node: Path) -> Iterator[Path]:
+    path = node / "d.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    try:
+        yield path
+    finally:
+        server.close()
+
+
+def test_cleanup_restores_everything_and_says_what(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_argv(node)) == 0
+    out = capsys.readouterr().out
+    assert (node / "proc" / "sys" / "vm" / "min_free_kbytes").read_text() == "67584"
+    assert (node / "sys" / "kernel" / "mm" / "memcg_reaper" / "reap_background").read_text() == "0"
+    assert (node / "cg" / "cpu" / "kubepods" / "besteffort" / "cpu.cfs_quota_us").read_text() == "-1"
+    tier = node / "cg" / "cpuset" / "kubepods" / "besteffort"
+    assert [(d / "cpuset.cpus").read_text() for d in (tier, tier / "podx", tier / "podx" / "ctr")] == ["0-7"] * 3
+    assert not (node / "sys" / "fs" / "resctrl" / "BE").exists()
+    assert (node / "sys" / "fs" / "resctrl" / "LS").is_dir()  # not ours: left alone
+    assert "restored  sysctl vm.min_free_kbytes = 67584 (was 160000)" in out
+    assert "resctrl group BE removed" in out and "cpu.cfs_quota_us = -1" in out and "cpuset.cpus = 0-7" in out
+    saved = json.loads((node / "state" / ORIGINALS_FILE).read_text())
+    assert saved == {"sysctl": {}, "cgroup": {}, "resctrl_groups": {}}
+    assert main(_argv(node)) == 0  # a second run has nothing left
+    assert "nothing to restore" in capsys.readouterr().out
+
+
+def test_cleanup_refuses_while_the_agent_runs_unless_forced(
+    node: Path, live_socket: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_argv(node)) == 2
+    assert "the agent is running" in capsys.readouterr().err
+    assert (node / "proc" / "sys" / "vm" / "min_free_kbytes").read_text() == "160000"  # nothing touched
+    assert main(_argv(node, "--force")) == 0
+    assert (node / "proc" / "sys" / "vm" / "min_free_kbytes").read_text() == "67584"
+
+
+def test_a_failed_restore_stays_recorded_and_exits_1(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (node / "proc" / "sys" / "vm" / "min_free_kbytes").unlink()  # the file is gone: cannot restore
+    assert main(_argv(node)) == 1
+    assert "FAILED    sysctl vm.min_free_kbytes" in capsys.readouterr().out
+    assert json.loads((node / "state" / ORIGINALS_FILE).read_text())["sysctl"] == {"vm.min_free_kbytes": "67584"}
+    assert (node / "sys" / "kernel" / "mm" / "memcg_reaper" / "reap_background").read_text() == "0"  # the rest went on
+
+
+def test_cleanup_with_a_corrupt_state_file_warns_and_restores_nothing(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (node / "state" / ORIGINALS_FILE).write_text("{broken")
+    assert main(_argv(node)) == 0
+    out = capsys.readouterr().out
+    assert "WARNING" in out and "unreadable" in out
+    assert (node / "proc" / "sys" / "vm" / "min_free_kbytes").read_text() == "160000"
