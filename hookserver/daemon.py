@@ -31,6 +31,7 @@ from hookserver.observability import HealthState, MetricsHttpServer
 from hookserver.observability.metrics import HookMetrics
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
+from hookserver.version import server_version
 from hookserver.system import SystemRoots
 
 __all__ = ["Daemon"]
@@ -75,6 +76,10 @@ class Daemon:
         if self.nri is not None:
             nri = self.nri
             providers["nri"] = lambda args: nri.status()
+        providers["version"] = lambda args: server_version(
+            node=settings.node_name, started_at=self.started_at,
+            nri_status=self.nri.status() if self.nri is not None else None,
+        )
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
         self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)
 

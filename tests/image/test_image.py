@@ -1,0 +1,177 @@
+"""The built container image (`make image`), checked from the artefacts themselves (`make image-test`).
+
+Skipped unless HOOKSERVER_IMAGE_DIR names the build output (make image-test sets it), so `make test`
+never waits on an image build. Each check reads the image the way a consumer would: skopeo reads the OCI
+layout and both archives, umoci unpacks the layout into a runtime bundle, and the commands run inside
+that bundle's rootfs (chroot, as the image's configured user). When containerd is installed, a private
+containerd (own root, state and socket under the test's tmp dir) imports the oci-archive as
+`ctr images import` on a node would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hookserver import __version__
+
+pytestmark = pytest.mark.image
+
+IMAGE_DIR = os.environ.get("HOOKSERVER_IMAGE_DIR", "")
+MAX_UNCOMPRESSED_BYTES = 200 * 1000 * 1000
+ROOT = Path(__file__).resolve().parents[2]
+
+if not IMAGE_DIR:
+    pytest.skip("HOOKSERVER_IMAGE_DIR is not set: run `make image image-test`", allow_module_level=True)
+
+
+def _run(*argv: str, timeout: float = 120, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict[str, Any]:
+    path = Path(IMAGE_DIR) / "image.json"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run `make image` first")
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+@pytest.fixture(scope="module")
+def bundle(summary: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to unpack the image and chroot into it")
+    if shutil.which("umoci") is None:
+        pytest.skip("umoci is missing (apt-get install umoci)")
+    target = tmp_path_factory.mktemp("bundle") / "b"
+    tag = summary["tag"].rpartition(":")[2]
+    done = _run("umoci", "unpack", "--image", f"{summary['oci_layout']}:{tag}", str(target))
+    assert done.returncode == 0, done.stderr
+    return target
+
+
+def _in_image(bundle: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run a command in the unpacked rootfs as the image's configured user, with the image's env."""
+    process = json.loads((bundle / "config.json").read_text())["process"]
+    user = f"{process['user']['uid']}:{process['user']['gid']}"
+    env = dict(item.split("=", 1) for item in process["env"])
+    return _run("chroot", f"--userspec={user}", str(bundle / "rootfs"), *argv, env=env)
+
+
+def test_tag_is_the_version_and_the_manifests_use_it(summary: dict[str, Any]) -> None:
+    assert summary["tag"] == f"hookserver:{__version__}"
+    assert f"image: {summary['tag']}" in (ROOT / "deploy" / "hookserver.yaml").read_text()
+
+
+def test_size_is_within_budget(summary: dict[str, Any]) -> None:
+    print(f"image {summary['tag']}: {summary['uncompressed_bytes'] / 1e6:.1f} MB uncompressed, "
+          f"{summary['compressed_bytes'] / 1e6:.1f} MB compressed")
+    assert summary["uncompressed_bytes"] <= MAX_UNCOMPRESSED_BYTES
+
+
+def test_skopeo_reads_the_layout_and_both_archives(summary: dict[str, Any]) -> None:
+    if shutil.which("skopeo") is None:
+        pytest.skip("skopeo is missing (apt-get install skopeo)")
+    tag = summary["tag"].rpartition(":")[2]
+    layout = json.loads(_run("skopeo", "inspect", f"oci:{summary['oci_layout']}:{tag}").stdout)
+    assert layout["Digest"] == summary["manifest_digest"]
+    oci_archive = json.loads(_run("skopeo", "inspect", f"oci-archive:{summary['oci_archive']}").stdout)
+    assert oci_archive["Digest"] == summary["manifest_digest"]
+    config = json.loads(_run("skopeo", "inspect", "--config", f"docker-archive:{summary['docker_archive']}").stdout)
+    assert config["rootfs"]["diff_ids"] == [summary["layer_diff_id"]]
+    assert config["config"]["User"] == "65532:65532"
+    assert config["config"]["Entrypoint"] == ["/opt/hookserver/bin/hookserver"]
+
+
+def test_runs_as_non_root_by_default(bundle: Path) -> None:
+    done = _in_image(bundle, "/usr/bin/id", "-u")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "65532"
+
+
+def test_hookserver_version_in_the_image(bundle: Path) -> None:
+    done = _in_image(bundle, "/opt/hookserver/bin/hookserver", "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"hookserver {__version__}"
+    assert "runtime.v1alpha1" in done.stdout and "nri.pkg.api.v1alpha1" in done.stdout
+
+
+def test_hookctl_help_and_version_without_a_server(bundle: Path) -> None:
+    done = _in_image(bundle, "/opt/hookserver/bin/hookctl", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "usage: hookctl" in done.stdout
+    done = _in_image(bundle, "/opt/hookserver/bin/hookctl", "--socket", "/nonexistent.sock", "--timeout", "1", "version")
+    assert done.returncode == 1
+    assert f"version: {__version__}" in done.stdout and "hookctl: error: server:" in done.stderr
+
+
+def test_every_module_imports_in_the_image(bundle: Path) -> None:
+    """The strip step removes files (kubernetes/aio, test suites): nothing hookserver imports may go."""
+    script = (
+        "import importlib, pkgutil, hookserver, collectors, qos\n"
+        "names = []\n"
+        "for pkg in (hookserver, collectors, qos):\n"
+        "    for mod in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        "        importlib.import_module(mod.name); names.append(mod.name)\n"
+        "import kubernetes.client, kubernetes.config, yaml, pydantic, psutil, pynvml, prometheus_client\n"
+        "print(len(names))\n"
+    )
+    done = _in_image(bundle, "/opt/hookserver/bin/python", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 50
+
+
+@pytest.fixture
+def private_containerd(tmp_path: Path) -> Iterator[str]:
+    if shutil.which("containerd") is None or shutil.which("ctr") is None:
+        pytest.skip("containerd is not installed (apt-get install containerd)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a private containerd")
+    base = Path("/tmp") / f"hookserver-image-test-{os.getpid()}"
+    socket = base / "containerd.sock"
+    config = base / "config.toml"
+    base.mkdir(parents=True, exist_ok=True)
+    # Content store only: no CRI, no snapshotter work beyond unpacking, nothing touches the host's containerd.
+    config.write_text('version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n')
+    log = (tmp_path / "containerd.log").open("wb")
+    proc = subprocess.Popen(
+        ["containerd", "--config", str(config), "--root", str(base / "root"), "--state", str(base / "state"),
+         "--address", str(socket)], stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while _run("ctr", "--address", str(socket), "version", timeout=10).returncode != 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"containerd did not start: {(tmp_path / 'containerd.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield str(socket)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        subprocess.run(["umount", "-R", str(base / "root")], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_containerd_imports_the_oci_archive_under_the_manifests_name(
+    summary: dict[str, Any], private_containerd: str
+) -> None:
+    done = _run("ctr", "--address", private_containerd, "-n", "hookserver-test", "images", "import",
+                "--no-unpack", summary["oci_archive"])
+    assert done.returncode == 0, done.stderr
+    listed = _run("ctr", "--address", private_containerd, "-n", "hookserver-test", "images", "ls", "-q").stdout.split()
+    # The kubelet resolves `image: hookserver:X` to docker.io/library/hookserver:X.
+    assert f"docker.io/library/hookserver:{__version__}" in listed
