@@ -28,6 +28,7 @@ from hookserver.hooks.plugins import default_plugins
 from hookserver.informer import Informer, build_informer
 from hookserver.nri import NriPlugin
 from hookserver.observability import HealthState, MetricsHttpServer
+from hookserver.observability.koordlet_metrics import KoordletHookMetrics, register_store_series
 from hookserver.observability.metrics import HookMetrics
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
@@ -48,7 +49,9 @@ class Daemon:
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
-        self.metrics = HookMetrics(self.prometheus)
+        self.metrics = HookMetrics(
+            self.prometheus, koordlet=KoordletHookMetrics(self.prometheus, node=settings.node_name)
+        )
         self.health = HealthState(required=("proxy", "debug"))
         self.executor = build_executor(settings.cgroup, store=self.store, roots=self.roots, metrics=self.metrics)
         self.registry = HookRegistry(default_plugins())  # type: ignore[arg-type]
@@ -79,6 +82,10 @@ class Daemon:
         providers["version"] = lambda args: server_version(
             node=settings.node_name, started_at=self.started_at,
             nri_status=self.nri.status() if self.nri is not None else None,
+        )
+        register_store_series(
+            self.prometheus, self.store, node=settings.node_name, started_at=self.started_at,
+            nri_status=self.nri.status if self.nri is not None else None,
         )
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
         self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)

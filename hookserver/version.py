@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 import grpc
-from google import protobuf
+from google.protobuf import __version__ as protobuf_version
 
 from hookserver import __version__
 from hookserver.api import debug_pb2, nri_pb2, runtime_hook_pb2
@@ -45,7 +45,7 @@ def build_info() -> dict[str, Any]:
         "debug_api": DEBUG_API,
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "grpcio": grpc.__version__,
-        "protobuf": protobuf.__version__,
+        "protobuf": protobuf_version,
         "kubernetes_client": _dist_version("kubernetes"),
         "platform": f"{sys.platform}/{platform.machine()}",
     }
