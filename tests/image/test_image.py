@@ -131,6 +131,29 @@ def test_every_module_imports_in_the_image(bundle: Path) -> None:
     assert int(done.stdout.strip()) > 50
 
 
+def test_podman_loads_both_archives(summary: dict[str, Any], tmp_path: Path) -> None:
+    """`podman load` accepts the docker-archive and the oci-archive (in a private store). Running the image
+    with podman is not tried: on this build machine root lacks CAP_SYS_RESOURCE and runc cannot set the
+    container's rlimits, which is why the commands above run in the unpacked rootfs with chroot."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (apt-get install podman)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a private podman store")
+    runroot = Path(f"/tmp/hs-podman-{os.getpid()}")  # podman refuses a runroot longer than 50 characters
+    store = ["podman", "--root", str(tmp_path / "root"), "--runroot", str(runroot), "--storage-driver", "vfs"]
+    try:
+        for archive in (summary["docker_archive"], summary["oci_archive"]):
+            done = _run(*store, "load", "-i", archive, timeout=300)
+            assert done.returncode == 0, done.stderr
+        inspected = json.loads(_run(*store, "image", "inspect", f"localhost/{summary['tag']}").stdout)
+        assert inspected[0]["Config"]["User"] == "65532:65532"
+        assert inspected[0]["Config"]["Entrypoint"] == ["/opt/hookserver/bin/hookserver"]
+        assert inspected[0]["RootFS"]["Layers"] == [summary["layer_diff_id"]]
+    finally:
+        _run(*store, "rmi", "--all", "--force", timeout=120)
+        shutil.rmtree(runroot, ignore_errors=True)
+
+
 @pytest.fixture
 def private_containerd(tmp_path: Path) -> Iterator[str]:
     if shutil.which("containerd") is None or shutil.which("ctr") is None:
