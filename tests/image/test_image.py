@@ -14,8 +14,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,70 @@ def test_every_module_imports_in_the_image(bundle: Path) -> None:
     done = _in_image(bundle, "/opt/hookserver/bin/python", "-c", script)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip()) > 50
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_the_agent_serves_from_the_image_as_root(bundle: Path, tmp_path: Path) -> None:
+    """The DaemonSet's command (uid 0, as deploy/hookserver.yaml runs it) in the unpacked image, with the
+    host's /proc and /sys mounted as the DaemonSet mounts them: ready, metrics, hookctl, clean SIGTERM."""
+    rootfs = bundle / "rootfs"
+    env = dict(item.split("=", 1) for item in json.loads((bundle / "config.json").read_text())["process"]["env"])
+    port = _free_port()
+    mounts = [rootfs / "proc", rootfs / "sys"]
+    assert _run("mount", "-t", "proc", "proc", str(mounts[0])).returncode == 0
+    try:
+        assert _run("mount", "--rbind", "/sys", str(mounts[1])).returncode == 0
+        _run("mount", "--make-rslave", str(mounts[1]))
+        log = (tmp_path / "agent.log").open("wb")
+        agent = subprocess.Popen(
+            ["chroot", str(rootfs), "/opt/hookserver/bin/hookserver", "serve", "--standalone", "--no-nri",
+             "--hook-socket", "/tmp/run/hook.sock", "--debug-socket", "/tmp/run/debug.sock",
+             "--registration-dir", "/tmp/run/reg", "--state-dir", "/tmp/run/state",
+             "--metrics-addr", f"127.0.0.1:{port}", "--node-name", "image-node"],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            ready = ""
+            while time.monotonic() < deadline and agent.poll() is None:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+                        ready = resp.read().decode()
+                        break
+                except OSError:
+                    time.sleep(0.2)
+            assert ready.startswith("ready"), (tmp_path / "agent.log").read_text()[-3000:]
+            deadline = time.monotonic() + 20
+            metrics = ""
+            while "koordlet_node_used_cpu_cores{" not in metrics and time.monotonic() < deadline:
+                time.sleep(0.3)
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                    metrics = resp.read().decode()
+            assert 'koordlet_node_used_cpu_cores{node="image-node"}' in metrics
+            done = _in_image_as_root(rootfs, env, "/opt/hookserver/bin/hookctl", "--socket", "/tmp/run/debug.sock",
+                                     "version", "-o", "json")
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["server"]["node"] == "image-node"
+            agent.send_signal(signal.SIGTERM)
+            assert agent.wait(timeout=30) == 0
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait(timeout=10)
+            log.close()
+    finally:
+        _run("umount", "-R", str(mounts[1]))
+        _run("umount", str(mounts[0]))
+
+
+def _in_image_as_root(rootfs: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return _run("chroot", str(rootfs), *argv, env=env)
 
 
 def test_podman_loads_both_archives(summary: dict[str, Any], tmp_path: Path) -> None:
