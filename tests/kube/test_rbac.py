@@ -145,6 +145,12 @@ def test_every_verb_the_agent_uses_is_allowed(
     }
     for what, reply in checks.items():
         assert reply.ok, f"{what}: HTTP {reply.status}: {reply.reason()}"
+    # The kubelet /pods source (kubelet mode, secure port) is authorized by the kubelet as nodes/proxy get;
+    # no kubelet runs here, so ask the apiserver's authorizer the kubelet's question directly.
+    review = sa.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": node}}})
+    assert review.ok and review.body["status"]["allowed"] is True, review.body
     event = checks["create an event"].body["metadata"]["name"]
     patched = sa.request("PATCH", f"/api/v1/namespaces/{ns}/events/{event}", {"count": 2},
                          content_type="application/strategic-merge-patch+json")
@@ -200,6 +206,11 @@ def test_what_the_agent_must_never_do_is_forbidden(
     }
     wrong = {what: f"HTTP {r.status}" for what, r in denied.items() if r.status != 403}
     assert not wrong, wrong
+    # nodes/proxy is granted for get only: create on it is the kubelet's exec/run/attach, and must stay refused.
+    review = sa.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "create", "resource": "nodes", "subresource": "proxy", "name": node}}})
+    assert review.ok and review.body["status"].get("allowed") is False, review.body
     # and the refusals changed nothing
     assert kube.get(f"/api/v1/namespaces/{ns}/pods/keep").ok
     assert kube.get(f"{SLO_API}/nodemetrics/{node}").body["spec"] == {}
