@@ -14,7 +14,7 @@ from hookserver.observability.koordlet_metrics import (
 )
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store import StateStore
-from hookserver.store.records import PodRecord
+from hookserver.store.records import NodeRecord, PodRecord
 from hookserver.store.timeseries_types import series_key
 
 HOOK = "koordlet_runtime_hook_invoked_duration_milliseconds"
@@ -121,3 +121,21 @@ def test_a_second_registration_of_a_koordlet_family_is_refused() -> None:
     register_store_series(registry, StateStore(), node="n", started_at=0.0)
     with pytest.raises(ValueError, match="Duplicated timeseries"):
         register_store_series(registry, StateStore(), node="n", started_at=0.0)
+
+
+def test_batch_allocatable_as_koordlet_records_it() -> None:
+    """koordlet: batch-cpu as Value() with unit integer (milli-cores), batch-memory in bytes, 0 when absent."""
+    store = StateStore()
+    registry = CollectorRegistry()
+    register_store_series(registry, store, node="n1", started_at=0.0)
+    get = registry.get_sample_value
+    cpu = {"node": "n1", "resource": "kubernetes.io/batch-cpu", "unit": "integer"}
+    memory = {"node": "n1", "resource": "kubernetes.io/batch-memory", "unit": "byte"}
+    assert get("koordlet_node_resource_allocatable", cpu) is None  # no node known yet
+    store.set_node(NodeRecord(name="n1", allocatable={"kubernetes.io/batch-cpu": "12500",
+                                                       "kubernetes.io/batch-memory": "20Gi", "cpu": "16"}))
+    assert get("koordlet_node_resource_allocatable", cpu) == 12500.0
+    assert get("koordlet_node_resource_allocatable", memory) == 20 * 2**30
+    store.set_node(NodeRecord(name="n1", allocatable={"kubernetes.io/batch-cpu": "lots"}))
+    assert get("koordlet_node_resource_allocatable", cpu) is None      # malformed: left out, scrape still works
+    assert get("koordlet_node_resource_allocatable", memory) == 0.0    # absent: 0
