@@ -1,6 +1,7 @@
 """A TCP proxy a test can cut: the way to give a client an apiserver outage without stopping an
 apiserver that other people share. `cut()` resets every open connection and every new one until
-`restore()`; the bytes in between are passed through untouched (TLS goes end to end)."""
+`restore()`; `freeze()` holds every byte until `thaw()`; otherwise bytes pass through untouched (TLS goes
+end to end)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 
 __all__ = ["CuttableProxy"]
 
@@ -32,6 +34,7 @@ class CuttableProxy:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._cut = False
+        self._frozen = threading.Event()
         self._closed = False
         self.accepted = 0
         self.refused = 0
@@ -52,6 +55,14 @@ class CuttableProxy:
     def restore(self) -> None:
         with self._lock:
             self._cut = False
+
+    def freeze(self) -> None:
+        """A black hole: connections stay open and new ones are accepted, but no byte moves either way
+        (a dropped route or a dead load balancer, which a client notices only by its own timeouts)."""
+        self._frozen.set()
+
+    def thaw(self) -> None:
+        self._frozen.clear()
 
     def close(self) -> None:
         self._closed = True
@@ -90,6 +101,8 @@ class CuttableProxy:
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                while self._frozen.is_set() and not self._closed:
+                    time.sleep(0.05)
                 dst.sendall(data)
         except OSError:
             pass

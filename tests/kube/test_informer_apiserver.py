@@ -265,3 +265,29 @@ def test_an_outage_serves_the_cache_then_catches_up_by_rewatching(
                 "hookserver_informer_relists_total", {"resource": "pods", "reason": "expired"}) in (None, 0.0)
 
     asyncio.run(scenario())
+
+
+def test_a_black_holed_apiserver_is_noticed_within_the_watch_read_timeout(
+    kube: KubeHttp, kube_nodes: NodeFactory, proxy: CuttableProxy, tmp_path: Path, slo_crds: None,
+) -> None:
+    """No RST, no FIN: every byte is held (a dead route or load balancer). The informer has no keepalive of
+    its own on watches, so it notices when a read times out: the watch's timeoutSeconds + 30 s. With
+    the default watch_timeout_s (300 s) that bound is 5.5 to 10.5 minutes; here it is shortened to 3 s
+    so the test takes about 35 s. The assertion is the bound, so a faster detection also passes."""
+    node = kube_nodes.make("blackhole")["metadata"]["name"]
+    kubeconfig = kube.with_server(proxy.url).kubeconfig(str(tmp_path), "via-proxy")
+
+    async def scenario() -> float:
+        store = StateStore()
+        async with running(kubeconfig, node, store, watch_timeout_s=3) as informer:
+            assert await informer.wait_synced(15), informer.status()
+            proxy.freeze()
+            started = asyncio.get_running_loop().time()
+            await eventually(lambda: store.snapshot().stale, timeout_s=3 * 2 + 30 + 15, what="stale")
+            noticed = asyncio.get_running_loop().time() - started
+            proxy.thaw()
+            await eventually(lambda: not store.snapshot().stale, timeout_s=15, what="recovery")
+            return noticed
+
+    noticed = asyncio.run(scenario())
+    print(f"black hole noticed after {noticed:.1f} s (watch read timeout: timeoutSeconds 3..6 + 30 s)")

@@ -5,6 +5,7 @@ persists nothing."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,12 @@ def test_a_broken_object_is_refused_by_the_same_path(kube: KubeHttp, kube_namesp
     reply = kube.post(collection_path(kube, doc), doc, dryRun="All")
     assert reply.status == 422, reply.reason()
     assert "selector" in str(reply.body.get("message", ""))
+
+
+def test_the_admin_api_client_fixture_reaches_the_same_apiserver(kube_api: Any, kube_namespace: str) -> None:
+    """`kube_api` (kubernetes.client.ApiClient) is the fixture other tests of this tier build typed clients on."""
+    from kubernetes import client
+
+    namespace = client.CoreV1Api(kube_api).read_namespace(kube_namespace)
+    assert namespace.metadata.name == kube_namespace
+    assert namespace.metadata.labels["hookserver-e2e"] == "true"
