@@ -5,10 +5,15 @@ areas built on it use is allowed, and what it must never touch is refused by the
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -214,3 +219,51 @@ def test_what_the_agent_must_never_do_is_forbidden(
     # and the refusals changed nothing
     assert kube.get(f"/api/v1/namespaces/{ns}/pods/keep").ok
     assert kube.get(f"{SLO_API}/nodemetrics/{node}").body["spec"] == {}
+
+
+def test_the_agent_process_runs_with_the_service_accounts_token(
+    agent: Agent, kube: KubeHttp, kube_nodes: NodeFactory, slo_crds: None, tmp_path: Path
+) -> None:
+    """`hookserver serve` in cluster mode (not standalone), its kubeconfig holding only the account's
+    token: every informer source connects with no error, and hookctl sees this node's pod."""
+    node = kube_nodes.make("agent")["metadata"]["name"]
+    kube.must(kube.post(f"/api/v1/namespaces/{agent.namespace}/pods", pod_body("be-1", node, qos="BE")), "pod")
+    run = tmp_path / "run"
+    log_path = tmp_path / "agent.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hookserver.cli.serve", "serve", "--no-nri", "--kubeconfig", agent.kubeconfig,
+             "--node-name", node, "--hook-socket", str(run / "hook.sock"), "--debug-socket", str(run / "debug.sock"),
+             "--registration-dir", str(run / "reg"), "--state-dir", str(run / "state"),
+             "--metrics-addr", "127.0.0.1:0"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            status: dict[str, Any] = {}
+            while time.monotonic() < deadline and proc.poll() is None:
+                done = subprocess.run(
+                    [sys.executable, "-m", "hookserver.cli.hookctl", "--socket", str(run / "debug.sock"),
+                     "--timeout", "2", "status", "-o", "json"], capture_output=True, text=True, timeout=30,
+                )
+                if done.returncode == 0:
+                    status = json.loads(done.stdout)
+                    if status.get("informer", {}).get("synced"):
+                        break
+                time.sleep(0.3)
+            informer = status.get("informer", {})
+            assert informer.get("synced") and informer.get("mode") == "apiserver", log_path.read_text()[-3000:]
+            for source in informer["sources"]:
+                assert source["connected"] and source["errors"] == 0 and not source.get("absent"), source
+            pods = subprocess.run(
+                [sys.executable, "-m", "hookserver.cli.hookctl", "--socket", str(run / "debug.sock"), "pods",
+                 "-o", "json"], capture_output=True, text=True, timeout=30,
+            )
+            assert pods.returncode == 0 and [p["pod"] for p in json.loads(pods.stdout)] == [f"{agent.namespace}/be-1"], pods.stdout
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert "403" not in log_path.read_text() and "Forbidden" not in log_path.read_text()
