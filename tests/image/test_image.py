@@ -141,16 +141,23 @@ def _free_port() -> int:
 
 
 def test_the_agent_serves_from_the_image_as_root(bundle: Path, tmp_path: Path) -> None:
-    """The DaemonSet's command (uid 0, as deploy/hookserver.yaml runs it) in the unpacked image, with the
-    host's /proc and /sys mounted as the DaemonSet mounts them: ready, metrics, hookctl, clean SIGTERM."""
-    rootfs = bundle / "rootfs"
+    """The DaemonSet's command (uid 0, as deploy/hookserver.yaml runs it) in the unpacked image, with a
+    read-only root filesystem, a tmpfs /tmp (its emptyDir) and the host's /proc and /sys: ready, metrics,
+    hookctl, clean SIGTERM."""
+    rootfs = tmp_path / "ro-root"
+    rootfs.mkdir()
     env = dict(item.split("=", 1) for item in json.loads((bundle / "config.json").read_text())["process"]["env"])
     port = _free_port()
-    mounts = [rootfs / "proc", rootfs / "sys"]
-    assert _run("mount", "-t", "proc", "proc", str(mounts[0])).returncode == 0
+    # unmounted in reverse order
+    mounts = [rootfs, rootfs / "tmp", rootfs / "proc", rootfs / "sys"]
+    assert _run("mount", "--bind", str(bundle / "rootfs"), str(rootfs)).returncode == 0
     try:
-        assert _run("mount", "--rbind", "/sys", str(mounts[1])).returncode == 0
-        _run("mount", "--make-rslave", str(mounts[1]))
+        assert _run("mount", "-o", "remount,bind,ro", str(rootfs)).returncode == 0
+        assert _run("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mounts[1])).returncode == 0
+        assert _run("mount", "-t", "proc", "proc", str(mounts[2])).returncode == 0
+        assert _run("mount", "--rbind", "/sys", str(mounts[3])).returncode == 0
+        _run("mount", "--make-rslave", str(mounts[3]))
+        assert _run("touch", str(rootfs / "opt" / "probe")).returncode != 0, "the root filesystem is writable"
         log = (tmp_path / "agent.log").open("wb")
         agent = subprocess.Popen(
             ["chroot", str(rootfs), "/opt/hookserver/bin/hookserver", "serve", "--standalone", "--no-nri",
@@ -189,8 +196,8 @@ def test_the_agent_serves_from_the_image_as_root(bundle: Path, tmp_path: Path) -
                 agent.wait(timeout=10)
             log.close()
     finally:
-        _run("umount", "-R", str(mounts[1]))
-        _run("umount", str(mounts[0]))
+        for mount in reversed(mounts):
+            _run("umount", "-R", str(mount))
 
 
 def _in_image_as_root(rootfs: Path, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
