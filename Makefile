@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench protos lint typecheck clean
+.PHONY: run test bench protos lint typecheck clean image image-test e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,34 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The real-apiserver tier (tests/kube, marker kube_e2e): for releases and for changes to anything that
+# talks to the apiserver. Needs HOOKSERVER_E2E_KUBECONFIG (an admin kubeconfig of a kube-apiserver >= 1.20);
+# without it every test is skipped and the reason is printed (-rs).
+e2e: $(STAMP)
+	@if [ -z "$$HOOKSERVER_E2E_KUBECONFIG" ]; then \
+	  echo "make e2e: HOOKSERVER_E2E_KUBECONFIG is not set: the real-apiserver tests (tests/kube) are SKIPPED."; \
+	  echo "          Point it at an admin kubeconfig of a kube-apiserver >= 1.20 to run them."; \
+	fi
+	$(PY) -m pytest -q -p no:cacheprovider -rs -m kube_e2e tests/kube
+
+# Container image, built without a container engine (see deploy/Containerfile): a Debian rootfs from
+# mmdebstrap plus the project's wheels, written as an OCI layout and oci-/docker-archives under build/image.
+IMAGE_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' hookserver/__init__.py)
+IMAGE_TAG := hookserver:$(IMAGE_VERSION)
+IMAGE_DIR := build/image
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+image: $(STAMP)
+	@start=$$(date +%s); \
+	export SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH); \
+	PYTHON=$(PY) deploy/image/build-rootfs.sh $(IMAGE_DIR) && \
+	$(PY) deploy/image/oci.py --containerfile deploy/Containerfile --context . \
+	  --build-arg VERSION=$(IMAGE_VERSION) --tag $(IMAGE_TAG) --out $(IMAGE_DIR) >/dev/null && \
+	echo "make image: $(IMAGE_TAG) in $$(( $$(date +%s) - start )) s: $$(du -h $(IMAGE_DIR)/$(subst :,-,$(IMAGE_TAG)).oci.tar | cut -f1) compressed; details in $(IMAGE_DIR)/image.json"
+
+image-test: $(STAMP)
+	HOOKSERVER_IMAGE_DIR=$(IMAGE_DIR) $(PY) -m pytest -q -p no:cacheprovider -rs -s -m image tests/image
 
 bench: $(STAMP)
 	$(PY) -m tests.bench

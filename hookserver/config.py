@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -146,11 +147,20 @@ def _read_file(path: str) -> dict[str, Any]:
     return data
 
 
+# HOOKSERVER_* names that are not settings and must not stop startup: the service links Kubernetes
+# injects into every pod of a namespace that has a Service named `hookserver` (with enableServiceLinks,
+# the default), and the test harness's own variables (tests/kube, tests/image).
+_NOT_SETTINGS = re.compile(
+    r"HOOKSERVER_(CONFIG|SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?"
+    r"|E2E_\w+|IMAGE_DIR)"
+)
+
+
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """HOOKSERVER_NODE_NAME=x, HOOKSERVER_HOOK__SOCKET=/x (double underscore nests)."""
     out: dict[str, Any] = {}
     for key, value in environ.items():
-        if not key.startswith("HOOKSERVER_") or key == "HOOKSERVER_CONFIG":
+        if not key.startswith("HOOKSERVER_") or _NOT_SETTINGS.fullmatch(key):
             continue
         parts = key[len("HOOKSERVER_"):].lower().split("__")
         node = out

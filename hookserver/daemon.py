@@ -29,6 +29,7 @@ from hookserver.informer import Informer, build_informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.nri import NriPlugin
 from hookserver.observability import HealthState, MetricsHttpServer
+from hookserver.observability.koordlet_metrics import KoordletHookMetrics, register_store_series
 from hookserver.observability.metrics import HookMetrics
 from hookserver.predictor import (
     FileStatusSink,
@@ -41,6 +42,7 @@ from hookserver.predictor import (
 )
 from hookserver.proxy import ProxyServer
 from hookserver.store import StateStore
+from hookserver.version import server_version
 from hookserver.system import SystemRoots
 from qos import EvictionGuard, QoSRunner, ReportOnlyBackend, build_reconcilers, gate_registry
 from hookserver.executor.sysfiles import SystemFileExecutor
@@ -67,7 +69,9 @@ class Daemon:
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
-        self.metrics = HookMetrics(self.prometheus)
+        self.metrics = HookMetrics(
+            self.prometheus, koordlet=KoordletHookMetrics(self.prometheus, node=settings.node_name)
+        )
         self.health = HealthState(required=("proxy", "debug"))
         self.executor = build_executor(settings.cgroup, store=self.store, roots=self.roots, metrics=self.metrics)
         self.registry = HookRegistry(default_plugins())  # type: ignore[arg-type]
@@ -116,6 +120,14 @@ class Daemon:
             )
             if reporter is not None:
                 providers["nodemetric"] = lambda args: reporter.view() if reporter is not None else {}
+        providers["version"] = lambda args: server_version(
+            node=settings.node_name, started_at=self.started_at,
+            nri_status=self.nri.status() if self.nri is not None else None,
+        )
+        register_store_series(
+            self.prometheus, self.store, node=settings.node_name, started_at=self.started_at,
+            nri_status=self.nri.status if self.nri is not None else None,
+        )
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
         self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)
 

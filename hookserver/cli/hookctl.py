@@ -125,7 +125,6 @@ def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]
         "reclaimable": client.reclaimable,
         "nodemetric": client.nodemetric,
         "qos": client.qos,
-        "version": client.version,
     }
     return simple[command]
 
@@ -166,6 +165,28 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None
         out.write(render(doc) + "\n")
 
 
+def _version(socket_path: str, timeout_s: float, output: str) -> int:
+    """The client's own build first, then the server's; the client part prints even when the server is
+    unreachable (exit 1), which is when an operator most needs to know what they are running."""
+    from hookserver.version import build_info
+
+    doc: dict[str, Any] = {"client": build_info()}
+    error = ""
+    with DebugClient(socket_path, timeout_s=timeout_s) as client:
+        try:
+            doc["server"] = json.loads(client.version())
+        except DebugCallError as exc:
+            error = str(exc)
+        except ValueError as exc:
+            error = f"the server sent a reply that is not JSON: {exc}"
+    _print_reply(json.dumps(doc), output, sys.stdout)
+    sys.stdout.flush()
+    if error:
+        print(f"hookctl: error: server: {error}", file=sys.stderr)
+        return _EXIT_ERROR
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; return the exit status (0 ok, 1 failed call, 2 usage error)."""
     parser = build_parser()
@@ -178,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout <= 0:
         print(f"hookctl: error: --timeout must be positive, got {args.timeout:g}", file=sys.stderr)
         return _EXIT_USAGE
+    if args.command == "version":
+        return _version(socket_path, args.timeout, output)
     with DebugClient(socket_path, timeout_s=args.timeout) as client:
         try:
             call = _request(args, client)

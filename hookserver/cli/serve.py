@@ -15,8 +15,24 @@ from hookserver.errors import ConfigError, HookServerError
 __all__ = ["build_parser", "main", "settings_from_args"]
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, computed only when asked for (it imports grpc and the generated descriptors)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        from hookserver.version import version_text
+
+        print(version_text())
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hookserver", description="Kubernetes colocation node agent")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the version and the protocol versions it speaks, and exit"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the agent")
     serve.add_argument("--standalone", action="store_true", default=None, help="no apiserver: pods from hooks/NRI, NodeSLO from --slo-file or defaults")

@@ -6,6 +6,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from hookserver.observability.koordlet_metrics import KoordletHookMetrics
+
 __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
@@ -14,8 +16,10 @@ LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 class HookMetrics:
     """Hook calls by door, rpc and result; call latency; per-plugin duration; cgroup writes."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, *, koordlet: KoordletHookMetrics | None = None) -> None:
         self.registry = registry
+        # koordlet's runtime-hook histogram, fed from the same plugin observations (koordlet_metrics.py).
+        self.koordlet = koordlet
         self.calls = Counter(
             "hookserver_hook_calls_total",
             "Hook calls by front door, rpc and result (ok, skipped, error, rejected).",
@@ -71,3 +75,5 @@ class HookMetrics:
         child.observe(duration_s)
         if error_type:
             self.plugin_errors.labels(plugin, stage, error_type).inc()
+        if self.koordlet is not None:
+            self.koordlet.observe(plugin, stage, duration_s, bool(error_type))

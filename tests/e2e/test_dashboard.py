@@ -1,0 +1,115 @@
+"""deploy/grafana/hookserver.json queries only series a running agent exports.
+
+A real `hookserver serve --standalone` (tests/e2e/test_serve.Agent) gets one best-effort pod through
+its hook socket, with the pod cgroup in a private subtree of the real cgroup v1 hierarchy, so the
+collectors, the hook histograms and the usage-by-QoS series all have data; then every metric name in
+every panel query must appear among the samples of its /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.e2e.test_serve import Agent, _cgroup_v1_writable, be_pod
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "grafana" / "hookserver.json"
+METRIC = re.compile(r"\b(?:koordlet|hookserver)_[A-Za-z0-9_:]+")
+
+def _dashboard() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return doc
+
+
+@pytest.fixture
+def pod_cgroup() -> Iterator[str]:
+    """A pod cgroup in cpu, cpuacct and memory (separate hierarchies on some hosts, as on this one): the
+    collectors read CPU usage from cpuacct and memory from memory."""
+    why = _cgroup_v1_writable()
+    if why:
+        pytest.skip(why)
+    rel = f"/hookserver-dash-{uuid.uuid4().hex[:8]}/podfeed"
+    made: list[Path] = []
+    for sub in ("cpu", "cpuacct", "memory"):
+        path = Path("/sys/fs/cgroup") / sub / rel.lstrip("/")
+        if path.parent.parent.is_dir():
+            path.mkdir(parents=True, exist_ok=True)
+            made.append(path)
+    try:
+        yield rel
+    finally:
+        for path in made:
+            for p in (path, path.parent):
+                try:
+                    p.rmdir()
+                except OSError:
+                    pass
+
+
+def _queried() -> dict[str, list[str]]:
+    """Metric name -> titles of the panels that query it."""
+    out: dict[str, list[str]] = {}
+    for panel in _dashboard()["panels"]:
+        for target in panel.get("targets", []):
+            for name in METRIC.findall(target["expr"]):
+                out.setdefault(name, []).append(panel["title"])
+    return out
+
+
+def test_dashboard_is_well_formed() -> None:
+    doc = _dashboard()
+    ids = [p["id"] for p in doc["panels"]]
+    assert len(ids) == len(set(ids))
+    assert {v["name"] for v in doc["templating"]["list"]} == {"datasource", "node"}
+    titles = {p["title"] for p in doc["panels"]}
+    for wanted in ("CPU by QoS class", "BE CPU: budget vs use", "Hook latency p50 / p99 by stage", "Hook failures",
+                   "NRI connection state", "Collector cycle time", "Pod evictions by reason"):
+        assert wanted in titles
+    for panel in doc["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert METRIC.search(target["expr"]), f"{panel['title']}: {target['expr']}"
+            assert target["datasource"]["uid"] == "${datasource}"
+
+
+def _scrape(port: int) -> set[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    # A family counts once the agent declares it (HELP/TYPE), even before its first sample: an eviction
+    # counter or a suppress gauge has no sample until the first eviction or suppress round, as in koordlet.
+    families = list(text_string_to_metric_families(text))
+    return {f.name for f in families} | {sample.name for family in families for sample in family.samples}
+
+
+def test_every_metric_the_dashboard_queries_is_exported_by_a_running_agent(
+    tmp_path: Path, pod_cgroup: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queried = _queried()
+    agent = Agent(tmp_path)
+    try:
+        code, out = agent.hookctl("status", "-o", "json", capsys=capsys)
+        assert code == 0
+        port = json.loads(out)["metrics_port"]
+        agent.stub().PreRunPodSandboxHook(be_pod(pod_cgroup), timeout=10)
+        wanted = set(queried)
+        deadline = time.monotonic() + 20
+        exported = _scrape(port)
+        while not wanted <= exported and time.monotonic() < deadline:
+            time.sleep(0.25)
+            exported = _scrape(port)
+        missing = {name: queried[name] for name in sorted(wanted - exported)}
+        assert not missing, f"queried by the dashboard but not exported: {missing}"
+    finally:
+        agent.stop()
