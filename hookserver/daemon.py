@@ -30,6 +30,7 @@ from hookserver.nri import NriPlugin
 from hookserver.observability import HealthState, MetricsHttpServer
 from hookserver.observability.metrics import HookMetrics
 from hookserver.proxy import ProxyServer
+from hookserver.reconciler import PodReconciler, Reconciler, ReconcilerMetrics
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
 
@@ -67,6 +68,13 @@ class Daemon:
         self.collectors: CollectorScheduler = build_collectors(
             settings, store=self.store, roots=self.roots, registry=self.prometheus
         )
+        self.reconciler: Reconciler | None = None
+        if settings.reconciler.enabled:
+            engine = PodReconciler(
+                store=self.store, dispatcher=self.dispatcher, executor=self.executor, settings=settings.reconciler,
+                lists_pod=self.informer.lists_pod, metrics=ReconcilerMetrics(self.prometheus),
+            )
+            self.reconciler = Reconciler(settings.reconciler, store=self.store, engine=engine)
         providers: dict[str, Any] = {
             "slo": lambda args: self.informer.slo_report(),
             "top": lambda args: top_report(self.store, window_s=float(args.get("window_seconds") or 300.0)),
@@ -96,6 +104,7 @@ class Daemon:
             "nri": self.nri.status() if self.nri is not None else {"state": "disabled"},
             "informer": self.informer.status(),
             "collectors": self.collectors.status(),
+            "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
         }
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -112,6 +121,8 @@ class Daemon:
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
+            if self.reconciler is not None:
+                tasks.spawn("reconciler", self.reconciler.run(stop))
             tasks.spawn("collectors", self.collectors.run(stop))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",

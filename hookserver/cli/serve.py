@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--proc-root")
     serve.add_argument("--sys-root")
     serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    reconciler = serve.add_mutually_exclusive_group()
+    reconciler.add_argument("--reconcile-interval", type=float, metavar="SECONDS",
+                            help="periodic reconciler pass (koordlet's runtime-hooks-reconcile-interval, default 10)")
+    reconciler.add_argument("--no-reconciler", action="store_true", help="do not re-apply hook values to running pods")
     return parser
 
 
@@ -74,6 +78,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     put("proc_root", args.proc_root)
     put("sys_root", args.sys_root)
     put("log_level", args.log_level)
+    put("reconciler.interval_s", args.reconcile_interval)
+    if args.no_reconciler:
+        put("reconciler.enabled", False)
     return load_settings(config_file=args.config, overrides=overrides)
 
 

@@ -1,4 +1,4 @@
-"""Last-written value per cgroup file, so the reconciler's re-applies cost nothing while nothing changed.
+"""Last-written value per cgroup file (keyed by the plan's cgroup dir and resource), so the reconciler's re-applies cost nothing while nothing changed.
 
 Like koordlet's executor cache (reference §5.9): a cacheable write is skipped when the same value was
 written to the same file less than `force_update_seconds` ago; after that it is written again (a kubelet
@@ -8,13 +8,22 @@ or admin may have changed the file behind our back). Failed writes are never cac
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from typing import TypeVar
+
+from hookserver.errors import PathEscapeError
+from hookserver.system.cgroupnames import normalize_cgroup_dir
 
 __all__ = ["WriteCache"]
 
+T = TypeVar("T")
+
 
 class WriteCache:
-    """Thread-safe map (path, resource) -> (value, written_at). Bounded: oldest entries go first."""
+    """Thread-safe map (cgroup dir, resource) -> (value, written_at). Bounded: oldest entries go first.
+
+    The key is the plan's cgroup dir as given (not the resolved file), so a lookup costs no path work; the
+    same dir spelt two ways is two entries, which costs one extra read-before-write, never a wrong skip."""
 
     def __init__(self, *, force_update_seconds: float, clock: Callable[[], float], capacity: int = 65536) -> None:
         self._ttl = force_update_seconds
@@ -32,6 +41,19 @@ class WriteCache:
         cached, at = entry
         return cached == value and self._clock() - at < self._ttl
 
+    def unverified(self, keys: Sequence[tuple[str, str, str]], items: Sequence[T]) -> list[T]:
+        """The `items` whose (dir, resource, value) in `keys` is not fresh."""
+        now = self._clock()
+        ttl = self._ttl
+        out: list[T] = []
+        with self._lock:
+            get = self._entries.get
+            for (cgroup_dir, resource, value), item in zip(keys, items, strict=True):
+                entry = get((cgroup_dir, resource))
+                if entry is None or entry[0] != value or now - entry[1] >= ttl:
+                    out.append(item)
+        return out
+
     def remember(self, path: str, resource: str, value: str) -> None:
         now = self._clock()
         with self._lock:
@@ -45,6 +67,33 @@ class WriteCache:
         with self._lock:
             self._entries.pop((path, resource), None)
 
+    def forget_under(self, cgroup_dirs: Collection[str]) -> int:
+        """Drop the entries of these dirs and of every dir below them (both compared normalized)."""
+        gone = {normalize_cgroup_dir(d) for d in cgroup_dirs}
+        gone.discard("")
+        if not gone:
+            return 0
+        with self._lock:
+            keys = list(self._entries)
+        dead = [key for key in keys if _under_any(key[0], gone)]
+        with self._lock:
+            for key in dead:
+                self._entries.pop(key, None)
+        return len(dead)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+def _under_any(cgroup_dir: str, dirs: set[str]) -> bool:
+    try:
+        parts = normalize_cgroup_dir(cgroup_dir).split("/")
+    except PathEscapeError:
+        return False
+    prefix = ""
+    for part in parts:
+        prefix = f"{prefix}/{part}" if prefix else part
+        if prefix in dirs:
+            return True
+    return False

@@ -25,6 +25,7 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 POD_FIELDS_FROM_API = frozenset({
     "labels", "annotations", "qos_class", "kube_qos", "priority", "priority_class", "phase", "node_name",
     "runtime_class", "container_specs", "resource_version", "source", "updated_at", "namespace", "name",
+    "container_ids",
 })
 
 
@@ -151,7 +152,27 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
         updated_at=now,
         container_specs=MappingProxyType(specs),
         resource_version=_str(meta, "resourceVersion", "metadata"),
+        container_ids=_container_ids(status),
     )
+
+
+def _container_ids(status: Mapping[str, Any]) -> Mapping[str, str]:
+    """Started containers (init containers included) by name: those whose status carries a containerID."""
+    out: dict[str, str] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        statuses = status.get(key)
+        if statuses is None:
+            continue
+        if not isinstance(statuses, list):
+            raise InputError(f"must be a list, got {type(statuses).__name__}", field=f"status.{key}")
+        for index, entry in enumerate(statuses):
+            where = f"status.{key}[{index}]"
+            if not isinstance(entry, Mapping):
+                raise InputError(f"must be an object, got {type(entry).__name__}", field=where)
+            cid = _str(entry, "containerID", where)
+            if cid:
+                out[_str(entry, "name", where, required=True)] = cid
+    return MappingProxyType(out) if out else _EMPTY
 
 
 def node_from_json(obj: Any, *, source: str, now: float) -> NodeRecord:

@@ -39,6 +39,9 @@ class PodRecord:
         default_factory=lambda: MappingProxyType({})
     )
     resource_version: str = ""
+    # Container name -> runtime-prefixed ID (`containerd://<hash>`) from status.containerStatuses and
+    # initContainerStatuses: how the reconciler finds container cgroups of a pod whose hooks it missed.
+    container_ids: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     @property
     def key(self) -> str:
