@@ -114,6 +114,7 @@ def write_row(write: WriteRecord) -> dict[str, Any]:
         "owner": write.owner,
         "reason": write.reason,
         "error": write.error,
+        "previous": write.previous,
     }
 
 

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from hookserver.config import CgroupSettings
@@ -104,6 +104,11 @@ class CgroupExecutor:
     def unverified(self, writes: Sequence[CgroupWrite]) -> list[CgroupWrite]:
         """The writes `fresh` would not skip, in order: one lock and one clock read for the lot."""
         return self.cache.unverified([(w.cgroup_dir, w.resource.value, str(w.value)) for w in writes], writes)
+
+    def forget_writes(self, writes: Iterable[CgroupWrite]) -> None:
+        """Let these writes be read and compared again (the caller saw the file drift behind our back)."""
+        for w in writes:
+            self.cache.forget(w.cgroup_dir, w.resource.value)
 
     def forget_cgroups(self, cgroup_dirs: Collection[str]) -> int:
         """Drop cached values of these cgroups and every cgroup below them (a pod that is gone). Returns how many."""

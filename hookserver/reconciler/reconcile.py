@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 from hookserver.config import ReconcilerSettings
 from hookserver.dispatch import DispatchResult, HookDispatcher
-from hookserver.errors import HookServerError, PathEscapeError
+from hookserver.cgroupmath import shares_to_weight
+from hookserver.errors import HookServerError, PathEscapeError, SystemFileError
 from hookserver.executor.layout import CgroupLayout
 from hookserver.executor.plan import ApplyReport, CgroupWrite, ResourcePlan, WriteResult, writes_for_resources
 from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource
@@ -40,7 +41,7 @@ from hookserver.store.audit import HookEventRecord
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.system.cgroupnames import normalize_cgroup_dir
-from hookserver.system.files import is_dir
+from hookserver.system.files import is_dir, read_text
 
 __all__ = ["DOOR", "PassReport", "PodReconciler", "ReconcileExecutor"]
 
@@ -63,6 +64,8 @@ class ReconcileExecutor(Protocol):
 
     def unverified(self, writes: Sequence[CgroupWrite]) -> list[CgroupWrite]: ...
 
+    def forget_writes(self, writes: Iterable[CgroupWrite]) -> None: ...
+
     def forget_cgroups(self, cgroup_dirs: Collection[str]) -> int: ...
 
 
@@ -80,6 +83,7 @@ class PassReport:
     written: int = 0  # files changed
     corrections: int = 0  # files that held a wrong value and were fixed
     corrections_by_resource: dict[str, int] = field(default_factory=dict)
+    drifted: int = 0  # targets whose shares changed behind the cache's back (re-read, then corrected)
     vanished: int = 0  # writes that met a cgroup removed meanwhile
     errors: list[str] = field(default_factory=list)
     error_count: int = 0
@@ -112,6 +116,10 @@ class _Entry:
     cgroup_dir: str
     decided: DispatchResult
     memo: _Decided | None  # None: nothing to write (skipped, not applied, or the hook failed)
+    # The target's shares file and the text it should hold: read every pass even while the cache vouches
+    # for the values, so a cgroup reset to kubelet's values (shares 2) is caught within one interval, not
+    # only when the 60 s forced rewrite comes round.
+    canary: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +264,14 @@ class PodReconciler:
                     self._count_error("hook")
                 continue
             stale = unverified(entry.memo.writes)
+            if not stale and entry.canary is not None:
+                held = self._read_canary(entry.canary[0])
+                if held is None:
+                    stale = list(entry.memo.writes)  # gone: the existence check below says so quietly
+                elif held != entry.canary[1]:
+                    report.drifted += 1
+                    self.executor.forget_writes(entry.memo.writes)
+                    stale = list(entry.memo.writes)
             if not stale and entry.memo.audited:
                 continue
             if stale and entry.container and not self._exists(entry.cgroup_dir):
@@ -295,7 +311,24 @@ class PodReconciler:
             memo.writes and memo.writes[0].cgroup_dir != cgroup_dir
         ):
             memo = self._decided[key] = _Decided(resources, tuple(self._writes(cgroup_dir, decided)))
-        return _Entry(key, container, cgroup_dir, decided, memo)
+        return _Entry(key, container, cgroup_dir, decided, memo, self._canary(cgroup_dir, resources))
+
+    def _canary(self, cgroup_dir: str, resources: Resources) -> tuple[str, str] | None:
+        shares = resources.cpu_shares
+        if shares is None:
+            return None
+        rel = normalize_cgroup_dir(cgroup_dir)
+        if self.layout.writes_v2:
+            return os.path.join(self._cpu_root, rel, "cpu.weight"), str(shares_to_weight(shares))
+        return os.path.join(self._cpu_root, rel, "cpu.shares"), str(shares)
+
+    @staticmethod
+    def _read_canary(path: str) -> str | None:
+        try:
+            text = read_text(path)
+        except SystemFileError:
+            return ""  # unreadable: let the executor's read-before-write report it
+        return None if text is None else text.strip()
 
     def _skip_reason(self, target: PodTarget, now: float) -> str:
         pod = target.pod

@@ -147,6 +147,7 @@ class Reconciler:
                 "written": last.written,
                 "corrections": last.corrections,
                 "corrections_by_resource": dict(sorted(last.corrections_by_resource.items())),
+                "drifted": last.drifted,
                 "vanished": last.vanished,
                 "errors": last.error_count,
                 "collected": last.collected,

@@ -13,7 +13,7 @@ import pytest
 
 from hookserver.config import ReconcilerSettings
 from hookserver.dispatch import HookDispatcher
-from hookserver.executor import CgroupExecutor, CgroupLayout
+from hookserver.executor import CgroupExecutor, CgroupLayout, OsCgroupFiles
 from hookserver.hooks import HookRegistry
 from hookserver.hooks.plugins import BatchResourcePlugin
 from hookserver.reconciler import PodReconciler
@@ -43,6 +43,7 @@ class World:
     engine: PodReconciler
     clock: FakeClock
     layout: CgroupLayout
+    files: CountingFiles
 
     def be_pod(self, name: str, *, uid: str = "", containers: int = 1, source: str = "apiserver",
                cgroup_parent: str = "", kube_qos: str = "BestEffort", spec: str = MAIN_SPEC,
@@ -74,21 +75,39 @@ class World:
         return {name: self.tree.read(rel, name) for name in WANT}
 
 
-def make_world(root: Path, *, version: str = "v1", driver: str = "cgroupfs", executor_clock: Any = None,
-               **settings: Any) -> World:
+class CountingFiles(OsCgroupFiles):
+    """The real file access, counting reads and writes (to prove that a pass wrote nothing)."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+        self.writes: list[tuple[str, str]] = []
+
+    def read(self, path: str) -> str:
+        self.reads.append(path)
+        return super().read(path)
+
+    def write(self, path: str, data: str) -> None:
+        self.writes.append((path, data))
+        super().write(path, data)
+
+
+def make_world(root: Path, *, version: str = "v1", driver: str = "cgroupfs", layout: CgroupLayout | None = None,
+               plugins: list[Any] | None = None, lists_pod: Any = None, **settings: Any) -> World:
     tree = Tree(root, version)
     clock = FakeClock()
     roots = SystemRoots(proc=str(root / "no-proc"), cgroup=str(root))
-    layout = CgroupLayout(version=version, driver=driver, roots=roots)  # type: ignore[arg-type]
+    layout = layout or CgroupLayout(version=version, driver=driver, roots=roots)  # type: ignore[arg-type]
     store = StateStore(clock=clock)
-    executor = CgroupExecutor(layout, store=store, clock=executor_clock or clock, force_update_seconds=60.0)
-    registry = HookRegistry([BatchResourcePlugin()])
+    files = CountingFiles()
+    executor = CgroupExecutor(layout, store=store, clock=clock, force_update_seconds=60.0, files=files)
+    registry = HookRegistry(plugins if plugins is not None else [BatchResourcePlugin()])
     dispatcher = HookDispatcher(registry=registry, store=store, executor=executor)
     values = {"creation_grace_s": 10.0, "gc_grace_s": 60.0, **settings}
     engine = PodReconciler(
         store=store, dispatcher=dispatcher, executor=executor, settings=ReconcilerSettings(**values), clock=clock,
+        lists_pod=lists_pod or (lambda uid: False),
     )
-    return World(tree, store, executor, dispatcher, engine, clock, layout)
+    return World(tree, store, executor, dispatcher, engine, clock, layout, files)
 
 
 @pytest.fixture
