@@ -40,7 +40,7 @@ from hookserver.resources import Resources
 from hookserver.store.audit import HookEventRecord
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.store.state import StateStore, StoreSnapshot
-from hookserver.system.cgroupnames import normalize_cgroup_dir
+from hookserver.system.cgroupnames import KubeQoS, normalize_cgroup_dir
 from hookserver.system.files import is_dir, read_text
 
 __all__ = ["DOOR", "PassReport", "PodReconciler", "ReconcileExecutor"]
@@ -436,9 +436,10 @@ class PodReconciler:
         uids = self.gc.due(snap.pods.keys())
         if not uids:
             return
-        dirs = [d for d in (self._dirs.get(u) for u in uids) if d]
+        dirs: list[str] = []
         for uid in uids:
             pod = snap.pods.get(uid)
+            dirs.extend(self._dirs_of(uid, pod))
             log.info(
                 "pod %s (%s): cgroup gone for %.0fs and no informer source lists it: forgotten",
                 pod.key if pod is not None else "?", uid, self.settings.gc_grace_s,
@@ -452,19 +453,28 @@ class PodReconciler:
         if self.metrics is not None:
             self.metrics.pods_collected.inc(len(uids))
 
+    def _dirs_of(self, uid: str, pod: PodRecord | None) -> list[str]:
+        """Every name the pod's cgroup may have had in the executor's cache: the hook's cgroup parent,
+        the directory a pass resolved, and the kubelet's name under each QoS level."""
+        dirs = [d for d in (pod.cgroup_parent if pod is not None else "", self._dirs.get(uid, "")) if d]
+        for qos in KubeQoS:
+            try:
+                dirs.append(self.layout.pod_dir(qos, uid))
+            except PathEscapeError:
+                break
+        return dirs
+
     def _drop_removed(self) -> None:
         with self._removed_lock:
             removed, self._removed = self._removed, set()
         if not removed:
             return
         present = self.store.snapshot().pods
-        dirs = []
+        dirs: list[str] = []
         for uid in removed:
             if uid in present:  # removed and learnt again (a restart of the same pod)
                 continue
-            d = self._dirs.get(uid)
-            if d:
-                dirs.append(d)
+            dirs.extend(self._dirs_of(uid, None))
             self._forget(uid)
         if dirs:
             self.executor.forget_cgroups(dirs)
