@@ -101,9 +101,17 @@ class CgroupExecutor:
         before it builds a (leveled) plan."""
         return self.cache.fresh(write.cgroup_dir, write.resource.value, str(write.value))
 
-    def unverified(self, writes: Sequence[CgroupWrite]) -> list[CgroupWrite]:
-        """The writes `fresh` would not skip, in order: one lock and one clock read for the lot."""
-        return self.cache.unverified([(w.cgroup_dir, w.resource.value, str(w.value)) for w in writes], writes)
+    @staticmethod
+    def cache_keys(writes: Sequence[CgroupWrite]) -> tuple[tuple[str, str, str], ...]:
+        """What the write cache compares for each write; a caller that asks again and again keeps these."""
+        return tuple((w.cgroup_dir, w.resource.value, str(w.value)) for w in writes)
+
+    def unverified(
+        self, writes: Sequence[CgroupWrite], keys: Sequence[tuple[str, str, str]] | None = None
+    ) -> list[CgroupWrite]:
+        """The writes `fresh` would not skip, in order: one lock and one clock read for the lot. `keys`, when
+        given, are `cache_keys(writes)`."""
+        return self.cache.unverified(self.cache_keys(writes) if keys is None else keys, writes)
 
     def forget_writes(self, writes: Iterable[CgroupWrite]) -> None:
         """Let these writes be read and compared again (the caller saw the file drift behind our back)."""

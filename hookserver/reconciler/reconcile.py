@@ -62,7 +62,11 @@ class ReconcileExecutor(Protocol):
 
     def apply(self, plan: ResourcePlan) -> ApplyReport: ...
 
-    def unverified(self, writes: Sequence[CgroupWrite]) -> list[CgroupWrite]: ...
+    def cache_keys(self, writes: Sequence[CgroupWrite]) -> tuple[tuple[str, str, str], ...]: ...
+
+    def unverified(
+        self, writes: Sequence[CgroupWrite], keys: Sequence[tuple[str, str, str]] | None = None
+    ) -> list[CgroupWrite]: ...
 
     def forget_writes(self, writes: Iterable[CgroupWrite]) -> None: ...
 
@@ -104,6 +108,8 @@ class _Decided:
 
     resources: Resources
     writes: tuple[CgroupWrite, ...]
+    keys: tuple[tuple[str, str, str], ...]  # the executor's cache keys of `writes`
+    canary: tuple[str, str] | None = None
     audited: bool = False
 
 
@@ -175,6 +181,7 @@ class PodReconciler:
         self._decided: dict[tuple[str, str], _Decided] = {}
         self._dirs: dict[str, str] = {}  # uid -> pod cgroup dir last resolved (to forget its cache on removal)
         self._plans: dict[str, _PodPlan] = {}
+        self._targets: dict[str, tuple[PodRecord, tuple[ContainerRecord, ...], PodTarget]] = {}
         self._by_pod: tuple[Mapping[str, ContainerRecord] | None, dict[str, tuple[ContainerRecord, ...]]] = (None, {})
         self._removed: set[str] = set()
         self._removed_lock = threading.Lock()
@@ -228,19 +235,24 @@ class PodReconciler:
         touched: list[_Touch],
         owners: dict[int, int],
     ) -> None:
+        try:
+            target = self._target(pod, containers)
+        except HookServerError as exc:
+            report.error(f"pod {pod.key} ({pod.uid}): cgroup not named: {exc}")
+            self._count_error("target")
+            return
         plan = self._plans.get(pod.uid)
-        if plan is not None and (plan.version != snap.version or plan.pod is not pod or plan.containers != containers):
-            plan = None
-        if plan is not None:
-            target: PodTarget | None = plan.target
+        # Is the pod's cgroup there? Once planned, its shares canary answers that and feeds the drift check.
+        pod_held: str | None = None
+        canary = plan.entries[0].canary if plan is not None and plan.target is target and plan.entries else None
+        if canary is not None:
+            pod_held = self._read_canary(canary[0])
+            present = pod_held is not None
         else:
-            try:
-                target = pod_target(pod, containers, self.layout, probe=self._exists)
-            except HookServerError as exc:
-                report.error(f"pod {pod.key} ({pod.uid}): cgroup not named: {exc}")
-                self._count_error("target")
-                return
-        if target is None or not self._exists(target.cgroup_dir):
+            present = target is not None and self._exists(target.cgroup_dir)
+        if plan is not None and (plan.version != snap.version or plan.target is not target):
+            plan = None
+        if target is None or not present:
             self.gc.absent(pod.uid, now)
             report.skip("no_cgroup")
             return
@@ -263,9 +275,13 @@ class PodReconciler:
                     report.error(f"{where}: {entry.decided.error}")
                     self._count_error("hook")
                 continue
-            stale = unverified(entry.memo.writes)
+            memo = entry.memo
+            stale = unverified(memo.writes, memo.keys)
             if not stale and entry.canary is not None:
-                held = self._read_canary(entry.canary[0])
+                held = (
+                    pod_held if not entry.container and canary is not None and canary[0] == entry.canary[0]
+                    else self._read_canary(entry.canary[0])
+                )
                 if held is None:
                     stale = list(entry.memo.writes)  # gone: the existence check below says so quietly
                 elif held != entry.canary[1]:
@@ -285,6 +301,16 @@ class PodReconciler:
                 owners[id(w)] = index
             report.planned += len(stale)
             (container_writes if entry.container else pod_writes).extend(stale)
+
+    def _target(self, pod: PodRecord, containers: tuple[ContainerRecord, ...]) -> PodTarget | None:
+        """The pod's cgroup names, kept while its record and container records are the same objects."""
+        memo = self._targets.get(pod.uid)
+        if memo is not None and memo[0] is pod and memo[1] == containers:
+            return memo[2]
+        target = pod_target(pod, containers, self.layout, probe=self._exists)
+        if target is not None:
+            self._targets[pod.uid] = (pod, containers, target)
+        return target
 
     def _plan(
         self, pod: PodRecord, containers: tuple[ContainerRecord, ...], target: PodTarget, snap: StoreSnapshot
@@ -310,8 +336,11 @@ class PodReconciler:
         if memo is None or (memo.resources is not resources and memo.resources != resources) or (
             memo.writes and memo.writes[0].cgroup_dir != cgroup_dir
         ):
-            memo = self._decided[key] = _Decided(resources, tuple(self._writes(cgroup_dir, decided)))
-        return _Entry(key, container, cgroup_dir, decided, memo, self._canary(cgroup_dir, resources))
+            writes = tuple(self._writes(cgroup_dir, decided))
+            memo = self._decided[key] = _Decided(
+                resources, writes, self.executor.cache_keys(writes), self._canary(cgroup_dir, resources)
+            )
+        return _Entry(key, container, cgroup_dir, decided, memo, memo.canary)
 
     def _canary(self, cgroup_dir: str, resources: Resources) -> tuple[str, str] | None:
         shares = resources.cpu_shares
@@ -482,6 +511,7 @@ class PodReconciler:
     def _forget(self, uid: str) -> None:
         self._requests.pop(uid, None)
         self._plans.pop(uid, None)
+        self._targets.pop(uid, None)
         self._dirs.pop(uid, None)
         self.gc.forget(uid)
         for key in [k for k in self._decided if k[0] == uid] if self._decided else ():
