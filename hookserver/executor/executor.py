@@ -101,8 +101,7 @@ class CgroupExecutor:
         before it builds a (leveled) plan."""
         return self.cache.fresh(write.cgroup_dir, write.resource.value, str(write.value))
 
-    @staticmethod
-    def cache_keys(writes: Sequence[CgroupWrite]) -> tuple[tuple[str, str, str], ...]:
+    def cache_keys(self, writes: Sequence[CgroupWrite]) -> tuple[tuple[str, str, str], ...]:
         """What the write cache compares for each write; a caller that asks again and again keeps these."""
         return tuple((w.cgroup_dir, w.resource.value, str(w.value)) for w in writes)
 

@@ -11,7 +11,8 @@ are gone. Same dispatcher, hooks and executor as the other doors; its audit door
 from hookserver.reconciler.metrics import ReconcilerMetrics
 from hookserver.reconciler.podgc import PodCollector
 from hookserver.reconciler.ratelimit import TokenBucket
-from hookserver.reconciler.reconcile import DOOR, PassReport, PodReconciler, ReconcileExecutor
+from hookserver.reconciler.reconcile import DOOR, PodReconciler, ReconcileExecutor
+from hookserver.reconciler.report import PassReport
 from hookserver.reconciler.reconciler import Reconciler
 from hookserver.reconciler.targets import ContainerTarget, PodTarget, pod_target, runtime_of
 

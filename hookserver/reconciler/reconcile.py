@@ -2,10 +2,11 @@
 
 For every pod (or the pods a sync named): name its cgroups, ask the dispatcher for the pod-level values
 (PreRunPodSandbox) and each started container's (PreUpdateContainerResources), the same hooks and formula
-the proxy and NRI use, so the reconciler never fights a front door. Writes the executor's cache says were
-made or verified within the force-update window are dropped before planning (a memory lookup, no I/O); the
-rest go out as one leveled plan, pods above containers, so parents stay >= children while limits move.
-Read-before-write tells a correction (the file held something else) from a no-op.
+the proxy and NRI use, so the reconciler never fights a front door (`plans`). Writes the executor's cache says
+were made or verified within the force-update window are dropped before planning (a memory lookup, no I/O),
+unless the target's shares canary shows a reset; the rest go out as one leveled plan, pods above containers,
+so parents stay >= children while limits move. Read-before-write tells a correction (the file held something
+else) from a no-op.
 
 Quietly skipped: a pod whose cgroup is not there (yet or any more), a container whose cgroup is not there,
 a pod being created right now (its hooks own it), finished pods and kata pods (koordlet's filter). Full
@@ -21,38 +22,34 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hookserver.config import ReconcilerSettings
-from hookserver.dispatch import DispatchResult, HookDispatcher
-from hookserver.cgroupmath import shares_to_weight
-from hookserver.errors import HookServerError, PathEscapeError, SystemFileError
+from hookserver.dispatch import HookDispatcher
+from hookserver.errors import HookServerError, PathEscapeError
 from hookserver.executor.layout import CgroupLayout
-from hookserver.executor.plan import ApplyReport, CgroupWrite, ResourcePlan, WriteResult, writes_for_resources
-from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource
+from hookserver.executor.plan import ApplyReport, CgroupWrite, ResourcePlan, WriteResult
+from hookserver.hooks.context import PodRequest
 from hookserver.hooks.outcome import StageOutcome
-from hookserver.hooks.stages import Stage
 from hookserver.reconciler.metrics import ReconcilerMetrics
+from hookserver.reconciler.plans import Decided, PlanBook, read_canary
 from hookserver.reconciler.podgc import PodCollector
-from hookserver.reconciler.targets import PodTarget, pod_target
-from hookserver.resources import Resources
+from hookserver.reconciler.report import PassReport
+from hookserver.reconciler.targets import PodTarget
 from hookserver.store.audit import HookEventRecord
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.system.cgroupnames import KubeQoS, normalize_cgroup_dir
-from hookserver.system.files import is_dir, read_text
+from hookserver.system.files import is_dir
 
-__all__ = ["DOOR", "PassReport", "PodReconciler", "ReconcileExecutor"]
+__all__ = ["DOOR", "PodReconciler", "ReconcileExecutor"]
 
 log = logging.getLogger(__name__)
 
 DOOR = "reconciler"
-POD_STAGE = Stage.PRE_RUN_POD_SANDBOX
-CONTAINER_STAGE = Stage.PRE_UPDATE_CONTAINER_RESOURCES
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 _GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")
-_MAX_ERRORS_KEPT = 20
 
 
 class ReconcileExecutor(Protocol):
@@ -74,76 +71,10 @@ class ReconcileExecutor(Protocol):
 
 
 @dataclass(slots=True)
-class PassReport:
-    """What one pass did; `hookctl status` shows the last one."""
-
-    trigger: str
-    started_at: float  # epoch seconds (store clock)
-    duration_s: float = 0.0
-    pods: int = 0  # pods looked at
-    reconciled: int = 0  # pods whose values were decided
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> pods
-    planned: int = 0  # writes the cache could not vouch for (read before write)
-    written: int = 0  # files changed
-    corrections: int = 0  # files that held a wrong value and were fixed
-    corrections_by_resource: dict[str, int] = field(default_factory=dict)
-    drifted: int = 0  # targets whose shares changed behind the cache's back (re-read, then corrected)
-    vanished: int = 0  # writes that met a cgroup removed meanwhile
-    errors: list[str] = field(default_factory=list)
-    error_count: int = 0
-    collected: int = 0  # pods garbage-collected
-
-    def skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
-
-    def error(self, message: str) -> None:
-        self.error_count += 1
-        if len(self.errors) < _MAX_ERRORS_KEPT:
-            self.errors.append(message)
-
-
-@dataclass(slots=True)
-class _Decided:
-    """The last decision for one target (a pod, or one of its containers) and the writes that carry it."""
-
-    resources: Resources
-    writes: tuple[CgroupWrite, ...]
-    keys: tuple[tuple[str, str, str], ...]  # the executor's cache keys of `writes`
-    canary: tuple[str, str] | None = None
-    audited: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One target of a pod plan: the pod level (`container` "") or one container."""
-
-    key: tuple[str, str]
-    container: str
-    cgroup_dir: str
-    decided: DispatchResult
-    memo: _Decided | None  # None: nothing to write (skipped, not applied, or the hook failed)
-    # The target's shares file and the text it should hold: read every pass even while the cache vouches
-    # for the values, so a cgroup reset to kubelet's values (shares 2) is caught within one interval, not
-    # only when the 60 s forced rewrite comes round.
-    canary: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _PodPlan:
-    """A pod's decisions, valid while the store snapshot they were made from is current: hooks are pure
-    functions of (request, snapshot), so an unchanged snapshot means unchanged decisions."""
-
-    version: int
-    pod: PodRecord
-    containers: tuple[ContainerRecord, ...]
-    target: PodTarget
-    request: PodRequest
-    entries: tuple[_Entry, ...]
-
-
-@dataclass(slots=True)
 class _Touch:
-    key: tuple[str, str]
+    """A target this pass wrote to, or whose decision is new: audited after the writes."""
+
+    memo: Decided
     request: PodRequest
     container: str
     outcome: StageOutcome
@@ -177,11 +108,8 @@ class PodReconciler:
         self._exists = exists or self._cgroup_exists
         self._cpu_root = self.layout.hierarchy_root("cpu")
         self.gc = PodCollector(grace_s=settings.gc_grace_s, lists_pod=lists_pod, clock=clock)
-        self._requests: dict[str, tuple[PodRecord, str, PodRequest]] = {}
-        self._decided: dict[tuple[str, str], _Decided] = {}
+        self.plans = PlanBook(dispatcher=dispatcher, executor=executor, layout=self.layout, exists=self._exists)
         self._dirs: dict[str, str] = {}  # uid -> pod cgroup dir last resolved (to forget its cache on removal)
-        self._plans: dict[str, _PodPlan] = {}
-        self._targets: dict[str, tuple[PodRecord, tuple[ContainerRecord, ...], PodTarget]] = {}
         self._by_pod: tuple[Mapping[str, ContainerRecord] | None, dict[str, tuple[ContainerRecord, ...]]] = (None, {})
         self._removed: set[str] = set()
         self._removed_lock = threading.Lock()
@@ -236,22 +164,20 @@ class PodReconciler:
         owners: dict[int, int],
     ) -> None:
         try:
-            target = self._target(pod, containers)
+            target = self.plans.target(pod, containers)
         except HookServerError as exc:
             report.error(f"pod {pod.key} ({pod.uid}): cgroup not named: {exc}")
             self._count_error("target")
             return
-        plan = self._plans.get(pod.uid)
         # Is the pod's cgroup there? Once planned, its shares canary answers that and feeds the drift check.
+        last = self.plans.last(pod.uid)
+        canary = last.canary if last is not None and last.target is target else None
         pod_held: str | None = None
-        canary = plan.entries[0].canary if plan is not None and plan.target is target and plan.entries else None
         if canary is not None:
-            pod_held = self._read_canary(canary[0])
+            pod_held = read_canary(canary[0])
             present = pod_held is not None
         else:
             present = target is not None and self._exists(target.cgroup_dir)
-        if plan is not None and (plan.version != snap.version or plan.target is not target):
-            plan = None
         if target is None or not present:
             self.gc.absent(pod.uid, now)
             report.skip("no_cgroup")
@@ -262,102 +188,40 @@ class PodReconciler:
         if reason:
             report.skip(reason)
             return
-        if plan is None:
-            plan = self._plan(pod, containers, target, snap)
-            self._plans[pod.uid] = plan
+        plan = self.plans.plan(target, snap)
         report.reconciled += 1
-        request = plan.request
         unverified = self.executor.unverified
         for entry in plan.entries:
-            if entry.memo is None:
+            memo = entry.memo
+            if memo is None:
                 if entry.decided.result == "error":
-                    where = f"{request.key} container {entry.container}" if entry.container else request.key
+                    where = f"{plan.request.key} container {entry.container}" if entry.container else plan.request.key
                     report.error(f"{where}: {entry.decided.error}")
                     self._count_error("hook")
                 continue
-            memo = entry.memo
             stale = unverified(memo.writes, memo.keys)
-            if not stale and entry.canary is not None:
-                held = (
-                    pod_held if not entry.container and canary is not None and canary[0] == entry.canary[0]
-                    else self._read_canary(entry.canary[0])
-                )
+            if not stale and memo.canary is not None:
+                same = not entry.container and canary is not None and canary[0] == memo.canary[0]
+                held = pod_held if same else read_canary(memo.canary[0])
                 if held is None:
-                    stale = list(entry.memo.writes)  # gone: the existence check below says so quietly
-                elif held != entry.canary[1]:
+                    stale = list(memo.writes)  # gone: the existence check below says so quietly
+                elif held != memo.canary[1]:
                     report.drifted += 1
-                    self.executor.forget_writes(entry.memo.writes)
-                    stale = list(entry.memo.writes)
-            if not stale and entry.memo.audited:
+                    self.executor.forget_writes(memo.writes)
+                    stale = list(memo.writes)
+            if not stale and memo.audited:
                 continue
             if stale and entry.container and not self._exists(entry.cgroup_dir):
                 # not created yet, or gone: nothing to correct; its hook (or the next pass) takes care
                 report.skip("container_cgroup_absent")
                 continue
             assert entry.decided.outcome is not None
-            touched.append(_Touch(entry.key, request, entry.container, entry.decided.outcome, not entry.memo.audited))
+            touched.append(_Touch(memo, plan.request, entry.container, entry.decided.outcome, not memo.audited))
             index = len(touched) - 1
             for w in stale:
                 owners[id(w)] = index
             report.planned += len(stale)
             (container_writes if entry.container else pod_writes).extend(stale)
-
-    def _target(self, pod: PodRecord, containers: tuple[ContainerRecord, ...]) -> PodTarget | None:
-        """The pod's cgroup names, kept while its record and container records are the same objects."""
-        memo = self._targets.get(pod.uid)
-        if memo is not None and memo[0] is pod and memo[1] == containers:
-            return memo[2]
-        target = pod_target(pod, containers, self.layout, probe=self._exists)
-        if target is not None:
-            self._targets[pod.uid] = (pod, containers, target)
-        return target
-
-    def _plan(
-        self, pod: PodRecord, containers: tuple[ContainerRecord, ...], target: PodTarget, snap: StoreSnapshot
-    ) -> _PodPlan:
-        request = self._request(pod, target.cgroup_dir)
-        decided = self.dispatcher.decide_pod(POD_STAGE, request, snap)
-        entries = [self._entry(request.uid, "", target.cgroup_dir, decided)]
-        for c in target.containers:
-            creq = ContainerRequest(
-                pod=request, name=c.name, container_id=c.id, cgroup_parent=target.cgroup_dir,
-                source=RequestSource.RECONCILER,
-            )
-            decided = self.dispatcher.decide_container(CONTAINER_STAGE, creq, snap)
-            entries.append(self._entry(request.uid, c.name, c.cgroup_dir, decided))
-        return _PodPlan(snap.version, pod, containers, target, request, tuple(entries))
-
-    def _entry(self, uid: str, container: str, cgroup_dir: str, decided: DispatchResult) -> _Entry:
-        key = (uid, container)
-        if decided.result != "ok" or decided.outcome is None or decided.resources.is_empty():
-            return _Entry(key, container, cgroup_dir, decided, None)
-        resources = decided.resources
-        memo = self._decided.get(key)
-        if memo is None or (memo.resources is not resources and memo.resources != resources) or (
-            memo.writes and memo.writes[0].cgroup_dir != cgroup_dir
-        ):
-            writes = tuple(self._writes(cgroup_dir, decided))
-            memo = self._decided[key] = _Decided(
-                resources, writes, self.executor.cache_keys(writes), self._canary(cgroup_dir, resources)
-            )
-        return _Entry(key, container, cgroup_dir, decided, memo, memo.canary)
-
-    def _canary(self, cgroup_dir: str, resources: Resources) -> tuple[str, str] | None:
-        shares = resources.cpu_shares
-        if shares is None:
-            return None
-        rel = normalize_cgroup_dir(cgroup_dir)
-        if self.layout.writes_v2:
-            return os.path.join(self._cpu_root, rel, "cpu.weight"), str(shares_to_weight(shares))
-        return os.path.join(self._cpu_root, rel, "cpu.shares"), str(shares)
-
-    @staticmethod
-    def _read_canary(path: str) -> str | None:
-        try:
-            text = read_text(path)
-        except SystemFileError:
-            return ""  # unreadable: let the executor's read-before-write report it
-        return None if text is None else text.strip()
 
     def _skip_reason(self, target: PodTarget, now: float) -> str:
         pod = target.pod
@@ -376,15 +240,6 @@ class PodReconciler:
     def _first_seen(self, pod: PodRecord) -> float:
         """first_seen is on the store clock (epoch); convert its age to ours."""
         return self._clock() - max(0.0, self.store.clock() - pod.first_seen)
-
-    @staticmethod
-    def _writes(cgroup_dir: str, decided: DispatchResult) -> list[CgroupWrite]:
-        outcome = decided.outcome
-        assert outcome is not None
-        applied = [o for o in outcome.outcomes if o.result is not None and o.result.applied]
-        owner = ",".join(o.plugin for o in applied)
-        reason = "reconciler: " + " | ".join(o.result.reason for o in applied if o.result is not None)
-        return writes_for_resources(cgroup_dir, decided.resources, owner=owner, reason=reason)
 
     # -- writing ---------------------------------------------------------------------------------
     def _apply(
@@ -448,9 +303,7 @@ class PodReconciler:
             if not t.changed:
                 continue
             self.dispatcher.record_decisions(DOOR, t.outcome, t.request, t.container)
-            memo = self._decided.get(t.key)
-            if memo is not None:
-                memo.audited = True
+            t.memo.audited = True
             if t.request.uid not in pods_done:
                 pods_done.add(t.request.uid)
                 self.store.audit.record_event(
@@ -509,27 +362,11 @@ class PodReconciler:
             self.executor.forget_cgroups(dirs)
 
     def _forget(self, uid: str) -> None:
-        self._requests.pop(uid, None)
-        self._plans.pop(uid, None)
-        self._targets.pop(uid, None)
+        self.plans.forget(uid)
         self._dirs.pop(uid, None)
         self.gc.forget(uid)
-        for key in [k for k in self._decided if k[0] == uid] if self._decided else ():
-            del self._decided[key]
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _request(self, pod: PodRecord, cgroup_dir: str) -> PodRequest:
-        memo = self._requests.get(pod.uid)
-        if memo is not None and memo[0] is pod and memo[1] == cgroup_dir:
-            return memo[2]
-        request = PodRequest(
-            namespace=pod.namespace, name=pod.name, uid=pod.uid, labels=pod.labels, annotations=pod.annotations,
-            cgroup_parent=cgroup_dir, sandbox_id=pod.sandbox_id, runtime_handler=pod.runtime_class,
-            source=RequestSource.RECONCILER,
-        )
-        self._requests[pod.uid] = (pod, cgroup_dir, request)
-        return request
-
     def _containers_by_pod(self, snap: StoreSnapshot) -> dict[str, tuple[ContainerRecord, ...]]:
         containers = snap.containers
         if self._by_pod[0] is containers:
@@ -564,12 +401,7 @@ class PodReconciler:
             self.metrics.pass_duration.labels(report.trigger).observe(report.duration_s)
 
     def status(self) -> dict[str, Any]:
-        return {
-            **self.totals,
-            "pods_awaiting_gc": len(self.gc),
-            "targets_cached": len(self._decided),
-            "plans_cached": len(self._plans),
-        }
+        return {**self.totals, "pods_awaiting_gc": len(self.gc), **self.plans.counts()}
 
 
 def _norm(cgroup_dir: str) -> str:

@@ -25,7 +25,8 @@ from typing import Any
 from hookserver.aio.periodic import sleep_or_stop
 from hookserver.config import ReconcilerSettings
 from hookserver.reconciler.ratelimit import TokenBucket
-from hookserver.reconciler.reconcile import PassReport, PodReconciler
+from hookserver.reconciler.reconcile import PodReconciler
+from hookserver.reconciler.report import PassReport
 from hookserver.store.changes import PodChange
 from hookserver.store.state import StateStore, StoreSnapshot
 
