@@ -209,3 +209,9 @@ def test_writes_view_shows_the_previous_value(world: World) -> None:
     world.engine.run(trigger="start")
     rows = writes_view(world.store, path_contains="cpu.shares")
     assert rows and all(r["previous"] == "2" for r in rows)
+
+
+def test_explain_lists_the_containers_the_informer_reported(world: World) -> None:
+    world.be_pod("informed", containers=2)
+    world.engine.run(trigger="start")
+    assert explain_view(world.store, "default", "informed")["pod"]["containers"] == ["c1", "main"]
