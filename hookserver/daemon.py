@@ -74,7 +74,9 @@ class Daemon:
                 store=self.store, dispatcher=self.dispatcher, executor=self.executor, settings=settings.reconciler,
                 lists_pod=self.informer.lists_pod, metrics=ReconcilerMetrics(self.prometheus),
             )
-            self.reconciler = Reconciler(settings.reconciler, store=self.store, engine=engine)
+            self.reconciler = Reconciler(
+                settings.reconciler, store=self.store, engine=engine, ready=self.informer.synced
+            )
         providers: dict[str, Any] = {
             "slo": lambda args: self.informer.slo_report(),
             "top": lambda args: top_report(self.store, window_s=float(args.get("window_seconds") or 300.0)),

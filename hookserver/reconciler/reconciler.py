@@ -7,7 +7,8 @@ Three triggers (koordlet's, reference §3.6):
   * rules: a NodeSLO or Node change (the CPU-suppress policy switches the quota rule, the cpu-normalization
     ratio scales it) re-applies every pod at once, as one leveled batch;
   * periodic: every `interval_s`, every pod, which also collects pods whose cgroups are gone.
-The first pass runs at start, so a pod created while the agent was stopped is corrected at once. The store
+The first pass runs once the informer has synced (so values come from the real NodeSLO and Node, not the
+defaults), so a pod created while the agent was stopped is corrected at once. The store
 listener only adds a UID to a set (it runs on the hook's thread); the loop polls that set every
 `POLL_S`, so a hook never pays for waking the loop.
 """
@@ -44,9 +45,11 @@ class Reconciler:
         *,
         store: StateStore,
         engine: PodReconciler,
+        ready: Callable[[], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
+        self._ready = ready
         self.store = store
         self.engine = engine
         self._clock = clock
@@ -71,8 +74,14 @@ class Reconciler:
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         unsubscribe = self.store.subscribe_pods(self.on_pod_change)
-        self._state = "running"
         try:
+            # Values decided before the informer has the NodeSLO and the Node would be the default rules':
+            # wait for its first sync, so a restart never flaps a quota from -1 to a limit and back.
+            self._state = "waiting for the informer's first sync"
+            while self._ready is not None and not self._ready():
+                if await sleep_or_stop(stop, POLL_S):
+                    return
+            self._state = "running"
             self._rules = _rule_inputs(self.store.snapshot())
             await self._pass(None, "start")
             next_full = self._clock() + self.settings.interval_s

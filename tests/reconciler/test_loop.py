@@ -133,3 +133,26 @@ def test_settings_are_validated_with_a_clear_error() -> None:
         load_settings(environ={"HOOKSERVER_RECONCILER__INTERVAL_S": "0"})
     with pytest.raises(ConfigError, match=r"reconciler.pod_sync_burst"):
         load_settings(overrides={"reconciler": {"pod_sync_burst": 0}})
+
+
+def test_first_pass_waits_for_the_informer_sync(world: World) -> None:
+    pod = world.be_pod("early")
+    synced = False
+
+    async def scenario() -> None:
+        reconciler = Reconciler(ReconcilerSettings(), store=world.store, engine=world.engine, ready=lambda: synced)
+        stop = asyncio.Event()
+        task = asyncio.create_task(reconciler.run(stop))
+        await asyncio.sleep(0.3)
+        assert reconciler.last is None and reconciler.status()["state"].startswith("waiting")
+        assert world.values(world.pod_dir(pod)) == KUBELET_BE  # nothing decided from default rules
+        world.store.set_node_slo(NodeSLOSpec.model_validate(
+            {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": "cfsQuota"}}))
+        nonlocal synced
+        synced = True
+        await _until(lambda: reconciler.last is not None, "the start pass")
+        assert world.tree.read(world.pod_dir(pod), "cpu.cfs_quota_us") == "-1"  # the synced rule, first time
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+
+    asyncio.run(scenario())
