@@ -322,7 +322,7 @@ class PodReconciler:
         for uid in uids:
             pod = snap.pods.get(uid)
             dirs.extend(self._dirs_of(uid, pod))
-            log.info(
+            log.debug(
                 "pod %s (%s): cgroup gone for %.0fs and no informer source lists it: forgotten",
                 pod.key if pod is not None else "?", uid, self.settings.gc_grace_s,
             )
