@@ -62,6 +62,7 @@ class Reconciler:
         self.last_error: str = ""
         self._last_error_at = 0.0
         self._passes_by_trigger: dict[str, int] = {}
+        self._logged_errors: list[str] = []
 
     # -- store listener (any thread) -------------------------------------------------------------
     def on_pod_change(self, change: PodChange) -> None:
@@ -118,9 +119,11 @@ class Reconciler:
         self._passes_by_trigger[trigger] = self._passes_by_trigger.get(trigger, 0) + 1
         if report.errors:
             self.last_error, self._last_error_at = report.errors[0], report.started_at
-            log.warning(
-                "reconciler %s pass: %d error(s), first: %s", trigger, report.error_count, report.errors[0]
-            )
+            # The same failures every pass (a crafted cgroup parent, a broken annotation) are logged once,
+            # then at DEBUG until they change; status and the errors metric keep counting them.
+            level = logging.DEBUG if report.errors == self._logged_errors else logging.WARNING
+            self._logged_errors = list(report.errors)
+            log.log(level, "reconciler %s pass: %d error(s), first: %s", trigger, report.error_count, report.errors[0])
         if report.corrections or report.collected:
             log.info(
                 "reconciler %s pass: %d value(s) corrected in %d pod(s) looked at, %d pod(s) collected, %.1f ms",

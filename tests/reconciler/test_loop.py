@@ -156,3 +156,22 @@ def test_first_pass_waits_for_the_informer_sync(world: World) -> None:
         await asyncio.wait_for(task, 2.0)
 
     asyncio.run(scenario())
+
+
+def test_a_persistent_error_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    world = make_world(tmp_path / "cg")
+    world.be_pod("evil", cgroup_parent="/kubepods/../../etc")
+
+    async def scenario() -> None:
+        reconciler = _loop(world, interval_s=0.1)
+        stop = asyncio.Event()
+        task = asyncio.create_task(reconciler.run(stop))
+        await _until(lambda: sum(reconciler.status()["passes"].values()) >= 4, "a few passes")
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+        assert reconciler.status()["errors_total"] >= 4 and "'..'" in reconciler.status()["last_error"]
+
+    caplog.set_level("INFO", logger="hookserver.reconciler")
+    asyncio.run(scenario())
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "evil" in warnings[0].getMessage()

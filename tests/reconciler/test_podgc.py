@@ -90,3 +90,31 @@ def test_removed_pods_leave_no_memo_behind(world: World) -> None:
     world.engine.run(trigger="periodic")
     status = world.engine.status()
     assert (status["plans_cached"], status["targets_cached"], len(world.executor.cache)) == (0, 0, 0)
+
+
+def test_metrics_count_corrections_errors_passes_and_collections(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from hookserver.reconciler import ReconcilerMetrics
+
+    world = make_world(tmp_path / "cg")
+    registry = CollectorRegistry()
+    world.engine.metrics = ReconcilerMetrics(registry)
+    pod = world.be_pod("m", source="proxy")
+    world.be_pod("evil", cgroup_parent="/kubepods/../../x")
+    world.engine.run(trigger="start")
+    _remove(world, world.pod_dir(pod))
+    world.engine.run(trigger="periodic")
+    world.clock.now += 61
+    world.engine.run(trigger="periodic")
+
+    def value(name: str, **labels: str) -> float:
+        got = registry.get_sample_value(name, labels)
+        return 0.0 if got is None else got
+
+    assert value("hookserver_reconciler_corrections_total", resource="cpu.shares", trigger="start") == 2
+    assert value("hookserver_reconciler_corrections_total", resource="memory.limit_in_bytes", trigger="start") == 2
+    assert value("hookserver_reconciler_errors_total", kind="target") == 3  # the crafted parent, every pass
+    assert value("hookserver_reconciler_passes_total", trigger="periodic") == 2
+    assert value("hookserver_reconciler_pass_duration_seconds_count", trigger="start") == 1
+    assert value("hookserver_reconciler_pods_collected_total") == 1
