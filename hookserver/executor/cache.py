@@ -1,4 +1,4 @@
-"""Last-written value per cgroup file (keyed by the plan's cgroup dir and resource), so the reconciler's re-applies cost nothing while nothing changed.
+"""Last-written value per cgroup file, so the reconciler's re-applies cost nothing while nothing changed.
 
 Like koordlet's executor cache (reference §5.9): a cacheable write is skipped when the same value was
 written to the same file less than `force_update_seconds` ago; after that it is written again (a kubelet
@@ -32,10 +32,10 @@ class WriteCache:
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], tuple[str, float]] = {}
 
-    def fresh(self, path: str, resource: str, value: str) -> bool:
+    def fresh(self, cgroup_dir: str, resource: str, value: str) -> bool:
         """Whether `value` was written to this file within the force-update window."""
         with self._lock:
-            entry = self._entries.get((path, resource))
+            entry = self._entries.get((cgroup_dir, resource))
         if entry is None:
             return False
         cached, at = entry
@@ -54,22 +54,22 @@ class WriteCache:
                     out.append(item)
         return out
 
-    def remember(self, path: str, resource: str, value: str) -> None:
+    def remember(self, cgroup_dir: str, resource: str, value: str) -> None:
         now = self._clock()
         with self._lock:
-            key = (path, resource)
+            key = (cgroup_dir, resource)
             self._entries.pop(key, None)
             self._entries[key] = (value, now)
             if len(self._entries) > self._capacity:
                 del self._entries[next(iter(self._entries))]
 
-    def forget(self, path: str, resource: str) -> None:
+    def forget(self, cgroup_dir: str, resource: str) -> None:
         with self._lock:
-            self._entries.pop((path, resource), None)
+            self._entries.pop((cgroup_dir, resource), None)
 
     def forget_under(self, cgroup_dirs: Collection[str]) -> int:
         """Drop the entries of these dirs and of every dir below them (both compared normalized)."""
-        gone = {normalize_cgroup_dir(d) for d in cgroup_dirs}
+        gone = {_normalized(d) for d in cgroup_dirs}
         gone.discard("")
         if not gone:
             return 0
@@ -86,11 +86,16 @@ class WriteCache:
             return len(self._entries)
 
 
-def _under_any(cgroup_dir: str, dirs: set[str]) -> bool:
+def _normalized(cgroup_dir: str) -> str:
+    """The normalized dir, or "" for one that is not a safe path (it was never written, so never cached)."""
     try:
-        parts = normalize_cgroup_dir(cgroup_dir).split("/")
+        return normalize_cgroup_dir(cgroup_dir)
     except PathEscapeError:
-        return False
+        return ""
+
+
+def _under_any(cgroup_dir: str, dirs: set[str]) -> bool:
+    parts = _normalized(cgroup_dir).split("/")
     prefix = ""
     for part in parts:
         prefix = f"{prefix}/{part}" if prefix else part

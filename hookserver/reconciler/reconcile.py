@@ -168,6 +168,7 @@ class PodReconciler:
         except HookServerError as exc:
             report.error(f"pod {pod.key} ({pod.uid}): cgroup not named: {exc}")
             self._count_error("target")
+            self.gc.absent(pod.uid, now)  # no cgroup we could ever see: collected like a gone one
             return
         # Is the pod's cgroup there? Once planned, its shares canary answers that and feeds the drift check.
         last = self.plans.last(pod.uid)

@@ -117,4 +117,12 @@ def test_metrics_count_corrections_errors_passes_and_collections(tmp_path: Path)
     assert value("hookserver_reconciler_errors_total", kind="target") == 3  # the crafted parent, every pass
     assert value("hookserver_reconciler_passes_total", trigger="periodic") == 2
     assert value("hookserver_reconciler_pass_duration_seconds_count", trigger="start") == 1
-    assert value("hookserver_reconciler_pods_collected_total") == 1
+    assert value("hookserver_reconciler_pods_collected_total") == 2  # "m" and the pod no cgroup can be named for
+
+
+def test_a_crafted_pod_is_collected_without_breaking_the_pass(world: World) -> None:
+    world.be_pod("evil", source="proxy", cgroup_parent="/kubepods/../../etc", make_dirs=False)
+    world.engine.run(trigger="periodic")
+    world.clock.now += 61
+    report = world.engine.run(trigger="periodic")
+    assert report.collected == 1 and not world.store.snapshot().pods
