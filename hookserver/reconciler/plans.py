@@ -51,7 +51,7 @@ class Decided:
     writes: tuple[CgroupWrite, ...]
     keys: tuple[CacheKey, ...]
     canary: tuple[str, str] | None
-    audited: bool = False
+    audited: bool = False  # False: audit this decision at the next pass even if it writes nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +163,11 @@ class PlanBook:
             or memo.writes[0].cgroup_dir != cgroup_dir
         ):
             writes = tuple(_writes(cgroup_dir, decided))
+            # A first decision is audited only if it corrects a file (a pod whose hooks ran is already
+            # right: its proxy or NRI decision stays the one `hookctl explain` shows); a changed one always.
             memo = book[container] = Decided(
-                resources, writes, self._executor.cache_keys(writes), self._canary(cgroup_dir, resources)
+                resources, writes, self._executor.cache_keys(writes), self._canary(cgroup_dir, resources),
+                audited=memo is None,
             )
         return Entry(container, cgroup_dir, decided, memo)
 

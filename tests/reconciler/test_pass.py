@@ -215,3 +215,19 @@ def test_explain_lists_the_containers_the_informer_reported(world: World) -> Non
     world.be_pod("informed", containers=2)
     world.engine.run(trigger="start")
     assert explain_view(world.store, "default", "informed")["pod"]["containers"] == ["c1", "main"]
+
+
+def test_a_pod_whose_hooks_ran_adds_nothing_to_the_audit(world: World) -> None:
+    from hookserver.hooks.context import PodRequest, frozen_map
+    from hookserver.hooks.stages import Stage
+
+    pod = world.be_pod("hooked", source="proxy", containers=1, **WANT)  # its cgroups already hold the values
+    request = PodRequest(namespace="default", name="hooked", uid=pod.uid, labels=pod.labels,
+                         annotations=frozen_map(dict(pod.annotations)), cgroup_parent=world.pod_dir(pod))
+    world.dispatcher.dispatch_pod(Stage.PRE_RUN_POD_SANDBOX, request, door="proxy", rpc="PreRunPodSandboxHook")
+    decisions = len(world.store.audit.decisions())
+    report = world.engine.run(trigger="pods", uids={pod.uid})
+    assert report.corrections == 0 and report.written == 0
+    assert len(world.store.audit.decisions()) == decisions  # explain keeps showing the proxy's decision
+    doors = {h["door"] for g in explain_view(world.store, "default", "hooked")["decisions"] for h in g["hooks"]}
+    assert doors == {"proxy"}
