@@ -137,11 +137,16 @@ def _read_file(path: str) -> dict[str, Any]:
     return data
 
 
+# The test tiers' variables (HOOKSERVER_E2E_KUBECONFIG, ...) share the prefix but are not settings: an agent
+# started from a shell that exported them must not refuse its configuration.
+_TEST_TIER_PREFIX = "HOOKSERVER_E2E_"
+
+
 def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """HOOKSERVER_NODE_NAME=x, HOOKSERVER_HOOK__SOCKET=/x (double underscore nests)."""
     out: dict[str, Any] = {}
     for key, value in environ.items():
-        if not key.startswith("HOOKSERVER_") or key == "HOOKSERVER_CONFIG":
+        if not key.startswith("HOOKSERVER_") or key == "HOOKSERVER_CONFIG" or key.startswith(_TEST_TIER_PREFIX):
             continue
         parts = key[len("HOOKSERVER_"):].lower().split("__")
         node = out

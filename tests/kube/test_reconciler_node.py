@@ -140,9 +140,7 @@ def test_kubelet_be_pod_made_while_the_agent_was_down_is_corrected_then_follows_
          "--cgroup-root", str(CGROUP), "--cgroup-driver", "cgroupfs", "--no-nri",
          "--hook-socket", str(tmp_path / "hook.sock"), "--registration-dir", str(tmp_path / "reg"),
          "--debug-socket", str(debug), "--metrics-addr", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        # HOOKSERVER_* is the agent's own configuration: the test tier's variables are not settings
-        env={k: v for k, v in os.environ.items() if not k.startswith("HOOKSERVER_E2E_")},
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,  # inherits HOOKSERVER_E2E_KUBECONFIG: not a setting
     )
     try:
         started = time.monotonic()
