@@ -272,9 +272,10 @@ def test_reconciler_corrects_a_reset_pod_and_forgets_it_once_its_cgroup_is_gone(
         agent.stub().PreRunPodSandboxHook(be_pod(pod_cgroup), timeout=10)
         assert values() == ("2048", "300000", "3221225472")
         # the kubelet (or an outage's restart) resets the pod cgroup: the next pass puts the values back
-        (cpu / "cpu.shares").write_text("2")
-        (cpu / "cpu.cfs_quota_us").write_text("-1")
+        # (shares last: the reconciler's canary, so a pass between these writes cannot see half a reset)
         (mem / "memory.limit_in_bytes").write_text("-1")
+        (cpu / "cpu.cfs_quota_us").write_text("-1")
+        (cpu / "cpu.shares").write_text("2")
         wait(lambda: values() == ("2048", "300000", "3221225472"), "the reconciler's correction")
         wait(lambda: int(status()["corrections_total"]) >= 3, "corrections_total")  # type: ignore[call-overload]
         code, out = agent.hookctl("explain", "team/batch-1", "-o", "json", capsys=capsys)
