@@ -41,6 +41,7 @@ from hookserver.predictor import (
     reclaimable_view,
 )
 from hookserver.proxy import ProxyServer
+from hookserver.reconciler import PodReconciler, Reconciler, ReconcilerMetrics
 from hookserver.store import StateStore
 from hookserver.version import server_version
 from hookserver.system import SystemRoots
@@ -101,6 +102,15 @@ class Daemon:
             self.qos, snapshot=self.qos_snapshots.build,
             node_labels=self._node_labels,
         )
+        self.reconciler: Reconciler | None = None
+        if settings.reconciler.enabled:
+            engine = PodReconciler(
+                store=self.store, dispatcher=self.dispatcher, executor=self.executor, settings=settings.reconciler,
+                lists_pod=self.informer.lists_pod, metrics=ReconcilerMetrics(self.prometheus),
+            )
+            self.reconciler = Reconciler(
+                settings.reconciler, store=self.store, engine=engine, ready=self.informer.synced
+            )
         providers: dict[str, Any] = {
             "qos": lambda args: {**qos_providers.report(args), "knob_owners": self.knob_owners,
                                  "originals": self.originals.describe()},
@@ -227,6 +237,7 @@ class Daemon:
                 "enabled": s.qos.enabled, "dry_run": s.qos.dry_run, "evictor": self.qos.evictions.kind,
                 "reconcilers": sorted(self.qos.reconcilers),
             },
+            "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
         }
 
     def _predictor_status(self) -> dict[str, Any]:
@@ -253,6 +264,8 @@ class Daemon:
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
+            if self.reconciler is not None:
+                tasks.spawn("reconciler", self.reconciler.run(stop))
             tasks.spawn("collectors", self.collectors.run(stop))
             if self.predictor is not None:
                 tasks.spawn("predictor", self.predictor.run(stop))

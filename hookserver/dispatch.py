@@ -1,7 +1,8 @@
 """The one stage runner behind every hook front door (proxy gRPC, NRI, reconciler).
 
 A front door translates its wire request into a context and calls `dispatch_pod` or
-`dispatch_container`. Here, and only here: the skip label is honoured, the failure policy is applied,
+`dispatch_container`; the reconciler, which writes leveled batches itself, calls `decide_pod` and
+`decide_container`. Here, and only here: the skip label is honoured, the failure policy is applied,
 the store learns the pod/container, pod-level values are written to the pod cgroup (neither the proxy
 nor NRI carries them), and every decision, call and write is audited and counted. A failed hook
 never leaves a partial set of values: the result is all of them or none.
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
@@ -127,6 +129,41 @@ class HookDispatcher:
             return self._fail(stage, outcome, door, rpc, request.pod.key, request.name, started)
         result = DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
         return self._finish(result, door, rpc, request.pod.key, request.name, started)
+
+    # -- decisions only (the reconciler) ----------------------------------------------------------
+    def decide_pod(self, stage: Stage, request: PodRequest, snapshot: Any) -> DispatchResult:
+        """The values the hooks want for a running pod: the same skip label, gap filling, hooks and
+        all-or-none rule as `dispatch_pod`, but nothing is learnt, written or audited. The reconciler
+        writes the values itself (leveled, through the cache) and audits with `record_decisions` only
+        what changed, so a pass over an unchanged node leaves the audit alone."""
+        request = self._fill_pod_gaps(request)
+        if request.skips_hooks():
+            return DispatchResult(stage, result="skipped")
+        return self._decided(stage, run_stage(self.registry, stage, request, snapshot, stop_on_error=True))
+
+    def decide_container(self, stage: Stage, request: ContainerRequest, snapshot: Any) -> DispatchResult:
+        """`decide_pod` for one container of a running pod."""
+        filled = self._fill_pod_gaps(request.pod)
+        if filled is not request.pod:
+            request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
+        if request.pod.skips_hooks():
+            return DispatchResult(stage, result="skipped")
+        return self._decided(stage, run_stage(self.registry, stage, request, snapshot, stop_on_error=True))
+
+    def record_decisions(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str = "") -> None:
+        """Audit each plugin's decision for `pod` (and `container`) as coming from `door`."""
+        self._audit(door, outcome, pod, container)
+
+    def _decided(self, stage: Stage, outcome: StageOutcome) -> DispatchResult:
+        if outcome.failed:
+            first = outcome.first_error
+            assert first is not None
+            if self.metrics is not None:
+                self.metrics.observe_plugin(first.plugin, stage.value, first.duration_s, first.error_type)
+            return DispatchResult(
+                stage, result="error", error=f"hook {first.plugin} failed: {first.error}", outcome=outcome
+            )
+        return DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
 
     # -- internals -------------------------------------------------------------------------------
     def _write_pod(self, request: PodRequest, outcome: StageOutcome) -> ApplyReport | None:

@@ -57,3 +57,12 @@ def test_relative_paths_resolve_against_the_working_directory(tmp_path: Path, mo
 def test_nri_backoff_must_not_shrink() -> None:
     with pytest.raises(ConfigError, match="backoff_max_s"):
         load_settings(overrides={"nri": {"backoff_initial_s": 10, "backoff_max_s": 1}}, environ={})
+
+
+def test_the_test_tier_variables_are_not_settings() -> None:
+    # `export HOOKSERVER_E2E_KUBECONFIG=...` (the e2e tier) used to make every agent started from that shell
+    # refuse its configuration ("e2e_kubeconfig: Extra inputs are not permitted").
+    settings = load_settings(environ={"HOOKSERVER_E2E_KUBECONFIG": "/tmp/k", "HOOKSERVER_NODE_NAME": "n1"})
+    assert settings.node_name == "n1" and settings.kubeconfig == ""
+    with pytest.raises(ConfigError, match="e2ekubeconfig"):
+        load_settings(environ={"HOOKSERVER_E2EKUBECONFIG": "/tmp/k"})  # a typo is still an error

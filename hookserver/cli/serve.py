@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     from hookserver.cli.cleanup import add_cleanup_parser
 
     add_cleanup_parser(sub, serve)
+    reconciler = serve.add_mutually_exclusive_group()
+    reconciler.add_argument("--reconcile-interval", type=float, metavar="SECONDS",
+                            help="periodic reconciler pass (koordlet's runtime-hooks-reconcile-interval, default 10)")
+    reconciler.add_argument("--no-reconciler", action="store_true", help="do not re-apply hook values to running pods")
     return parser
 
 
@@ -104,6 +108,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     put("feature_gates", args.feature_gates)
     put("qos.dry_run", args.qos_dry_run)
     put("qos.evict_standalone", args.evict_standalone)
+    put("reconciler.interval_s", args.reconcile_interval)
+    if args.no_reconciler:
+        put("reconciler.enabled", False)
     return load_settings(config_file=args.config, overrides=overrides)
 
 

@@ -114,6 +114,7 @@ def write_row(write: WriteRecord) -> dict[str, Any]:
         "owner": write.owner,
         "reason": write.reason,
         "error": write.error,
+        "previous": write.previous,
     }
 
 
@@ -195,6 +196,8 @@ def explain_view(store: StateStore, namespace: str, name: str) -> dict[str, Any]
         raise NotFoundError(f"no hook decisions recorded for pod {key}: {why}")
     uid = pod.uid if pod is not None else records[-1].pod_uid
     containers: list[str] = [c.name for c in snap.containers_of(uid)] if uid else []
+    if pod is not None:  # started containers the informer lists (pods whose hooks ran elsewhere, or never)
+        containers += [name for name in pod.container_ids if name not in containers]
     recent = [e for e in store.audit.events() if e.pod_key == key][-_EXPLAIN_EVENTS:]
     return {
         "pod": _pod_section(pod, containers, store.clock()),

@@ -8,13 +8,22 @@ or admin may have changed the file behind our back). Failed writes are never cac
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from typing import TypeVar
+
+from hookserver.errors import PathEscapeError
+from hookserver.system.cgroupnames import normalize_cgroup_dir
 
 __all__ = ["WriteCache"]
 
+T = TypeVar("T")
+
 
 class WriteCache:
-    """Thread-safe map (path, resource) -> (value, written_at). Bounded: oldest entries go first."""
+    """Thread-safe map (cgroup dir, resource) -> (value, written_at). Bounded: oldest entries go first.
+
+    The key is the plan's cgroup dir as given (not the resolved file), so a lookup costs no path work; the
+    same dir spelt two ways is two entries, which costs one extra read-before-write, never a wrong skip."""
 
     def __init__(self, *, force_update_seconds: float, clock: Callable[[], float], capacity: int = 65536) -> None:
         self._ttl = force_update_seconds
@@ -23,28 +32,73 @@ class WriteCache:
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], tuple[str, float]] = {}
 
-    def fresh(self, path: str, resource: str, value: str) -> bool:
+    def fresh(self, cgroup_dir: str, resource: str, value: str) -> bool:
         """Whether `value` was written to this file within the force-update window."""
         with self._lock:
-            entry = self._entries.get((path, resource))
+            entry = self._entries.get((cgroup_dir, resource))
         if entry is None:
             return False
         cached, at = entry
         return cached == value and self._clock() - at < self._ttl
 
-    def remember(self, path: str, resource: str, value: str) -> None:
+    def unverified(self, keys: Sequence[tuple[str, str, str]], items: Sequence[T]) -> list[T]:
+        """The `items` whose (dir, resource, value) in `keys` is not fresh."""
+        now = self._clock()
+        ttl = self._ttl
+        out: list[T] = []
+        with self._lock:
+            get = self._entries.get
+            for (cgroup_dir, resource, value), item in zip(keys, items, strict=True):
+                entry = get((cgroup_dir, resource))
+                if entry is None or entry[0] != value or now - entry[1] >= ttl:
+                    out.append(item)
+        return out
+
+    def remember(self, cgroup_dir: str, resource: str, value: str) -> None:
         now = self._clock()
         with self._lock:
-            key = (path, resource)
+            key = (cgroup_dir, resource)
             self._entries.pop(key, None)
             self._entries[key] = (value, now)
             if len(self._entries) > self._capacity:
                 del self._entries[next(iter(self._entries))]
 
-    def forget(self, path: str, resource: str) -> None:
+    def forget(self, cgroup_dir: str, resource: str) -> None:
         with self._lock:
-            self._entries.pop((path, resource), None)
+            self._entries.pop((cgroup_dir, resource), None)
+
+    def forget_under(self, cgroup_dirs: Collection[str]) -> int:
+        """Drop the entries of these dirs and of every dir below them (both compared normalized)."""
+        gone = {_normalized(d) for d in cgroup_dirs}
+        gone.discard("")
+        if not gone:
+            return 0
+        with self._lock:
+            keys = list(self._entries)
+        dead = [key for key in keys if _under_any(key[0], gone)]
+        with self._lock:
+            for key in dead:
+                self._entries.pop(key, None)
+        return len(dead)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+def _normalized(cgroup_dir: str) -> str:
+    """The normalized dir, or "" for one that is not a safe path (it was never written, so never cached)."""
+    try:
+        return normalize_cgroup_dir(cgroup_dir)
+    except PathEscapeError:
+        return ""
+
+
+def _under_any(cgroup_dir: str, dirs: set[str]) -> bool:
+    parts = _normalized(cgroup_dir).split("/")
+    prefix = ""
+    for part in parts:
+        prefix = f"{prefix}/{part}" if prefix else part
+        if prefix in dirs:
+            return True
+    return False

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from hookserver.config import CgroupSettings
@@ -94,6 +94,32 @@ class CgroupExecutor:
         else:
             results = [r for level in levels for r in self._apply_level(level, plan.cacheable, _PLAIN)]
         return ApplyReport(tuple(results))
+
+    def fresh(self, write: CgroupWrite) -> bool:
+        """Whether a cacheable `write` would be skipped: this value went to this file within the force-update
+        window. A memory lookup, no path resolution and no I/O, so a reconciler can drop unchanged writes
+        before it builds a (leveled) plan."""
+        return self.cache.fresh(write.cgroup_dir, write.resource.value, str(write.value))
+
+    def cache_keys(self, writes: Sequence[CgroupWrite]) -> tuple[tuple[str, str, str], ...]:
+        """What the write cache compares for each write; a caller that asks again and again keeps these."""
+        return tuple((w.cgroup_dir, w.resource.value, str(w.value)) for w in writes)
+
+    def unverified(
+        self, writes: Sequence[CgroupWrite], keys: Sequence[tuple[str, str, str]] | None = None
+    ) -> list[CgroupWrite]:
+        """The writes `fresh` would not skip, in order: one lock and one clock read for the lot. `keys`, when
+        given, are `cache_keys(writes)`."""
+        return self.cache.unverified(self.cache_keys(writes) if keys is None else keys, writes)
+
+    def forget_writes(self, writes: Iterable[CgroupWrite]) -> None:
+        """Let these writes be read and compared again (the caller saw the file drift behind our back)."""
+        for w in writes:
+            self.cache.forget(w.cgroup_dir, w.resource.value)
+
+    def forget_cgroups(self, cgroup_dirs: Collection[str]) -> int:
+        """Drop cached values of these cgroups and every cgroup below them (a pod that is gone). Returns how many."""
+        return self.cache.forget_under(cgroup_dirs)
 
     def resolve(self, write: CgroupWrite) -> str:
         """The absolute file a write would go to (validated), for `hookctl` and tests."""
@@ -176,7 +202,7 @@ class CgroupExecutor:
             err = ExecutorError(f"invalid value {p.desired!r} for {p.path}: {p.problem}", path=p.path, value=p.desired)
             return _failed(p, p.desired, "", err, 0)
         resource = write.resource.value
-        if cacheable and mode != _GROW and self.cache.fresh(p.path, resource, p.desired):
+        if cacheable and mode != _GROW and self.cache.fresh(write.cgroup_dir, resource, p.desired):
             return _Attempt(WriteResult(write, p.path, p.desired, ok=True, skipped=True), "cached")
         try:
             current = self._files.read(p.path)
@@ -197,7 +223,7 @@ class CgroupExecutor:
             note = "leveled pass 2"
         if knob.already(current, v2=v2, text=text):
             if final:
-                self.cache.remember(p.path, resource, p.desired)
+                self.cache.remember(p.write.cgroup_dir, resource, p.desired)
             return _Attempt(
                 WriteResult(write, p.path, text, ok=True, skipped=True, previous=previous),
                 _join(note, "unchanged"), final=final,
@@ -205,13 +231,13 @@ class CgroupExecutor:
         try:
             self._files.write(p.path, text)
         except OSError as exc:
-            self.cache.forget(p.path, resource)
+            self.cache.forget(p.write.cgroup_dir, resource)
             return _failed(p, text, previous, translate_os_error(exc, op="write", path=p.path, value=text), exc.errno)
         held = self._read_back(p.path) if knob.readback else ""
         if final:
-            self.cache.remember(p.path, resource, p.desired)
+            self.cache.remember(p.write.cgroup_dir, resource, p.desired)
         else:
-            self.cache.forget(p.path, resource)
+            self.cache.forget(p.write.cgroup_dir, resource)
         if held and knob.key(held, v2) != knob.key(text, v2):
             note = _join(note, f"kernel holds {held!r}")
         return _Attempt(WriteResult(write, p.path, text, ok=True, previous=previous, held=held), note, final=final)

@@ -28,6 +28,7 @@ POD_FIELDS_FROM_API = frozenset({
     "runtime_class", "container_specs", "resource_version", "source", "updated_at", "namespace", "name",
     "created_at",
     "deletion_timestamp",
+    "container_ids",
 })
 
 
@@ -156,6 +157,7 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
         resource_version=_str(meta, "resourceVersion", "metadata"),
         created_at=_timestamp(meta, "creationTimestamp", "metadata"),
         deletion_timestamp=_str(meta, "deletionTimestamp", "metadata"),
+        container_ids=_container_ids(status),
     )
 
 
@@ -176,6 +178,25 @@ def _parse_time(text: str, where: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return moment.timestamp()
+
+
+def _container_ids(status: Mapping[str, Any]) -> Mapping[str, str]:
+    """Started containers (init containers included) by name: those whose status carries a containerID."""
+    out: dict[str, str] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        statuses = status.get(key)
+        if statuses is None:
+            continue
+        if not isinstance(statuses, list):
+            raise InputError(f"must be a list, got {type(statuses).__name__}", field=f"status.{key}")
+        for index, entry in enumerate(statuses):
+            where = f"status.{key}[{index}]"
+            if not isinstance(entry, Mapping):
+                raise InputError(f"must be an object, got {type(entry).__name__}", field=where)
+            cid = _str(entry, "containerID", where)
+            if cid:
+                out[_str(entry, "name", where, required=True)] = cid
+    return MappingProxyType(out) if out else _EMPTY
 
 
 def node_from_json(obj: Any, *, source: str, now: float) -> NodeRecord:

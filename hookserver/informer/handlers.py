@@ -101,6 +101,11 @@ class PodHandler:
         with self._lock:
             return len(self._known)
 
+    def lists(self, uid: str) -> bool:
+        """Whether this source's last list (and watch events since) includes the pod."""
+        with self._lock:
+            return uid in self._known
+
 
 class NodeHandler:
     """The one Node named `node_name`; its labels also drive ConfigMap nodeSelector matching."""

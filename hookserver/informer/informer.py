@@ -66,6 +66,7 @@ class Informer:
         host_node_factory: Callable[[], Any] | None = None,
         transport: KubeTransport | None = None,
         metrics: InformerMetrics | None = None,
+        pod_handlers: Sequence[PodHandler] = (),
     ) -> None:
         self.mode = mode
         self.node_name = node_name
@@ -78,6 +79,7 @@ class Informer:
         self._host_node_factory = host_node_factory
         self._transport = transport
         self._metrics = metrics
+        self._pod_handlers = tuple(pod_handlers)
         self.started_at = 0.0
         if metrics is not None:
             metrics.track_cache(lambda: float(len(store.snapshot().pods)))
@@ -94,6 +96,11 @@ class Informer:
         self.store.set_stale(stale)
         if self._metrics is not None:
             self._metrics.stale.set(1 if stale else 0)
+
+    def lists_pod(self, uid: str) -> bool:
+        """Whether an informer source (apiserver watch, kubelet poll) still lists the pod: such a pod is
+        removed by its source, never garbage-collected by the reconciler. Standalone mode lists nothing."""
+        return any(handler.lists(uid) for handler in self._pod_handlers)
 
     def synced(self) -> bool:
         """Started (initial node and NodeSLO published) and every source healthy."""
@@ -193,12 +200,14 @@ def _api_reflectors(
     informer: InformerSettings,
     metrics: InformerMetrics | None,
     with_pods: bool,
+    pod_handlers: list[PodHandler],
 ) -> list[Reflector]:
     by_name = f"metadata.name={node_name}"
     plan: list[tuple[ResourceKind, Any]] = []
     if with_pods:
         plan.append((ResourceKind("pods", "/api/v1/pods", f"spec.nodeName={node_name}"),
                      PodHandler(store, source="apiserver")))
+        pod_handlers.append(plan[-1][1])
     plan.append((ResourceKind("node", "/api/v1/nodes", by_name),
                  NodeHandler(store, slo, node_name=node_name, source="apiserver")))
     if informer.watch_nodeslo:
@@ -237,6 +246,7 @@ def build_informer(
     reflectors: list[Reflector] = []
     sources: list[Source] = []
     host_factory: Callable[[], Any] | None = None
+    pod_handlers: list[PodHandler] = []
     has_credentials = bool(getattr(settings, "kubeconfig", "") or os.environ.get("KUBERNETES_SERVICE_HOST"))
     use_api = mode == "apiserver" or (mode == "kubelet" and (transport is not None or has_credentials))
     if use_api and transport is None:
@@ -247,7 +257,7 @@ def build_informer(
     if use_api and transport is not None:
         reflectors = _api_reflectors(
             transport=transport, store=store, slo=slo, node_name=node_name, informer=informer, metrics=metrics,
-            with_pods=mode == "apiserver",
+            with_pods=mode == "apiserver", pod_handlers=pod_handlers,
         )
         if slo_path:
             log.info("--slo-file %s is ignored: NodeSLO comes from the apiserver in %s mode", slo_path, mode)
@@ -256,14 +266,13 @@ def build_informer(
         host_factory = functools.partial(_local_node, node_name, roots, informer, store)
 
     if mode == "kubelet":
-        sources.append(KubeletPodSource(
-            informer.kubelet, handler=PodHandler(store, source="kubelet"), metrics=metrics,
-        ))
+        pod_handlers.append(PodHandler(store, source="kubelet"))
+        sources.append(KubeletPodSource(informer.kubelet, handler=pod_handlers[-1], metrics=metrics))
     slo_file = SLOFileSource(slo_path, slo=slo, poll_s=informer.slo_file_poll_s) if slo_path else None
     result = Informer(
         mode=mode, node_name=node_name, store=store, slo=slo, settings=informer, sources=sources,
         reflectors=reflectors, slo_file=slo_file, host_node_factory=host_factory, transport=transport,
-        metrics=metrics,
+        metrics=metrics, pod_handlers=pod_handlers,
     )
     for reflector in reflectors:
         reflector.on_health = result.health_changed

@@ -1,7 +1,7 @@
 """What counts as a pod change worth telling listeners about, and how two views of one pod merge.
 
 Hooks, reconcilers and collectors re-plan when a pod's resources, QoS, priority, hook-relevant
-annotations or phase change, not when its status heartbeat or managedFields move. The apiserver sends
+annotations, phase or started containers change, not when its status heartbeat or managedFields move. The apiserver sends
 a MODIFIED for every status update, so filtering here keeps listeners from re-planning on noise.
 
 Several sources describe the same pod: the apiserver (spec, priority, phase), the kubelet, and the hook
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 LABEL_QOS_CLASS = "koordinator.sh/qosClass"
-CHANGE_FIELDS = ("resources", "qos", "priority", "annotations", "phase")
+CHANGE_FIELDS = ("resources", "qos", "priority", "annotations", "phase", "containers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,8 @@ def pod_changed_fields(old: PodRecord, new: PodRecord) -> frozenset[str]:
         changed.add("annotations")
     if old.phase != new.phase:
         changed.add("phase")
+    if old.container_ids != new.container_ids:
+        changed.add("containers")  # a container started or restarted: its cgroup is new
     return frozenset(changed)
 
 

@@ -43,6 +43,9 @@ class PodRecord:
     resource_version: str = ""
     # metadata.deletionTimestamp (RFC 3339) once the pod is terminating; "" otherwise. Evictions skip it.
     deletion_timestamp: str = ""
+    # Container name -> runtime-prefixed ID (`containerd://<hash>`) from status.containerStatuses and
+    # initContainerStatuses: how the reconciler finds container cgroups of a pod whose hooks it missed.
+    container_ids: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     @property
     def key(self) -> str:

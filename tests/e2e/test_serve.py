@@ -240,3 +240,54 @@ def test_second_agent_on_a_live_socket_exits_with_one_clear_line(tmp_path: Path)
         assert _accepts(first.hook_socket)
     finally:
         assert first.stop() == 0
+
+
+def test_reconciler_corrects_a_reset_pod_and_forgets_it_once_its_cgroup_is_gone(
+    tmp_path: Path, pod_cgroup: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("reconciler:\n  interval_s: 0.3\n  gc_grace_s: 0.5\n  creation_grace_s: 0\n")
+    agent = Agent(tmp_path, "--config", str(config))
+    cpu = CGROUP / "cpu" / pod_cgroup.lstrip("/")
+    mem = CGROUP / "memory" / pod_cgroup.lstrip("/")
+
+    def values() -> tuple[str, str, str]:
+        return ((cpu / "cpu.shares").read_text().strip(), (cpu / "cpu.cfs_quota_us").read_text().strip(),
+                (mem / "memory.limit_in_bytes").read_text().strip())
+
+    def status() -> dict[str, object]:
+        code, out = agent.hookctl("status", "-o", "json", capsys=capsys)
+        assert code == 0, out
+        doc = json.loads(out)
+        found: dict[str, object] = doc["reconciler"]
+        return found
+
+    def wait(predicate: object, what: str, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():  # type: ignore[operator]
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {status()}"
+            time.sleep(0.05)
+
+    try:
+        agent.stub().PreRunPodSandboxHook(be_pod(pod_cgroup), timeout=10)
+        assert values() == ("2048", "300000", "3221225472")
+        # the kubelet (or an outage's restart) resets the pod cgroup: the next pass puts the values back
+        # (shares last: the reconciler's canary, so a pass between these writes cannot see half a reset)
+        (mem / "memory.limit_in_bytes").write_text("-1")
+        (cpu / "cpu.cfs_quota_us").write_text("-1")
+        (cpu / "cpu.shares").write_text("2")
+        wait(lambda: values() == ("2048", "300000", "3221225472"), "the reconciler's correction")
+        wait(lambda: int(status()["corrections_total"]) >= 3, "corrections_total")  # type: ignore[call-overload]
+        code, out = agent.hookctl("explain", "team/batch-1", "-o", "json", capsys=capsys)
+        assert code == 0 and '"door": "reconciler"' in out
+        # the pod ends; behind the proxy nothing says so, but its cgroup is gone: forgotten after the grace
+        for path in (cpu, mem):
+            path.rmdir()
+        wait(lambda: status()["pods_collected_total"] == 1, "the pod's collection")
+        code, out = agent.hookctl("pods", "-o", "json", capsys=capsys)
+        assert code == 0 and "batch-1" not in out
+        last = status()["last_pass"]
+        assert isinstance(last, dict) and {"trigger", "duration_ms", "corrections", "collected"} <= set(last)
+    finally:
+        code = agent.stop()
+    assert code == 0, (tmp_path / "agent.log").read_text()

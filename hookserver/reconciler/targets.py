@@ -1,0 +1,127 @@
+"""Where a running pod's cgroups are: the pod directory and one directory per started container.
+
+The pod directory is the CRI cgroup parent a hook or NRI saw; else the kubelet's layout from kube QoS and
+UID (reference §4.7); else, for a pod that carries neither (a standalone pod learnt without a parent), the
+one of the three QoS levels that exists. Containers come from two places: the IDs the store learnt from
+hooks and NRI, and the pod's container statuses (`<runtime>://<id>`) from the apiserver or the kubelet. The
+runtime prefix picks the systemd scope name, so a docker container on a containerd-configured node still
+resolves. Pure naming; the only I/O is the existence probe the caller passes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from hookserver.errors import PathEscapeError
+from hookserver.executor.layout import CgroupLayout
+from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.system.cgroupnames import (
+    ContainerRuntime,
+    KubeQoS,
+    container_dir_name,
+    normalize_cgroup_dir,
+    strip_runtime_prefix,
+)
+
+__all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
+
+_RUNTIMES = {
+    "containerd": ContainerRuntime.CONTAINERD,
+    "docker": ContainerRuntime.DOCKER,
+    "cri-o": ContainerRuntime.CRIO,
+    "crio": ContainerRuntime.CRIO,
+    "pouch": ContainerRuntime.POUCH,
+}
+_KUBE_QOS = {"besteffort": KubeQoS.BESTEFFORT, "burstable": KubeQoS.BURSTABLE, "guaranteed": KubeQoS.GUARANTEED}
+_PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerTarget:
+    name: str
+    id: str  # without the runtime prefix
+    cgroup_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodTarget:
+    """A pod's cgroup directories, relative to each hierarchy root (`cgroup_dir` as the executor takes it)."""
+
+    pod: PodRecord
+    cgroup_dir: str
+    containers: tuple[ContainerTarget, ...]
+    # Containers a hook saw being created but whose ID nobody has told us yet (the proxy's PreCreateContainer).
+    pending: int = 0
+
+
+def runtime_of(container_id: str, default: ContainerRuntime) -> ContainerRuntime:
+    """The runtime a `<runtime>://<id>` container ID names; `default` for a bare ID."""
+    prefix, sep, _ = container_id.partition("://")
+    return _RUNTIMES.get(prefix, default) if sep else default
+
+
+def kube_qos_of(pod: PodRecord) -> KubeQoS | None:
+    """`BestEffort` / `Burstable` / `Guaranteed` from the pod status; None when nobody told us."""
+    return _KUBE_QOS.get(pod.kube_qos.lower()) if pod.kube_qos else None
+
+
+def pod_target(
+    pod: PodRecord,
+    containers: Iterable[ContainerRecord],
+    layout: CgroupLayout,
+    *,
+    probe: Callable[[str], bool],
+) -> PodTarget | None:
+    """The pod's directories, or None when no directory can be named (or the one probed for is absent).
+
+    Raises PathEscapeError for a cgroup parent or container ID that is not a safe path.
+    """
+    cgroup_dir = _pod_dir(pod, layout, probe)
+    if cgroup_dir is None:
+        return None
+    base = normalize_cgroup_dir(cgroup_dir)
+    seen: set[str] = set()
+    out: list[ContainerTarget] = []
+    pending = 0
+    for record in containers:
+        if record.id.startswith("pending:"):
+            pending += 1
+            continue
+        parent = normalize_cgroup_dir(record.cgroup_parent) if record.cgroup_parent else base
+        target = _container(record.name, record.id, parent, layout)
+        if target.id not in seen:
+            seen.add(target.id)
+            out.append(target)
+    for name, raw_id in pod.container_ids.items():
+        target = _container(name, raw_id, base, layout)
+        if target.id not in seen:
+            seen.add(target.id)
+            out.append(target)
+    if out:
+        pending = 0  # a started container: any name still pending is only the proxy never telling us its ID
+    return PodTarget(pod=pod, cgroup_dir=cgroup_dir, containers=tuple(out), pending=pending)
+
+
+def _pod_dir(pod: PodRecord, layout: CgroupLayout, probe: Callable[[str], bool]) -> str | None:
+    if pod.cgroup_parent:
+        normalize_cgroup_dir(pod.cgroup_parent)  # refuse `..` and NUL before anything is planned
+        return pod.cgroup_parent
+    kube = kube_qos_of(pod)
+    if kube is not None:
+        return layout.pod_dir(kube, pod.uid)
+    for qos in _PROBE_ORDER:
+        rel = layout.pod_dir(qos, pod.uid)
+        if probe(rel):
+            return rel
+    return None
+
+
+def _container(name: str, raw_id: str, parent: str, layout: CgroupLayout) -> ContainerTarget:
+    cid = strip_runtime_prefix(raw_id)
+    if not cid:
+        raise PathEscapeError(f"container {name!r} has an empty ID", value=raw_id)
+    dir_name = container_dir_name(layout.driver, runtime_of(raw_id, layout.runtime), raw_id)
+    # NRI hands some containers their own dir as the parent: do not append the name twice.
+    cgroup_dir = parent if parent.rsplit("/", 1)[-1] == dir_name else f"{parent}/{dir_name}"
+    return ContainerTarget(name=name, id=cid, cgroup_dir=cgroup_dir)
