@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
 
@@ -48,6 +48,18 @@ class HookMetrics:
             ["resource", "result"],
             registry=registry,
         )
+        self.breaker_open = Gauge(
+            "hookserver_hook_breaker_open",
+            "1 while a hook's breaker is open or half-open (the hook is skipped: it overran its time budget).",
+            ["plugin", "stage"],
+            registry=registry,
+        )
+        self.breaker_transitions = Counter(
+            "hookserver_hook_breaker_transitions_total",
+            "Hook breaker state changes by plugin, stage and new state (open, half-open, closed).",
+            ["plugin", "stage", "state"],
+            registry=registry,
+        )
         # `labels()` costs a few microseconds per call; the hot path looks its children up here instead.
         self._children: dict[tuple[str, ...], Any] = {}
 
@@ -71,3 +83,8 @@ class HookMetrics:
         child.observe(duration_s)
         if error_type:
             self.plugin_errors.labels(plugin, stage, error_type).inc()
+
+    def observe_breaker(self, plugin: str, stage: str, state: str) -> None:
+        """A hook's breaker changed state (rare: not on the hot path)."""
+        self.breaker_transitions.labels(plugin, stage, state).inc()
+        self.breaker_open.labels(plugin, stage).set(0.0 if state == "closed" else 1.0)
