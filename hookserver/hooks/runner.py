@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from types import MappingProxyType
 
-from hookserver.errors import InputError
+from hookserver.errors import HookTimeout, InputError
 from hookserver.hooks.breaker import HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, Resources
 from hookserver.hooks.outcome import HookOutcome, HookResult, StageOutcome
@@ -40,6 +40,7 @@ def run_stage(
     outcomes: list[HookOutcome] = []
     merged: Resources | None = None
     envs: dict[str, str] = {}
+    hook_running = ""  # read by `hookserver.hooks.deadline` to interrupt only a hook, never the runner
     for name, handler in registry.handlers(stage):
         if breakers is not None:
             skipped = breakers.admit(name, stage)
@@ -48,13 +49,19 @@ def run_stage(
                 continue
         t0 = clock()
         try:
+            hook_running = name
             result = handler(request, view)
+            hook_running = ""
             if not isinstance(result, HookResult):
                 raise TypeError(f"hook {name} returned {type(result).__name__}, not HookResult")
         except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes a value, see module doc
+            hook_running = ""
             took = clock() - t0
             if breakers is not None:
-                breakers.record(name, stage, took)
+                if isinstance(exc, HookTimeout):
+                    breakers.trip(name, stage, f"interrupted after {took * 1000:.0f} ms: past the call's deadline")
+                else:
+                    breakers.record(name, stage, took)
             outcomes.append(
                 HookOutcome(
                     plugin=name,
