@@ -196,10 +196,13 @@ class HookDispatcher:
             self.store.clock(), door, rpc, pod_key, container, latency, result.result, result.error
         )
         if self.metrics is not None:
-            self.metrics.observe_call(door, rpc, result.result, latency)
-            if result.outcome is not None:
-                for o in result.outcome.outcomes:
-                    self.metrics.observe_plugin(o.plugin, o.stage.value, o.duration_s, o.error_type if o.failed else "")
+            outcome = result.outcome
+            self.metrics.queue_call(
+                door, rpc, result.result, latency,
+                () if outcome is None else tuple(
+                    (o.plugin, o.stage.value, o.duration_s, o.error_type) for o in outcome.outcomes
+                ),
+            )
         return result
 
     def _fill_pod_gaps(self, request: PodRequest, snap: StoreSnapshot | None = None) -> PodRequest:

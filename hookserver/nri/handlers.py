@@ -52,7 +52,14 @@ from hookserver.hooks.stages import Stage
 from hookserver.nri.conn import Handler, InlineHandler
 from hookserver.nri.events import EVENT_STAGES, Event, mask_words, subscription_mask, valid_mask_for
 from hookserver.nri.status import NriStatus
-from hookserver.nri.translate import adjustment_for, container_request, pod_request, update_for
+from hookserver.nri.translate import (
+    PodRequestCache,
+    adjustment_bytes,
+    adjustment_for,
+    container_request,
+    pod_request,
+    update_for,
+)
 from hookserver.nri.ttrpc import Code, StatusError
 from hookserver.nri.watchdog import LoopWatchdog
 
@@ -104,6 +111,7 @@ class PluginService:
         self._breakers = dispatcher.breakers
         self._watchdog = watchdog
         self._deadline = deadline
+        self._pods = PodRequestCache()
         self._registry = registry
         self._policy = policy
         self._status = status
@@ -232,7 +240,7 @@ class PluginService:
             return None  # a hook is suspect: take the protected path (worker + deadline) for now
         self._status.calls["CreateContainer"] += 1
         req = _decode(nri_pb2.CreateContainerRequest, "CreateContainer", payload)
-        creq = container_request(pod_request(req.pod), req.container)
+        creq = container_request(self._pods.get(req.pod), req.container)
         result = self._inline(
             "CreateContainer", creq.pod.key, creq.name,
             lambda: self._dispatcher.dispatch_container(
@@ -242,8 +250,7 @@ class PluginService:
         )
         if result is None:
             return b""  # "no change": an empty CreateContainerResponse
-        data: bytes = adjustment_for(result.resources, result.envs).SerializeToString()
-        return data
+        return adjustment_bytes(result.resources, result.envs)
 
     def _update_inline(self, payload: bytes, deadline_s: float | None) -> bytes | None:
         if self._breakers.needs_guard():
@@ -251,7 +258,7 @@ class PluginService:
         self._status.calls["UpdateContainer"] += 1
         req = _decode(nri_pb2.UpdateContainerRequest, "UpdateContainer", payload)
         wanted = req.linux_resources if req.HasField("linux_resources") else None
-        creq = container_request(pod_request(req.pod), req.container, wanted)
+        creq = container_request(self._pods.get(req.pod), req.container, wanted)
         result = self._inline(
             "UpdateContainer", creq.pod.key, creq.name,
             lambda: self._dispatcher.dispatch_container(

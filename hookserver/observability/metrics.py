@@ -1,14 +1,39 @@
-"""hookserver's own Prometheus registry and the hook metrics. No module touches the global registry."""
+"""hookserver's own Prometheus registry and the hook metrics. No module touches the global registry.
+
+The hook-call metrics sit on the hot path, where prometheus_client's locked counters and histograms
+cost ~3 µs a call. So a call is queued as one tuple (an atomic deque append) and folded into the real
+metrics when someone reads them (a scrape, `get_sample_value`: a collector registered first drains the
+queue) or every `_FOLD_AT` calls. Nothing is dropped; a scrape sees every call made before it.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
+_FOLD_AT = 2048
+
+
+class _Drain:
+    """Registered before the hook metrics, so every collect() folds the queued calls in first."""
+
+    def __init__(self, fold: Any) -> None:
+        self._fold = fold
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        self._fold()
+        return ()
 
 
 class HookMetrics:
@@ -16,6 +41,10 @@ class HookMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
+        # (door, rpc, result, latency_s, ((plugin, stage, duration_s, error_type), ...)) per call, folded lazily.
+        self._pending: deque[tuple[str, str, str, float, tuple[tuple[str, str, float, str], ...]]] = deque()
+        self._fold_lock = threading.Lock()
+        registry.register(_Drain(self.fold))
         self.calls = Counter(
             "hookserver_hook_calls_total",
             "Hook calls by front door, rpc and result (ok, skipped, error, rejected).",
@@ -62,6 +91,29 @@ class HookMetrics:
         )
         # `labels()` costs a few microseconds per call; the hot path looks its children up here instead.
         self._children: dict[tuple[str, ...], Any] = {}
+
+    def queue_call(
+        self, door: str, rpc: str, result: str, latency_s: float,
+        plugins: tuple[tuple[str, str, float, str], ...] = (),
+    ) -> None:
+        """The hot path: one call and its plugin runs ((plugin, stage, duration_s, error_type), ...), queued."""
+        pending = self._pending
+        pending.append((door, rpc, result, latency_s, plugins))
+        if len(pending) >= _FOLD_AT:
+            self.fold()
+
+    def fold(self) -> None:
+        """Fold queued calls into the Prometheus metrics (any thread; one folder at a time)."""
+        pending = self._pending
+        with self._fold_lock:
+            while True:
+                try:
+                    door, rpc, result, latency_s, plugins = pending.popleft()
+                except IndexError:
+                    return
+                self.observe_call(door, rpc, result, latency_s)
+                for plugin, stage, duration_s, error_type in plugins:
+                    self.observe_plugin(plugin, stage, duration_s, error_type)
 
     def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
         """Count one front-door call and its latency."""
