@@ -24,7 +24,7 @@ from typing import Any
 
 from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
-from hookserver.hooks.breaker import BreakerState, HookBreakers
+from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass
 from hookserver.hooks.outcome import FailurePolicy, StageOutcome
 from hookserver.hooks.registry import HookRegistry
@@ -73,6 +73,7 @@ class HookDispatcher:
         metrics: HookMetrics | None = None,
         perf_clock: Callable[[], float] = time.perf_counter,
         breakers: HookBreakers | None = None,
+        breaker_settings: BreakerSettings | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -81,7 +82,9 @@ class HookDispatcher:
         self.metrics = metrics
         self._perf = perf_clock
         self._views = NodeViews()
-        self.breakers = breakers if breakers is not None else HookBreakers(on_change=self._breaker_changed)
+        self.breakers = (
+            breakers if breakers is not None else HookBreakers(breaker_settings, on_change=self._breaker_changed)
+        )
 
     def view(self) -> NodeView:
         """The hooks' view of the store as it is now."""
@@ -135,8 +138,8 @@ class HookDispatcher:
         self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str
     ) -> DispatchResult:
         started = self._perf()
-        # One snapshot for the whole call, taken before this call's own writes (see the module doc).
-        snap = self.store.snapshot()
+        # One snapshot for the whole call: pods, node and NodeSLO current, containers not copied (see the module doc).
+        snap = self.store.pods_snapshot()
         self._learn_container(stage, request, snap)
         filled = self._fill_pod_gaps(request.pod, snap)
         if filled is not request.pod:
@@ -197,12 +200,11 @@ class HookDispatcher:
         )
         if self.metrics is not None:
             outcome = result.outcome
-            self.metrics.queue_call(
-                door, rpc, result.result, latency,
-                () if outcome is None else tuple(
-                    (o.plugin, o.stage.value, o.duration_s, o.error_type) for o in outcome.outcomes
-                ),
-            )
+            plugins: tuple[tuple[str, str, float, str], ...] = ()
+            if outcome is not None:
+                stage = outcome.stage.value
+                plugins = tuple([(o.plugin, stage, o.duration_s, o.error_type) for o in outcome.outcomes])
+            self.metrics.queue_call(door, rpc, result.result, latency, plugins)
         return result
 
     def _fill_pod_gaps(self, request: PodRequest, snap: StoreSnapshot | None = None) -> PodRequest:
@@ -246,10 +248,11 @@ class HookDispatcher:
         if stage is Stage.POST_STOP_CONTAINER:
             self.store.remove_container(key)
             return
-        if request.container_id and f"pending:{pod.uid}/{request.name}" in snap.containers:
-            self.store.remove_container(f"pending:{pod.uid}/{request.name}")
+        store = self.store
+        if request.container_id and store.container(f"pending:{pod.uid}/{request.name}") is not None:
+            store.remove_container(f"pending:{pod.uid}/{request.name}")
         cgroup_parent = request.cgroup_parent or pod.cgroup_parent
-        known = snap.containers.get(key)
+        known = store.container(key)
         if (
             known is not None
             and known.pod_uid == pod.uid

@@ -105,8 +105,11 @@ class HookBreakers:
     # -- the hot path ------------------------------------------------------------------------------
     def admit(self, plugin: str, stage: Stage) -> str:
         """"" when the hook should run now; else why it is skipped (its breaker is open)."""
+        suspect = self._suspect
+        if not suspect:
+            return ""  # nothing ever overran lately: no hashing, no lock
         key = (plugin, stage)
-        if key not in self._suspect:
+        if key not in suspect:
             return ""
         with self._lock:
             b = self._breakers[key]
@@ -124,8 +127,10 @@ class HookBreakers:
 
     def record(self, plugin: str, stage: Stage, duration_s: float) -> None:
         """The hook ran for `duration_s` (errors included: a slow failure is still slow)."""
-        key = (plugin, stage)
         s = self.settings
+        if duration_s <= s.budget_s and not self._suspect:
+            return
+        key = (plugin, stage)
         if duration_s <= s.budget_s and key not in self._suspect:
             return
         change: tuple[BreakerState, str] | None = None

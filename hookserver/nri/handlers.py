@@ -282,7 +282,7 @@ class PluginService:
         failure policy to what goes wrong."""
         watchdog, deadline = self._watchdog, self._deadline
         if watchdog is not None:
-            watchdog.enter(f"{rpc} for {pod_key}/{container}")
+            watchdog.enter(rpc, pod_key, container)
         armed = deadline is not None and deadline.arm(budget)
         started = time.perf_counter()
         try:

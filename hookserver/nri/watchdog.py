@@ -42,7 +42,8 @@ class LoopWatchdog:
         self._on_poll = on_poll
         self._clock = clock
         # (what, started, sequence, thread id): one attribute, replaced whole, read by the watchdog thread.
-        self._current: tuple[str, float, int, int] | None = None
+        # `what` is (rpc, pod key, container), formatted only when reported (the hot path formats nothing).
+        self._current: tuple[tuple[str, str, str], float, int, int] | None = None
         self._seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -50,9 +51,9 @@ class LoopWatchdog:
         self.longest_stall_s = 0.0
 
     # -- called on the loop thread ------------------------------------------------------------------
-    def enter(self, what: str) -> None:
+    def enter(self, rpc: str, pod_key: str = "", container: str = "") -> None:
         self._seq += 1
-        self._current = (what, self._clock(), self._seq, threading.get_ident())
+        self._current = ((rpc, pod_key, container), self._clock(), self._seq, threading.get_ident())
 
     def leave(self) -> None:
         self._current = None
@@ -77,10 +78,12 @@ class LoopWatchdog:
         current = self._current
         if current is None:
             return None
-        what, started, seq, ident = current
+        words, started, seq, ident = current
         held = self._clock() - started
         if held < self.stall_s or seq == self._reported:
             return None
+        rpc, pod_key, container = words
+        what = f"{rpc} for {pod_key}/{container}" if container else f"{rpc} for {pod_key or '-'}"
         self._reported = seq
         self.stalls += 1
         self.longest_stall_s = max(self.longest_stall_s, held)

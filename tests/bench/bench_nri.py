@@ -23,6 +23,7 @@ import asyncio
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -35,10 +36,7 @@ from hookserver.dispatch import HookDispatcher
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
 from hookserver.hooks.registry import HookRegistry
 from hookserver.nri import NriPlugin
-from hookserver.nri.conn import TtrpcClient, TtrpcServer
-from hookserver.nri.events import Event, mask_of
 from hookserver.nri.handlers import PLUGIN_SERVICE, RUNTIME_SERVICE
-from hookserver.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Multiplexer
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.state import StateStore
 from tests.bench.common import BenchRow, summarize
@@ -147,20 +145,41 @@ def _in_process_rows() -> list[BenchRow]:
     """Decode -> dispatch -> encoded reply through the inline CreateContainer handler, no socket."""
     from prometheus_client import CollectorRegistry
 
-    from hookserver.hooks.deadline import CallDeadline
     from hookserver.hooks.outcome import FailurePolicy
     from hookserver.nri.handlers import PluginService
     from hookserver.nri.status import NriStatus
-    from hookserver.nri.watchdog import LoopWatchdog
+
+    try:
+        from hookserver.hooks.deadline import CallDeadline
+        from hookserver.nri.watchdog import LoopWatchdog
+    except ImportError:  # code before the inline path
+        CallDeadline = LoopWatchdog = None  # type: ignore[assignment,misc]
 
     store = StateStore()
     registry = HookRegistry([BatchResourcePlugin()])
     dispatcher = HookDispatcher(registry=registry, store=store, executor=None, metrics=HookMetrics(CollectorRegistry()))
-    service = PluginService(
-        dispatcher=dispatcher, registry=registry, policy=FailurePolicy.IGNORE, status=NriStatus("bench", "-"),
-        pool=None, deadline=CallDeadline(), watchdog=LoopWatchdog(),  # type: ignore[arg-type]
-    )
-    handler = service.inline_methods()["CreateContainer"]
+    try:
+        service = PluginService(
+            dispatcher=dispatcher, registry=registry, policy=FailurePolicy.IGNORE, status=NriStatus("bench", "-"),
+            pool=None, deadline=CallDeadline(), watchdog=LoopWatchdog(),  # type: ignore[arg-type]
+        )
+    except TypeError:  # code before the inline path
+        service = PluginService(
+            dispatcher=dispatcher, registry=registry, policy=FailurePolicy.IGNORE, status=NriStatus("bench", "-"),
+            pool=None,  # type: ignore[arg-type]
+        )
+    if hasattr(service, "inline_methods"):
+        handler = service.inline_methods()["CreateContainer"]
+    else:  # code before the inline path: the same work a worker thread did, without the hand-off
+        from hookserver.hooks.stages import Stage
+        from hookserver.nri.translate import adjustment_for, container_request, pod_request
+
+        def handler(payload: bytes, deadline: float | None) -> bytes | None:
+            req = nri_pb2.CreateContainerRequest.FromString(payload)
+            creq = container_request(pod_request(req.pod), req.container)
+            result = dispatcher.dispatch_container(Stage.PRE_CREATE_CONTAINER, creq, door="nri", rpc="CreateContainer")
+            data: bytes = adjustment_for(result.resources, result.envs).SerializeToString()
+            return data
     pod = be_pod()
     payload = nri_pb2.CreateContainerRequest(pod=pod, container=container(pod, "a", "ctr-a")).SerializeToString()
     reply = handler(payload, None)
@@ -199,34 +218,56 @@ async def _serve_plugin(fd: int) -> None:
 
 async def _serve_echo(fd: int) -> None:
     """Child: the floor plugin. Registers, configures and synchronizes like any plugin, then answers each
-    CreateContainer with its request bytes, undecoded, inline on the same mux + ttrpc server."""
+    CreateContainer with its request bytes, undecoded. Its mux and ttrpc framing are written here, on
+    purpose sharing no code with hookserver's, so the floor does not move when hookserver's transport does
+    (the same file measures the code before and after a change)."""
     reader, writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=fd))
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    mux = Multiplexer(reader, writer)
+    mux, frame = struct.Struct(">II"), struct.Struct(">IIBB")
+    configure = nri_pb2.ConfigureResponse(events=1 << (4 - 1)).SerializeToString()  # CreateContainer only
 
-    async def configure(payload: bytes, deadline: float | None) -> bytes:
-        data: bytes = nri_pb2.ConfigureResponse(events=mask_of([Event.CREATE_CONTAINER])).SerializeToString()
-        return data
+    def send(conn_id: int, sid: int, mtype: int, data: bytes) -> None:
+        message = frame.pack(len(data), sid, mtype, 0) + data
+        writer.write(b"".join(
+            mux.pack(conn_id, len(message[i:i + 4096])) + message[i:i + 4096] for i in range(0, len(message), 4096)
+        ))
 
-    async def empty(payload: bytes, deadline: float | None) -> bytes:
-        return b""
+    def reply(sid: int, payload: bytes) -> None:
+        send(1, sid, 2, ttrpc_pb2.Response(payload=payload).SerializeToString() if payload else b"")
 
-    def echo(payload: bytes, deadline: float | None) -> bytes:
-        return payload
-
-    server = TtrpcServer(
-        mux, PLUGIN_SERVICE_CONN, PLUGIN_SERVICE,
-        {"Configure": configure, "Synchronize": empty, "CreateContainer": empty}, inline={"CreateContainer": echo},
-    )
-    client = TtrpcClient(mux, RUNTIME_SERVICE_CONN)
-    mux.open(PLUGIN_SERVICE_CONN, server.feed)
-    mux.open(RUNTIME_SERVICE_CONN, client.feed)
-    reading = asyncio.create_task(mux.run())
     register = nri_pb2.RegisterPluginRequest(plugin_name="echo", plugin_idx="00").SerializeToString()
-    await client.call(RUNTIME_SERVICE, "RegisterPlugin", register, timeout_s=10)
-    await asyncio.wait([reading, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-    reading.cancel()
+    send(2, 1, 1, ttrpc_pb2.Request(service=RUNTIME_SERVICE, method="RegisterPlugin", payload=register).SerializeToString())
+
+    async def serve() -> None:
+        raw = bytearray()
+        streams = {1: bytearray(), 2: bytearray()}
+        while chunk := await reader.read(65536):
+            raw += chunk
+            while len(raw) >= 8:
+                conn_id, length = mux.unpack_from(raw)
+                if len(raw) < 8 + length:
+                    break
+                buf = streams.setdefault(conn_id, bytearray())
+                buf += raw[8:8 + length]
+                del raw[:8 + length]
+                while len(buf) >= 10:
+                    size, sid, mtype, _flags = frame.unpack_from(buf)
+                    if len(buf) < 10 + size:
+                        break
+                    data = bytes(buf[10:10 + size])
+                    del buf[:10 + size]
+                    if conn_id != 1 or mtype != 1:
+                        continue  # the RegisterPlugin reply
+                    request = ttrpc_pb2.Request.FromString(data)
+                    if request.method == "CreateContainer":
+                        reply(sid, request.payload)
+                    else:
+                        reply(sid, configure if request.method == "Configure" else b"")
+
+    task = asyncio.create_task(serve())
+    await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    task.cancel()
 
 
 def run() -> list[BenchRow]:

@@ -158,7 +158,7 @@ def test_watchdog_reports_a_stall_once_per_call() -> None:
     now = [100.0]
     seen: list[tuple[str, float]] = []
     dog = LoopWatchdog(stall_s=0.5, clock=lambda: now[0], on_stall=lambda what, held: seen.append((what, held)))
-    dog.enter("CreateContainer for ns/p/a")
+    dog.enter("CreateContainer", "ns/p", "a")
     now[0] += 0.4
     assert dog.check() is None
     now[0] += 0.2
@@ -167,7 +167,7 @@ def test_watchdog_reports_a_stall_once_per_call() -> None:
     now[0] += 1.0
     assert dog.check() is None  # the same call is reported once
     dog.leave()
-    dog.enter("CreateContainer for ns/p/b")
+    dog.enter("CreateContainer", "ns/p", "b")
     now[0] += 0.7
     assert dog.check() is not None
     assert dog.stalls == 2 and len(seen) == 2 and dog.longest_stall_s >= 0.7
