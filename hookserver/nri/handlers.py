@@ -3,22 +3,8 @@
 There is no hook logic here: each event becomes a `PodRequest`/`ContainerRequest` and goes through
 `HookDispatcher`, exactly as the proxy's requests do. What lives here is the NRI contract:
 
-* The hot path runs inline. CreateContainer and UpdateContainer (pure hooks, memoized decisions) run
-  on the event loop, right where the request frame is read, and the reply is queued at once: a hand-off
-  to a worker thread cost ~0.2 ms, more than the whole hook (and the runtime serialises every plugin
-  call, so every container start on the node waited for it). The trade-off: code on the loop cannot be
-  pre-empted, so a hook that runs long makes *that* call late. Fail-open is kept another way:
-  - every hook run is timed against its budget, and a hook that keeps overrunning (or runs once far
-    over) trips its breaker (`hookserver.hooks.breaker`): it is skipped, its part of the answer is
-    "no change", the audit says why, and `hookctl nri`/`status` and a metric show it;
-  - while any hook is suspect (overran lately, or a half-open probe is due), calls take the protected
-    path below, so a probe never runs on the loop;
-  - the call itself is protected too where it can be: a one-shot SIGALRM armed for the call's budget
-    interrupts a hook still running when it fires (`hookserver.hooks.deadline`: only a hook, never
-    the bookkeeping around it; main thread only), so the runtime still gets "no change" (Ignore) or
-    DEADLINE_EXCEEDED (Fail) inside its deadline, and the hook's breaker trips;
-  - a watchdog thread (`watchdog.LoopWatchdog`) reports a call that holds the loop too long (a hook
-    stuck in C code cannot be interrupted), with where the loop is, while it happens.
+* The hot path runs inline: CreateContainer and UpdateContainer run on the event loop where the frame
+  is read, with fail-open kept by per-hook breakers, a call deadline and a loop watchdog (`hotpath`).
 * Every other answer comes inside the runtime's deadline: the rest of the events (and the hot path
   while a hook is suspect) run in a worker thread under `asyncio.timeout(budget)`, budget = half the
   request timeout from Configure (or the call's own deadline if tighter).
@@ -39,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from hookserver.api import nri_pb2
 from hookserver.dispatch import HookDispatcher, HookRejected
@@ -52,14 +38,8 @@ from hookserver.hooks.stages import Stage
 from hookserver.nri.conn import Handler, InlineHandler
 from hookserver.nri.events import EVENT_STAGES, Event, mask_words, subscription_mask, valid_mask_for
 from hookserver.nri.status import NriStatus
-from hookserver.nri.translate import (
-    PodRequestCache,
-    adjustment_bytes,
-    adjustment_for,
-    container_request,
-    pod_request,
-    update_for,
-)
+from hookserver.nri.hotpath import InlineHotPath, decode
+from hookserver.nri.translate import adjustment_for, container_request, pod_request, update_for
 from hookserver.nri.ttrpc import Code, StatusError
 from hookserver.nri.watchdog import LoopWatchdog
 
@@ -108,10 +88,6 @@ class PluginService:
         deadline: CallDeadline | None = None,
     ) -> None:
         self._dispatcher = dispatcher
-        self._breakers = dispatcher.breakers
-        self._watchdog = watchdog
-        self._deadline = deadline
-        self._pods = PodRequestCache()
         self._registry = registry
         self._policy = policy
         self._status = status
@@ -123,6 +99,10 @@ class PluginService:
         self._sync_chunks = 0
         self.configured = asyncio.Event()
         self.synchronized = asyncio.Event()
+        self._hot = InlineHotPath(
+            dispatcher=dispatcher, status=status, policy=policy, budget=self.budget, record=self._record,
+            watchdog=watchdog, deadline=deadline,
+        )
 
     def methods(self) -> dict[str, Handler]:
         """Method name -> wire handler. Methods not listed (UpdatePodSandbox, ValidateContainerAdjustment:
@@ -145,8 +125,8 @@ class PluginService:
         return table
 
     def inline_methods(self) -> dict[str, InlineHandler]:
-        """The hot path: run on the loop where the frame is read (see the module doc)."""
-        return {"CreateContainer": self._create_inline, "UpdateContainer": self._update_inline}
+        """The hot path: run on the loop where the frame is read (`hotpath.InlineHotPath`)."""
+        return self._hot.methods()
 
     # -- configure and synchronize ---------------------------------------------------------------
     async def configure(self, req: nri_pb2.ConfigureRequest, budget: float) -> nri_pb2.ConfigureResponse:
@@ -233,100 +213,6 @@ class PluginService:
     async def shutdown(self, req: nri_pb2.Empty, budget: float) -> nri_pb2.Empty:
         log.info("nri: the runtime asked the plugin to shut down; it will reconnect")
         return nri_pb2.Empty()
-
-    # -- the hot path, inline ----------------------------------------------------------------------
-    def _create_inline(self, payload: bytes, deadline_s: float | None) -> bytes | None:
-        if self._breakers.needs_guard():
-            return None  # a hook is suspect: take the protected path (worker + deadline) for now
-        self._status.calls["CreateContainer"] += 1
-        req = _decode(nri_pb2.CreateContainerRequest, "CreateContainer", payload)
-        creq = container_request(self._pods.get(req.pod), req.container)
-        result = self._inline(
-            "CreateContainer", creq.pod.key, creq.name,
-            lambda: self._dispatcher.dispatch_container(
-                Stage.PRE_CREATE_CONTAINER, creq, door=DOOR, rpc="CreateContainer"
-            ),
-            self.budget(deadline_s),
-        )
-        if result is None:
-            return b""  # "no change": an empty CreateContainerResponse
-        return adjustment_bytes(result.resources, result.envs)
-
-    def _update_inline(self, payload: bytes, deadline_s: float | None) -> bytes | None:
-        if self._breakers.needs_guard():
-            return None
-        self._status.calls["UpdateContainer"] += 1
-        req = _decode(nri_pb2.UpdateContainerRequest, "UpdateContainer", payload)
-        wanted = req.linux_resources if req.HasField("linux_resources") else None
-        creq = container_request(self._pods.get(req.pod), req.container, wanted)
-        result = self._inline(
-            "UpdateContainer", creq.pod.key, creq.name,
-            lambda: self._dispatcher.dispatch_container(
-                Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, door=DOOR, rpc="UpdateContainer"
-            ),
-            self.budget(deadline_s),
-        )
-        if result is None:
-            return b""
-        try:
-            update = update_for(req.container.id, result.resources)
-        except HookServerError as exc:
-            return self._inline_error("UpdateContainer", creq.pod.key, creq.name, exc, time.perf_counter())
-        data: bytes = nri_pb2.UpdateContainerResponse(update=[update] if update is not None else []).SerializeToString()
-        return data
-
-    def _inline(
-        self, rpc: str, pod_key: str, container: str, call: Callable[[], _T], budget: float
-    ) -> _T | None:
-        """Run `call` here, on the loop, within `budget` where a hook can be interrupted, and apply the
-        failure policy to what goes wrong."""
-        watchdog, deadline = self._watchdog, self._deadline
-        if watchdog is not None:
-            watchdog.enter(rpc, pod_key, container)
-        armed = deadline is not None and deadline.arm(budget)
-        started = time.perf_counter()
-        try:
-            result = call()
-        except HookRejected as exc:
-            if armed and self._timed_out(rpc, pod_key, container, budget, started):
-                raise StatusError(Code.DEADLINE_EXCEEDED, f"{rpc}: {exc}") from exc
-            self._status.rejections += 1
-            raise StatusError(Code.UNKNOWN, str(exc)) from exc
-        except Exception as exc:  # noqa: BLE001 - the front-door boundary: policy decides, nothing is lost
-            self._inline_error(rpc, pod_key, container, exc, started)
-            return None
-        finally:
-            if armed:
-                deadline.disarm()  # type: ignore[union-attr]
-            if watchdog is not None:
-                watchdog.leave()
-        if armed and self._timed_out(rpc, pod_key, container, budget, started):
-            return None  # Ignore: the interrupted hook's part is "no change", and so is the answer
-        return result
-
-    def _timed_out(self, rpc: str, pod_key: str, container: str, budget: float, started: float) -> bool:
-        """Whether the deadline interrupted a hook in this call; if so it is counted and audited as a timeout."""
-        if self._deadline is None or not self._deadline.fired:
-            return False
-        self._status.timeouts += 1
-        message = f"a hook was interrupted at the {budget * 1000:.0f} ms budget"
-        store = self._dispatcher.store
-        # The dispatcher already counted the call (as its error); this event says why, for `hookctl`.
-        store.audit.add_event(
-            store.clock(), DOOR, rpc, pod_key, container, time.perf_counter() - started, "timeout", message
-        )
-        log.warning("nri %s for %s: %s (%s)", rpc, pod_key or "-", message,
-                    "failing" if self._policy is FailurePolicy.FAIL else "answering no change")
-        return True
-
-    def _inline_error(self, rpc: str, pod_key: str, container: str, exc: Exception, started: float) -> bytes:
-        """An internal error: Ignore answers "no change" (b"" is every empty reply), Fail answers INTERNAL."""
-        self._status.errors += 1
-        self._record(rpc, pod_key, container, "error", f"internal error: {exc}", started)
-        log.error("nri %s for %s: internal error: %s", rpc, pod_key or "-", exc, exc_info=True)
-        if self._policy is FailurePolicy.FAIL:
-            raise StatusError(Code.INTERNAL, f"{rpc}: {exc}") from exc
-        return b""
 
     # -- container events ------------------------------------------------------------------------
     async def create_container(
@@ -469,20 +355,9 @@ class PluginService:
     ) -> Handler:
         async def handler(payload: bytes, deadline_s: float | None) -> bytes:
             self._status.calls[method] += 1
-            request = _decode(request_type, method, payload)
+            request = decode(request_type, method, payload)
             reply = await fn(request, self.budget(deadline_s))
             data: bytes = reply.SerializeToString()
             return data
 
         return handler
-
-
-def _decode(request_type: type[_M], method: str, payload: bytes) -> _M:
-    request: _M = request_type()
-    try:
-        request.ParseFromString(payload)
-    except DecodeError as exc:
-        raise StatusError(
-            Code.INVALID_ARGUMENT, f"{method}: {request_type.DESCRIPTOR.full_name} does not decode: {exc}"
-        ) from exc
-    return request

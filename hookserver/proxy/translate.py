@@ -9,6 +9,7 @@ and reset oom_score_adj to 0.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -50,6 +51,12 @@ def resources_from_wire(wire: pb.LinuxContainerResources) -> Resources:
     cpus = wire.cpuset_cpus
     if not (shares or quota or memory or cpus):
         return _NO_RESOURCES
+    return _resources(shares, quota, memory, cpus)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resources(shares: int, quota: int, memory: int, cpus: str) -> Resources:
+    """Requests carry a handful of distinct resource sets: build each frozen value once."""
     return Resources(
         cpu_shares=shares or None,
         cpu_quota_us=quota or None,
