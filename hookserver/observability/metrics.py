@@ -100,12 +100,18 @@ class HookMetrics:
         pending = self._pending
         pending.append((door, rpc, result, latency_s, plugins))
         if len(pending) >= _FOLD_AT:
-            self.fold()
+            self.fold(wait=False)
 
-    def fold(self) -> None:
-        """Fold queued calls into the Prometheus metrics (any thread; one folder at a time)."""
+    def fold(self, *, wait: bool = True) -> None:
+        """Fold queued calls into the Prometheus metrics (any thread; one folder at a time).
+
+        The hot path passes `wait=False`: if another thread is folding already, it goes on instead of
+        queueing behind it (a convoy of every worker thread behind one fold).
+        """
         pending = self._pending
-        with self._fold_lock:
+        if not self._fold_lock.acquire(blocking=wait):
+            return
+        try:
             while True:
                 try:
                     door, rpc, result, latency_s, plugins = pending.popleft()
@@ -114,6 +120,8 @@ class HookMetrics:
                 self.observe_call(door, rpc, result, latency_s)
                 for plugin, stage, duration_s, error_type in plugins:
                     self.observe_plugin(plugin, stage, duration_s, error_type)
+        finally:
+            self._fold_lock.release()
 
     def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
         """Count one front-door call and its latency."""
