@@ -9,6 +9,7 @@ queue) or every `_FOLD_AT` calls. Nothing is dropped; a scrape sees every call m
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -112,35 +113,56 @@ class HookMetrics:
         if not self._fold_lock.acquire(blocking=wait):
             return
         try:
+            calls: dict[tuple[str, str, str], list[float]] = {}
+            runs: dict[tuple[str, str], list[float]] = {}
+            errors: list[tuple[str, str, str]] = []
             while True:
                 try:
                     door, rpc, result, latency_s, plugins = pending.popleft()
                 except IndexError:
-                    return
-                self.observe_call(door, rpc, result, latency_s)
+                    break
+                calls.setdefault((door, rpc, result), []).append(latency_s)
                 for plugin, stage, duration_s, error_type in plugins:
-                    self.observe_plugin(plugin, stage, duration_s, error_type)
+                    runs.setdefault((plugin, stage), []).append(duration_s)
+                    if error_type:
+                        errors.append((plugin, stage, error_type))
+            # One update per series and bucket, not one locked update per observation.
+            for (door, rpc, result), latencies in calls.items():
+                counter, histogram = self._call_children(door, rpc, result)
+                counter.inc(len(latencies))
+                _observe_all(histogram, latencies)
+            for (plugin, stage), durations in runs.items():
+                _observe_all(self._plugin_child(plugin, stage), durations)
+            for plugin, stage, error_type in errors:
+                self.plugin_errors.labels(plugin, stage, error_type).inc()
         finally:
             self._fold_lock.release()
 
-    def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
-        """Count one front-door call and its latency."""
+    def _call_children(self, door: str, rpc: str, result: str) -> tuple[Any, Any]:
         key = ("call", door, rpc, result)
         pair = self._children.get(key)
         if pair is None:
             pair = (self.calls.labels(door, rpc, result), self.latency.labels(door, rpc))
             self._children[key] = pair
-        pair[0].inc()
-        pair[1].observe(latency_s)
+        return pair
 
-    def observe_plugin(self, plugin: str, stage: str, duration_s: float, error_type: str = "") -> None:
-        """One plugin run; `error_type` is set when it failed."""
+    def _plugin_child(self, plugin: str, stage: str) -> Any:
         key = ("plugin", plugin, stage)
         child = self._children.get(key)
         if child is None:
             child = self.plugin_duration.labels(plugin, stage)
             self._children[key] = child
-        child.observe(duration_s)
+        return child
+
+    def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
+        """Count one front-door call and its latency."""
+        counter, histogram = self._call_children(door, rpc, result)
+        counter.inc()
+        histogram.observe(latency_s)
+
+    def observe_plugin(self, plugin: str, stage: str, duration_s: float, error_type: str = "") -> None:
+        """One plugin run; `error_type` is set when it failed."""
+        self._plugin_child(plugin, stage).observe(duration_s)
         if error_type:
             self.plugin_errors.labels(plugin, stage, error_type).inc()
 
@@ -148,3 +170,26 @@ class HookMetrics:
         """A hook's breaker changed state (rare: not on the hot path)."""
         self.breaker_transitions.labels(plugin, stage, state).inc()
         self.breaker_open.labels(plugin, stage).set(0.0 if state == "closed" else 1.0)
+
+
+def _observe_all(histogram: Any, values: list[float]) -> None:
+    """`histogram.observe(v)` for each value, as one update per bucket.
+
+    prometheus_client's Histogram keeps per-bucket counters (`_buckets`, non-cumulative), a `_sum` and its
+    `_upper_bounds` (ending in +Inf); observe() adds 1 to the first bucket whose bound is >= the value.
+    If a future client lays this out differently, fall back to observing one by one.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in values:
+            histogram.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect_left(bounds, value)] += 1
+    total.inc(sum(values))
+    for index, count in enumerate(counts):
+        if count:
+            buckets[index].inc(count)

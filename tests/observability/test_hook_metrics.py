@@ -43,3 +43,22 @@ def test_a_scrape_sees_every_call_made_before_it() -> None:
 def test_the_queue_is_bounded_without_scrapes() -> None:
     _registry, metrics = _dispatch(_FOLD_AT + 10)
     assert len(metrics._pending) < _FOLD_AT  # folded on the way: no unbounded growth when nobody scrapes
+
+
+def test_bulk_fold_matches_observing_one_by_one() -> None:
+    from prometheus_client import Histogram
+
+    from hookserver.observability.metrics import LATENCY_BUCKETS_S, _observe_all
+
+    values = [0.0, 0.00005, 0.0001, 0.00010001, 0.001, 0.0049, 2.5, 3.0, 100.0] + list(LATENCY_BUCKETS_S)
+    one, bulk = CollectorRegistry(), CollectorRegistry()
+    h_one = Histogram("x_seconds", "x", buckets=LATENCY_BUCKETS_S, registry=one)
+    h_bulk = Histogram("x_seconds", "x", buckets=LATENCY_BUCKETS_S, registry=bulk)
+    for v in values:
+        h_one.observe(v)
+    _observe_all(h_bulk, values)
+    def samples(registry: CollectorRegistry) -> list[bytes]:
+        return [line for line in generate_latest(registry).splitlines() if b"_created" not in line]
+
+    assert samples(one) == samples(bulk)
+    assert any(b'le="0.001"' in line for line in samples(bulk))
