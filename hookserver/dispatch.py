@@ -145,19 +145,20 @@ class HookDispatcher:
         if filled is not request.pod:
             request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
         pod = request.pod
+        pod_key = pod.key
         if pod.skips_hooks():
-            return self._finish(DispatchResult(stage, result="skipped"), door, rpc, pod.key, request.name, started)
+            return self._finish(DispatchResult(stage, result="skipped"), door, rpc, pod_key, request.name, started)
         outcome = run_stage(
             self.registry, stage, request, self._views.of(snap), stop_on_error=self.policy is FailurePolicy.FAIL,
             breakers=self.breakers,
         )
         self.store.audit.add_decisions(
-            self.store.clock(), door, stage.value, pod.key, pod.uid, request.name, outcome.outcomes
+            self.store.clock(), door, stage.wire, pod_key, pod.uid, request.name, outcome.outcomes
         )
         if outcome.failed:
-            return self._fail(stage, outcome, door, rpc, pod.key, request.name, started)
+            return self._fail(stage, outcome, door, rpc, pod_key, request.name, started)
         result = DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
-        return self._finish(result, door, rpc, pod.key, request.name, started)
+        return self._finish(result, door, rpc, pod_key, request.name, started)
 
     # -- internals -------------------------------------------------------------------------------
     def _write_pod(self, request: PodRequest, outcome: StageOutcome) -> ApplyReport | None:
@@ -202,8 +203,8 @@ class HookDispatcher:
             outcome = result.outcome
             plugins: tuple[tuple[str, str, float, str], ...] = ()
             if outcome is not None:
-                stage = outcome.stage.value
-                plugins = tuple([(o.plugin, stage, o.duration_s, o.error_type) for o in outcome.outcomes])
+                wire = outcome.stage.wire
+                plugins = tuple([(o.plugin, wire, o.duration_s, o.error_type) for o in outcome.outcomes])
             self.metrics.queue_call(door, rpc, result.result, latency, plugins)
         return result
 

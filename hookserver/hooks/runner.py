@@ -40,6 +40,7 @@ def run_stage(
     outcomes: list[HookOutcome] = []
     merged: Resources | None = None
     envs: dict[str, str] = {}
+    errors = 0
     hook_running = ""  # read by `hookserver.hooks.deadline` to interrupt only a hook, never the runner
     for name, handler in registry.handlers(stage):
         if breakers is not None:
@@ -62,6 +63,7 @@ def run_stage(
                     breakers.trip(name, stage, f"interrupted after {took * 1000:.0f} ms: past the call's deadline")
                 else:
                     breakers.record(name, stage, took)
+            errors += 1
             outcomes.append(
                 HookOutcome(
                     plugin=name,
@@ -90,6 +92,7 @@ def run_stage(
         resources=_NOTHING if merged is None else merged,
         envs=MappingProxyType(envs) if envs else _NO_ENVS,
         duration_s=clock() - started,
+        error_count=errors,
     )
 
 

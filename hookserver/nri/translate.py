@@ -10,7 +10,7 @@ always written as a present wrapper, a value we do not set is left absent.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from hookserver.api import nri_pb2
 from hookserver.errors import InputError
@@ -18,6 +18,7 @@ from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource
 from hookserver.resources import Resources
 
 __all__ = [
+    "EnvView",
     "PodRequestCache",
     "adjustment_bytes",
     "adjustment_for",
@@ -92,11 +93,47 @@ def container_request(
         name=container.name,
         container_id=container.id,
         annotations=frozen_map(container.annotations),
-        envs=frozen_map(split_env(container.env)),
+        envs=EnvView(container.env) if container.env else _NO_ENV,
         resources=resources_from_wire(resources),
         cgroup_parent=pod.cgroup_parent,
         source=RequestSource.NRI,
     )
+
+
+class EnvView(Mapping[str, str]):
+    """A container's "K=V" env list as a read-only mapping, split only if a hook reads it.
+
+    Pods get dozens to hundreds of injected service variables; splitting them on every CreateContainer
+    for hooks that never look would be most of the translation's cost. The list is the request's own
+    (never mutated after decoding); splitting twice in a race gives the same mapping.
+    """
+
+    __slots__ = ("_map", "_raw")
+
+    def __init__(self, raw: Iterable[str]) -> None:
+        self._raw = raw
+        self._map: dict[str, str] | None = None
+
+    def _split(self) -> dict[str, str]:
+        found = self._map
+        if found is None:
+            found = self._map = split_env(self._raw)
+        return found
+
+    def __getitem__(self, key: str) -> str:
+        return self._split()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._split())
+
+    def __len__(self) -> int:
+        return len(self._split())
+
+    def __repr__(self) -> str:
+        return f"EnvView({self._split()!r})"
+
+
+_NO_ENV: Mapping[str, str] = frozen_map(None)
 
 
 def split_env(env: Iterable[str]) -> dict[str, str]:
@@ -110,8 +147,21 @@ def split_env(env: Iterable[str]) -> dict[str, str]:
 
 
 def resources_from_wire(res: nri_pb2.LinuxResources | None) -> Resources:
+    """The resources hooks may read. Memoized by the message's bytes (equal bytes, equal values): a
+    container's resources are one of a handful of sets, and reading ten optional wrappers costs more."""
     if res is None:
         return _NO_RESOURCES
+    key: bytes = res.SerializeToString(deterministic=True)
+    found = _BY_BYTES.get(key)
+    if found is None:
+        found = _read_resources(res)
+        if len(_BY_BYTES) >= 1024:
+            _BY_BYTES.clear()  # a bound, not an LRU: the working set is a handful of sets
+        _BY_BYTES[key] = found
+    return found
+
+
+def _read_resources(res: nri_pb2.LinuxResources) -> Resources:
     cpu = res.cpu if res.HasField("cpu") else None
     memory = res.memory if res.HasField("memory") else None
     return _resources(
@@ -125,6 +175,7 @@ def resources_from_wire(res: nri_pb2.LinuxResources | None) -> Resources:
 
 
 _NO_RESOURCES = Resources()
+_BY_BYTES: dict[bytes, Resources] = {}
 
 
 @functools.lru_cache(maxsize=1024)

@@ -28,3 +28,19 @@ def test_map_order_does_not_matter() -> None:
         b.labels[key] = value
     cache = PodRequestCache()
     assert cache.get(a) is cache.get(b)
+
+
+def test_container_env_is_split_only_when_read_and_reads_like_koordlet() -> None:
+    from hookserver.hooks.context import frozen_map
+    from hookserver.nri.translate import EnvView, container_request, split_env
+    from tests.nri.conftest import container
+
+    pod = be_pod()
+    env = ["A=1", "B=", "=x", "C=a=b", "PATH=/bin"]
+    view = EnvView(env)
+    assert view._map is None  # nothing split yet
+    assert dict(view) == {"A": "1", "C": "a=b", "PATH": "/bin"} == split_env(env)
+    assert len(view) == 3 and "B" not in view and view["C"] == "a=b"
+    request = container_request(PodRequestCache().get(pod), container(pod, "a", "c1", env=env))
+    assert request.envs == frozen_map(split_env(env))
+    assert container_request(PodRequestCache().get(pod), container(pod, "a", "c1")).envs == {}
