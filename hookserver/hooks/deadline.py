@@ -1,24 +1,23 @@
-"""Interrupting a hook that runs past its call's deadline, on the event loop's thread, with SIGALRM.
+"""Interrupting a hook that runs past its call's deadline, on the event loop's thread, with a signal.
 
 Hooks run inline on the event loop (no hand-off), and Python cannot pre-empt code on a thread from
 outside. It can from inside, though: a signal handler runs in the main thread between two bytecodes,
 and an exception it raises surfaces in whatever that thread was running. `CallDeadline.arm(seconds)`
-sets a one-shot `ITIMER_REAL` before an inline call and `disarm()` clears it after (two `setitimer`
-calls, ~1 µs each). If the timer fires while a hook is running, the handler raises `HookTimeout`
-inside the hook; the runner turns it into the hook's failed outcome (and trips the hook's breaker), the
-failure policy answers, and the runtime gets its answer inside its deadline.
+notes when the current inline call is due (two attribute stores and a clock read: no system call on the
+hot path); a watcher thread (the NRI loop watchdog) calls `nudge()` every poll, and once the due time has
+passed it sends SIGALRM to the main thread (`pthread_kill`). That interrupts a hook busy in Python code
+at its next bytecode and a hook blocked in a system call (a sleep, a read) with EINTR. The handler
+raises `HookTimeout` inside the hook; the runner turns it into the hook's failed outcome (and trips the
+hook's breaker), the failure policy answers, and the runtime gets its answer inside its deadline. The
+interruption comes at most one watcher poll (50 ms) after the due time, and the due time is half the
+runtime's request timeout, so the answer is still in time.
 
 Only a hook is ever interrupted: the handler walks the main thread's frames up to `run_stage` and
 raises only if `run_stage` is in the middle of calling a hook (its `hook_running` local is set). Hooks
 are pure (no I/O, no shared state but memo caches that never cache an exception), so abandoning one
-half-way leaves nothing inconsistent. If the timer fires anywhere else (the dispatcher's bookkeeping,
-between two hooks), it is re-armed for 2 ms later. A hook blocked inside C code that holds the GIL is
-interrupted only when it returns to Python code.
-
-A process timer's signal may be taken by another thread; CPython then still runs the handler in the main
-thread at its next bytecode, which interrupts a hook busy in Python code, but not one blocked in a system
-call (a sleep, a read). For those, `nudge()` (called by the NRI loop watchdog's thread every poll) sends
-SIGALRM to the main thread itself once the deadline has passed, which ends the system call with EINTR.
+half-way leaves nothing inconsistent. If the signal lands anywhere else (the dispatcher's bookkeeping,
+between two hooks), nothing happens and the next poll tries again. A hook blocked inside C code that
+holds the GIL is interrupted only when it returns to Python code.
 
 Limits: only on the main thread (where CPython runs signal handlers; the daemon's loop runs there), and
 only if nothing else owns SIGALRM. Elsewhere `arm` returns False and only the breaker protects.
@@ -30,6 +29,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from hookserver.errors import HookTimeout
@@ -40,7 +40,6 @@ __all__ = ["CallDeadline"]
 log = logging.getLogger(__name__)
 
 _RUN_STAGE = run_stage.__code__
-_RETRY_S = 0.002
 
 
 class CallDeadline:
@@ -49,7 +48,8 @@ class CallDeadline:
     Every instance shares one process-wide SIGALRM handler, which acts for the instance armed now.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._armed = False
         self._seconds = 0.0
         self._due = 0.0
@@ -65,26 +65,25 @@ class CallDeadline:
         """Interrupt a hook still running `seconds` from now. False when it cannot here (see module doc)."""
         global _ARMED
         self.fired = False
-        if threading.current_thread() is not threading.main_thread() or not _install():
+        if not _STATE["installed"] and (threading.current_thread() is not threading.main_thread() or not _install()):
             return False
         self._seconds = seconds
-        self._due = time.monotonic() + seconds
+        self._due = self._clock() + seconds
         self._armed = True
         _ARMED = self
-        signal.setitimer(signal.ITIMER_REAL, seconds)
         return True
 
     def disarm(self) -> None:
         global _ARMED
-        if self._armed:
-            self._armed = False
-            _ARMED = None
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        self._armed = False
+        _ARMED = None
 
-    def nudge(self) -> None:
-        """From another thread: if the armed deadline has passed, signal the main thread directly."""
-        if self._armed and self._main is not None and time.monotonic() >= self._due:
+    def nudge(self) -> bool:
+        """From the watcher thread: signal the main thread if the armed call is past its due time."""
+        if self._armed and self._main is not None and self._clock() >= self._due:
             signal.pthread_kill(self._main, signal.SIGALRM)
+            return True
+        return False
 
     def _alarm(self, frame: FrameType | None) -> None:
         f = frame
@@ -99,9 +98,8 @@ class CallDeadline:
                         f"hook {running} interrupted: it ran past the call's {self._seconds * 1000:.0f} ms deadline",
                         plugin=str(running),
                     )
-                break
+                return
             f = f.f_back
-        signal.setitimer(signal.ITIMER_REAL, _RETRY_S)  # not inside a hook at this instant: look again soon
 
 
 _ARMED: CallDeadline | None = None
@@ -114,11 +112,11 @@ def _install() -> bool:
         return True
     if _STATE["unavailable"]:
         return False
-    why = ""
     if threading.current_thread() is not threading.main_thread():
         return False  # not now; the main thread may still install it
-    if not hasattr(signal, "setitimer"):
-        why = "no setitimer on this platform"
+    why = ""
+    if not hasattr(signal, "pthread_kill"):
+        why = "no pthread_kill on this platform"
     elif signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None):
         why = "SIGALRM already has a handler"
     if why:

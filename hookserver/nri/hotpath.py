@@ -11,12 +11,13 @@ outside, so a hook that runs long makes *that* call late. Fail-open is kept anot
 * while any hook is suspect (overran lately, or a half-open probe is due), a call returns None here and
   takes the protected path instead (a worker thread under `asyncio.timeout`, `handlers.PluginService`),
   so a probe never runs on the loop;
-* the call itself is protected where it can be: a one-shot SIGALRM armed for the call's budget (half the
-  runtime's request timeout) interrupts a hook still running when it fires (`hookserver.hooks.deadline`:
+* the call itself is protected where it can be: each inline call notes its due time (the call's budget,
+  half the runtime's request timeout; no system call), and the watchdog thread signals the loop thread
+  (SIGALRM) once it is past due, which interrupts a hook still running (`hookserver.hooks.deadline`:
   only a hook, never the bookkeeping around it; main thread only), so the runtime still gets "no change"
   (Ignore) or DEADLINE_EXCEEDED (Fail) inside its deadline, and the hook's breaker trips;
-* a watchdog thread (`watchdog.LoopWatchdog`) reports a call that holds the loop too long (a hook stuck in
-  C code cannot be interrupted), with where the loop is, while it happens.
+* the same watchdog thread (`watchdog.LoopWatchdog`) reports a call that holds the loop too long (a hook
+  stuck in C code cannot be interrupted), with where the loop is, while it happens.
 
 The pod of each request is translated once per pod (`translate.PodRequestCache`) and the encoded reply
 is memoized per hook value (`translate.adjustment_bytes`).

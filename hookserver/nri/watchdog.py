@@ -7,7 +7,7 @@ call (the runtime serialises them anyway) and the informer and collectors' ticks
 is what sees it *while* it runs: once a call has held the loop longer than `stall_s`, it logs which call,
 for how long, and where the loop thread is (its innermost frames), counts the stall in the NRI status, and
 says when the loop got free again. It never touches the loop or the socket; each poll it also calls
-`on_poll` (the call deadline's `nudge`, which interrupts a hook blocked in a system call past its deadline).
+`on_poll` (the call deadline's `nudge`, which signals the loop thread to interrupt a hook past its deadline).
 
 Cost on the hot path: two attribute stores per inline call (`enter`/`leave`).
 """
@@ -33,7 +33,7 @@ class LoopWatchdog:
         stall_s: float = 0.5,
         poll_s: float = 0.05,
         on_stall: Callable[[str, float], None] | None = None,
-        on_poll: Callable[[], None] | None = None,
+        on_poll: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stall_s = stall_s
@@ -101,7 +101,7 @@ class LoopWatchdog:
         stalled_seq = 0
         while not self._stop.wait(self.poll_s):
             if self._on_poll is not None:
-                self._on_poll()  # e.g. `CallDeadline.nudge`: interrupt a hook blocked past its deadline
+                self._on_poll()  # e.g. `CallDeadline.nudge`: interrupt a hook past its deadline
             found = self.check()
             if found is not None:
                 stalled_seq = self._reported
