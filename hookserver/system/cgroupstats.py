@@ -120,6 +120,27 @@ def _get(stat: dict[str, str], key: str, path: str, default: int = 0) -> int:
         raise SystemFileError(f"{path}: {key} is not an integer: {value[:32]!r}", path=path) from None
 
 
+def _pick(text: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """The values of `keys` in `key value` lines, found by search instead of splitting the whole file.
+
+    A real v1 memory.stat has ~70 lines and we need six of them; this reads only those. A key counts
+    only at the start of a line (`active_anon` must not match inside `total_inactive_anon`).
+    """
+    out: dict[str, str] = {}
+    find = text.find
+    for key in keys:
+        needle = key + " "
+        at = find(needle)
+        while at > 0 and text[at - 1] != "\n":
+            at = find(needle, at + 1)
+        if at < 0:
+            continue
+        start = at + len(needle)
+        end = find("\n", start)
+        out[key] = text[start:end if end >= 0 else len(text)].strip()
+    return out
+
+
 def _sum(stat: dict[str, str], keys: tuple[str, ...], path: str) -> int:
     """The sum of the present keys' integer values (absent keys count 0)."""
     total = 0
@@ -137,6 +158,9 @@ _ANON = ("inactive_anon", "active_anon", "unevictable")
 _FILE = ("inactive_file", "active_file")
 _TOTAL_ANON = tuple(f"total_{k}" for k in _ANON)
 _TOTAL_FILE = tuple(f"total_{k}" for k in _FILE)
+_V1_KEYS = (*_TOTAL_ANON, *_TOTAL_FILE, "total_cache")
+_V1_OWN_KEYS = (*_ANON, *_FILE, "cache")
+_V2_KEYS = (*_ANON, *_FILE, "file")
 
 
 def _on_cgroup_mounts(roots: SystemRoots, bases: tuple[str, ...]) -> tuple[str, ...]:
@@ -225,18 +249,22 @@ class CgroupStatReader:
     def memory(self, rel: str) -> MemoryUsage | None:
         paths = self._paths_of(rel)
         path = paths[2]
-        stat = _kv_file(self._read, path)
-        if not stat:
+        text = self._read(path)
+        if text is None or not text.strip():
             return None
         if self.version is CgroupVersion.V1:
             # Hierarchical totals (total_*) include child cgroups: a pod's pages live in its containers.
+            stat = _pick(text, _V1_KEYS)
             total = "total_active_anon" in stat
+            if not total:
+                stat = _pick(text, _V1_OWN_KEYS)
             without = _sum(stat, _TOTAL_ANON if total else _ANON, path)
             files = _sum(stat, _TOTAL_FILE if total else _FILE, path)
             return MemoryUsage(
                 without_cache=without, with_cache=without + files,
                 cache=_get(stat, "total_cache" if total else "cache", path, files),
             )
+        stat = _pick(text, _V2_KEYS)
         without = _sum(stat, _ANON, path)
         files = _get(stat, "file", path, -1)
         if files < 0:

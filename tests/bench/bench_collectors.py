@@ -17,6 +17,7 @@ import gc
 import os
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -83,6 +84,78 @@ def _cycle_rows(pods: int, version: int, *, containers: bool = True, as_cgroupfs
                 f"p99 {stats['p99_ms']:.1f} ms; {kept} samples/cycle; load {load:.1f}; last run ms: {detail}",
             )
         ]
+
+
+_REAL_ROOT = "/sys/fs/cgroup"
+_REAL_CONTROLLERS = ("cpu", "cpuacct", "memory")
+
+
+def _real_v1_unusable() -> str:
+    if os.geteuid() != 0:
+        return "not root"
+    for controller in _REAL_CONTROLLERS:
+        base = f"{_REAL_ROOT}/{controller}"
+        if not os.access(base, os.W_OK) or not os.path.exists(f"{base}/cgroup.procs"):
+            return f"{base} is not a writable cgroup v1 hierarchy"
+    return ""
+
+
+def _real_cycle_rows(pods: int = 500) -> list[BenchRow]:
+    """The node's code path on real cgroupfs: a private v1 subtree with `pods` pods and one container each.
+
+    The kernel generates every stat file on read (no fixture shortcut), and kept-open descriptors are
+    read with pread. The subtree is removed afterwards.
+    """
+    from hookserver.system.roots import SystemRoots
+
+    from collectors.settings import CollectorSettings
+    from collectors.build import build_collectors
+    from hookserver.config import CgroupSettings, Settings
+
+    why = _real_v1_unusable()
+    if why:
+        return [BenchRow("collectors", f"1s cycle, {pods} pods + {pods} containers, real cgroup v1", "skipped", why)]
+    top = f"hookserver-bench-{uuid.uuid4().hex[:10]}"
+    made: list[str] = []
+    store = StateStore(clock=time.time)
+    try:
+        for i in range(pods):
+            uid = f"0000{i:04d}-aaaa-bbbb-cccc-dddddddddddd"
+            cid = f"{i:08d}" + "c" * 56
+            rel = f"{top}/pod{uid}"
+            for controller in _REAL_CONTROLLERS:
+                for path in (f"{_REAL_ROOT}/{controller}/{top}", f"{_REAL_ROOT}/{controller}/{rel}",
+                             f"{_REAL_ROOT}/{controller}/{rel}/{cid}"):
+                    if not os.path.isdir(path):
+                        os.mkdir(path)
+                        made.append(path)
+            store.upsert_pod(make_pod(uid, cgroup_parent="/" + rel, qos_class="BE" if i % 3 == 0 else "LS"))
+            store.upsert_container(make_container(cid, uid, cgroup_parent="/" + rel))
+        settings = Settings(
+            node_name="bench", cgroup=CgroupSettings(root=_REAL_ROOT, driver="cgroupfs", version="v1"),
+            collectors=CollectorSettings.model_validate({"gpu": {"enabled": False}, "psi": {"enabled": False}}),
+        )
+        sched = build_collectors(settings, store=store, roots=SystemRoots(cgroup=_REAL_ROOT), registry=None)
+        sched.probe()
+        samples: list[float] = []
+        kept = 0
+        for _ in range(25):
+            start = time.perf_counter()
+            kept = sched.run_group(USAGE_GROUP, 1.0)
+            samples.append(time.perf_counter() - start)
+            time.sleep(0.01)
+        sched.close()
+        stats = summarize(samples[5:])
+        return [BenchRow(
+            "collectors", f"1s cycle, {pods} pods + {pods} containers, real cgroup v1", f"{stats['p50_ms']:.1f} ms",
+            f"p99 {stats['p99_ms']:.1f} ms; {kept} samples/cycle; kernel-generated stat files under /{top}",
+        )]
+    finally:
+        for path in reversed(made):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
 
 
 def _memory_row() -> tuple[list[BenchRow], TimeSeriesStore]:
@@ -154,6 +227,7 @@ def run() -> list[BenchRow]:
             rows += _cycle_rows(pods, version)
     rows += _cycle_rows(500, 2, containers=False)
     rows += _cycle_rows(500, 1, as_cgroupfs=False)
+    rows += _real_cycle_rows(500)
     memory, store = _memory_row()
     rows += memory
     rows += _query_rows(store)
