@@ -40,9 +40,9 @@ class HookServerSettings(_Frozen):
     disable_stages: tuple[str, ...] = ()
     max_workers: int = Field(default=8, ge=1, le=256)
     # Per-hook time budget and breaker (every door; see hookserver.hooks.breaker).
-    hook_budget_ms: float = Field(default=10.0, gt=0, le=2000)
+    hook_budget_ms: float = Field(default=50.0, gt=0, le=2000)
     breaker_trip_after: int = Field(default=3, ge=1, le=1000)
-    breaker_stuck_ms: float = Field(default=250.0, gt=0, le=60000)
+    breaker_stuck_ms: float = Field(default=500.0, gt=0, le=60000)
     breaker_cool_down_s: float = Field(default=30.0, gt=0, le=3600)
 
     @model_validator(mode="after")

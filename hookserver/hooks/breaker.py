@@ -43,12 +43,16 @@ class BreakerState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class BreakerSettings:
-    """`budget_s` per hook per call; defaults sized for pure hooks (~0.01-0.05 ms) with ample headroom for a
-    busy node, far below NRI's 2 s request timeout."""
+    """`budget_s` per hook per call, measured as wall time (a hook blocked in I/O by mistake must count).
 
-    budget_s: float = 0.010
+    Pure hooks take ~0.01-0.05 ms, but wall time also includes waiting for the GIL: with the collectors'
+    or gRPC threads busy, a hook can wait a switch interval (5 ms) or a few mid-run. The defaults sit well
+    above that noise (a healthy hook must never trip, or pods would be created without their values),
+    and far below NRI's 2 s request timeout, which the call deadline guards on its own."""
+
+    budget_s: float = 0.050
     trip_after: int = 3
-    stuck_s: float = 0.250
+    stuck_s: float = 0.500
     cool_down_s: float = 30.0
     max_cool_down_s: float = 300.0
 

@@ -39,7 +39,7 @@ class Recording:
 
 
 class SlowShares:
-    """Takes `sleep_s` per call (deliberately over the 10 ms hook budget), then answers shares=999."""
+    """Takes `sleep_s` per call (deliberately over the 50 ms hook budget), then answers shares=999."""
 
     name = "SlowShares"
 
@@ -78,7 +78,7 @@ def test_create_container_runs_on_the_loop_thread(sock_dir: Path) -> None:
 
 
 def test_slow_hook_trips_its_breaker_and_the_runtime_answers_within_the_deadline(sock_dir: Path) -> None:
-    slow = SlowShares(0.03)  # 3x the 10 ms budget, far inside the 2 s request timeout
+    slow = SlowShares(0.08)  # over the 50 ms budget, far inside the 2 s request timeout
 
     async def body() -> None:
         async with nri_world(sock_dir, plugins=[slow]) as w:
