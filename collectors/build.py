@@ -106,6 +106,7 @@ def build_collectors(
         registry=registry,
         info={"cgroup_version": f"v{int(version)}", "cgroup_driver": driver.value},
         on_cycle=reader.new_cycle,
+        on_close=reader.close,
     )
     if registry is not None:
         registry.register(StoreExporter(store, node_name=settings.node_name, states=scheduler.states, stale_factor=3.0))

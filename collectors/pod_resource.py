@@ -16,6 +16,12 @@ from collectors.base import BaseCollector, CycleContext
 __all__ = ["PodResourceCollector"]
 
 
+_NAMES = {
+    level: (f"{level}_cpu_usage", f"{level}_memory_usage", f"{level}_memory_usage_with_cache")
+    for level in ("pod", "container")
+}
+
+
 class PodResourceCollector(BaseCollector):
     name = "pod_resource"
 
@@ -26,18 +32,21 @@ class PodResourceCollector(BaseCollector):
 
     def _one(self, ctx: CycleContext, level: str, rel: str, labels: Labels, seen: dict[str, tuple[float, int]]) -> tuple[float | None, float | None]:
         reader = self.reader
+        names = _NAMES[level]
+        append = ctx.samples.append  # ctx.emit, inlined: this runs for every pod and container each cycle
         cores: float | None = None
         usage = reader.cpu_usage_ns(rel)
         if usage is not None:
-            seen[rel] = (ctx.mono, usage)
+            mono = ctx.mono
+            seen[rel] = (mono, usage)
             prev = self._prev.get(rel)
-            if prev is not None and ctx.mono > prev[0] and usage >= prev[1]:
-                cores = (usage - prev[1]) / ((ctx.mono - prev[0]) * 1e9)
-                ctx.emit(f"{level}_cpu_usage", labels, cores)
+            if prev is not None and mono > prev[0] and usage >= prev[1]:
+                cores = (usage - prev[1]) / ((mono - prev[0]) * 1e9)
+                append(((names[0], labels), cores))
         mem = reader.memory(rel)
         if mem is not None:
-            ctx.emit(f"{level}_memory_usage", labels, float(mem.without_cache))
-            ctx.emit(f"{level}_memory_usage_with_cache", labels, float(mem.with_cache))
+            append(((names[1], labels), float(mem.without_cache)))
+            append(((names[2], labels), float(mem.with_cache)))
         if usage is None and mem is None:
             ctx.missing += 1
         return cores, (None if mem is None else float(mem.without_cache))

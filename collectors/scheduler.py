@@ -75,6 +75,7 @@ class CollectorScheduler:
         registry: CollectorRegistry | None = None,
         info: Mapping[str, str] | None = None,
         on_cycle: Callable[[], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -85,6 +86,7 @@ class CollectorScheduler:
         self.shared = SharedUsage()
         self.info = dict(info or {})
         self._on_cycle = on_cycle
+        self._on_close = on_close
         self._collectors = {c.name: c for c in sorted(collectors, key=lambda c: _order(c.name))}
         self._states: dict[str, CollectorState] = {}
         for name, collector in self._collectors.items():
@@ -133,6 +135,8 @@ class CollectorScheduler:
     def close(self) -> None:
         for collector in self._collectors.values():
             collector.close()
+        if self._on_close is not None:
+            self._on_close()  # e.g. the stat reader's kept-open descriptors
 
     def groups(self) -> dict[float, tuple[str, ...]]:
         """Enabled collectors by interval, each group in cycle order."""

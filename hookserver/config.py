@@ -43,6 +43,19 @@ class HookServerSettings(_Frozen):
     failure_policy: Literal["Ignore", "Fail"] = "Ignore"
     disable_stages: tuple[str, ...] = ()
     max_workers: int = Field(default=8, ge=1, le=256)
+    # Per-hook time budget and breaker (every door; see hookserver.hooks.breaker).
+    hook_budget_ms: float = Field(default=50.0, gt=0, le=2000)
+    breaker_trip_after: int = Field(default=3, ge=1, le=1000)
+    breaker_stuck_ms: float = Field(default=500.0, gt=0, le=60000)
+    breaker_cool_down_s: float = Field(default=30.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _stuck_over_budget(self) -> HookServerSettings:
+        if self.breaker_stuck_ms < self.hook_budget_ms:
+            raise ValueError(
+                f"breaker_stuck_ms ({self.breaker_stuck_ms}) must be at least hook_budget_ms ({self.hook_budget_ms})"
+            )
+        return self
 
 
 class CgroupSettings(_Frozen):

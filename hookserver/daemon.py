@@ -23,7 +23,7 @@ from hookserver.config import Settings
 from hookserver.debug import DebugServer
 from hookserver.dispatch import HookDispatcher
 from hookserver.executor import build_executor
-from hookserver.hooks import FailurePolicy, HookRegistry
+from hookserver.hooks import BreakerSettings, FailurePolicy, HookRegistry
 from hookserver.hooks.plugins import default_plugins
 from hookserver.informer import Informer, build_informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
@@ -78,8 +78,14 @@ class Daemon:
         self.registry = HookRegistry(default_plugins())  # type: ignore[arg-type]
         self.registry.disable(settings.hook.disable_stages)
         self.policy = FailurePolicy(settings.hook.failure_policy)
+        hook = settings.hook
         self.dispatcher = HookDispatcher(
-            registry=self.registry, store=self.store, executor=self.executor, policy=self.policy, metrics=self.metrics
+            registry=self.registry, store=self.store, executor=self.executor, policy=self.policy, metrics=self.metrics,
+            breaker_settings=BreakerSettings(
+                budget_s=hook.hook_budget_ms / 1000, trip_after=hook.breaker_trip_after,
+                stuck_s=hook.breaker_stuck_ms / 1000, cool_down_s=hook.breaker_cool_down_s,
+                max_cool_down_s=max(300.0, hook.breaker_cool_down_s),
+            ),
         )
         self.proxy = ProxyServer(settings.hook, dispatcher=self.dispatcher, registry=self.registry)
         self.nri: NriPlugin | None = None
@@ -230,6 +236,7 @@ class Daemon:
             "metrics_port": self.http.port,
             "cgroup": self.executor.layout.describe(),
             "nri": self.nri.status() if self.nri is not None else {"state": "disabled"},
+            "hook_breakers": self.dispatcher.breaker_status(),
             "informer": self.informer.status(),
             "collectors": self.collectors.status(),
             "predictor": self._predictor_status(),

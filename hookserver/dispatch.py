@@ -6,11 +6,16 @@ A front door translates its wire request into a context and calls `dispatch_pod`
 the store learns the pod/container, pod-level values are written to the pod cgroup (neither the proxy
 nor NRI carries them), and every decision, call and write is audited and counted. A failed hook
 never leaves a partial set of values: the result is all of them or none.
+
+Hooks run on the caller's thread (no hand-off: it costs more than the hook). Each hook is timed against
+its budget by `breakers` (`hookserver.hooks.breaker`): a hook that keeps overrunning is skipped, answered
+"no change" for that hook, and shown in the audit, the metrics and `hookctl`. Hooks read a typed
+`NodeView` of the store (`hookserver.view`), taken once per call before the call's own bookkeeping
+writes, so a new container never forces the store to rebuild its snapshot on the hot path.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +25,7 @@ from typing import Any
 
 from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
+from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass
 from hookserver.hooks.outcome import FailurePolicy, StageOutcome
 from hookserver.hooks.registry import HookRegistry
@@ -27,9 +33,9 @@ from hookserver.hooks.runner import run_stage
 from hookserver.hooks.stages import Stage
 from hookserver.observability.metrics import HookMetrics
 from hookserver.resources import Resources
-from hookserver.store.audit import DecisionRecord, HookEventRecord
 from hookserver.store.records import ContainerRecord, PodRecord
-from hookserver.store.state import StateStore
+from hookserver.store.state import StateStore, StoreSnapshot
+from hookserver.view import NodeView, NodeViews
 
 __all__ = ["DispatchResult", "HookDispatcher", "HookRejected"]
 
@@ -67,6 +73,8 @@ class HookDispatcher:
         policy: FailurePolicy = FailurePolicy.IGNORE,
         metrics: HookMetrics | None = None,
         perf_clock: Callable[[], float] = time.perf_counter,
+        breakers: HookBreakers | None = None,
+        breaker_settings: BreakerSettings | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -74,6 +82,21 @@ class HookDispatcher:
         self.policy = policy
         self.metrics = metrics
         self._perf = perf_clock
+        self._views = NodeViews()
+        self.breakers = (
+            breakers if breakers is not None else HookBreakers(breaker_settings, on_change=self._breaker_changed)
+        )
+
+    def view(self) -> NodeView:
+        """The hooks' view of the store as it is now."""
+        return self._views.of(self.store.snapshot())
+
+    def breaker_status(self) -> dict[str, Any]:
+        return self.breakers.status()
+
+    def _breaker_changed(self, plugin: str, stage: Stage, state: BreakerState, why: str) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_breaker(plugin, stage.value, state.value)
 
     # -- pods ------------------------------------------------------------------------------------
     def dispatch_pod(self, stage: Stage, request: PodRequest, *, door: str, rpc: str) -> DispatchResult:
@@ -83,9 +106,12 @@ class HookDispatcher:
         if request.skips_hooks():
             return self._finish(DispatchResult(stage, result="skipped"), door, rpc, request.key, "", started)
         outcome = run_stage(
-            self.registry, stage, request, self.store.snapshot(), stop_on_error=self.policy is FailurePolicy.FAIL
+            self.registry, stage, request, self.view(), stop_on_error=self.policy is FailurePolicy.FAIL,
+            breakers=self.breakers,
         )
-        self._audit(door, outcome, request, "")
+        self.store.audit.add_decisions(
+            self.store.clock(), door, stage.value, request.key, request.uid, "", outcome.outcomes
+        )
         if outcome.failed:
             return self._fail(stage, outcome, door, rpc, request.key, "", started)
         report: ApplyReport | None = None
@@ -113,46 +139,59 @@ class HookDispatcher:
         self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str
     ) -> DispatchResult:
         started = self._perf()
-        self._learn_container(stage, request)
-        filled = self._fill_pod_gaps(request.pod)
+        # One snapshot for the whole call: pods, node and NodeSLO current, containers not copied (see the module doc).
+        snap = self.store.pods_snapshot()
+        self._learn_container(stage, request, snap)
+        filled = self._fill_pod_gaps(request.pod, snap)
         if filled is not request.pod:
             request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
-        if request.pod.skips_hooks():
-            return self._finish(
-                DispatchResult(stage, result="skipped"), door, rpc, request.pod.key, request.name, started
-            )
+        pod = request.pod
+        pod_key = pod.key
+        if pod.skips_hooks():
+            return self._finish(DispatchResult(stage, result="skipped"), door, rpc, pod_key, request.name, started)
         outcome = run_stage(
-            self.registry, stage, request, self.store.snapshot(), stop_on_error=self.policy is FailurePolicy.FAIL
+            self.registry, stage, request, self._views.of(snap), stop_on_error=self.policy is FailurePolicy.FAIL,
+            breakers=self.breakers,
         )
-        self._audit(door, outcome, request.pod, request.name)
+        self.store.audit.add_decisions(
+            self.store.clock(), door, stage.wire, pod_key, pod.uid, request.name, outcome.outcomes
+        )
         if outcome.failed:
-            return self._fail(stage, outcome, door, rpc, request.pod.key, request.name, started)
+            return self._fail(stage, outcome, door, rpc, pod_key, request.name, started)
         result = DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
-        return self._finish(result, door, rpc, request.pod.key, request.name, started)
+        return self._finish(result, door, rpc, pod_key, request.name, started)
 
     # -- decisions only (the reconciler) ----------------------------------------------------------
-    def decide_pod(self, stage: Stage, request: PodRequest, snapshot: Any) -> DispatchResult:
+    def decide_pod(self, stage: Stage, request: PodRequest, snapshot: StoreSnapshot) -> DispatchResult:
         """The values the hooks want for a running pod: the same skip label, gap filling, hooks and
         all-or-none rule as `dispatch_pod`, but nothing is learnt, written or audited. The reconciler
         writes the values itself (leveled, through the cache) and audits with `record_decisions` only
-        what changed, so a pass over an unchanged node leaves the audit alone."""
+        what changed, so a pass over an unchanged node leaves the audit alone. The hooks read the same
+        typed view of `snapshot` as on the hot path; the breakers are not consulted (the pass runs on a
+        worker thread, off the runtime's deadline, and its timings must not trip the hot path's breakers)."""
         request = self._fill_pod_gaps(request)
         if request.skips_hooks():
             return DispatchResult(stage, result="skipped")
-        return self._decided(stage, run_stage(self.registry, stage, request, snapshot, stop_on_error=True))
+        return self._decided(
+            stage, run_stage(self.registry, stage, request, self._views.of(snapshot), stop_on_error=True)
+        )
 
-    def decide_container(self, stage: Stage, request: ContainerRequest, snapshot: Any) -> DispatchResult:
+    def decide_container(self, stage: Stage, request: ContainerRequest, snapshot: StoreSnapshot) -> DispatchResult:
         """`decide_pod` for one container of a running pod."""
         filled = self._fill_pod_gaps(request.pod)
         if filled is not request.pod:
             request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
         if request.pod.skips_hooks():
             return DispatchResult(stage, result="skipped")
-        return self._decided(stage, run_stage(self.registry, stage, request, snapshot, stop_on_error=True))
+        return self._decided(
+            stage, run_stage(self.registry, stage, request, self._views.of(snapshot), stop_on_error=True)
+        )
 
     def record_decisions(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str = "") -> None:
         """Audit each plugin's decision for `pod` (and `container`) as coming from `door`."""
-        self._audit(door, outcome, pod, container)
+        self.store.audit.add_decisions(
+            self.store.clock(), door, outcome.stage.value, pod.key, pod.uid, container, outcome.outcomes
+        )
 
     def _decided(self, stage: Stage, outcome: StageOutcome) -> DispatchResult:
         if outcome.failed:
@@ -201,34 +240,19 @@ class HookDispatcher:
         self, result: DispatchResult, door: str, rpc: str, pod_key: str, container: str, started: float
     ) -> DispatchResult:
         latency = self._perf() - started
-        self.store.audit.record_event(
-            HookEventRecord(
-                ts=self.store.clock(), door=door, rpc=rpc, pod_key=pod_key, container=container,
-                latency_s=latency, result=result.result, error=result.error,
-            )
+        self.store.audit.add_event(
+            self.store.clock(), door, rpc, pod_key, container, latency, result.result, result.error
         )
         if self.metrics is not None:
-            self.metrics.observe_call(door, rpc, result.result, latency)
-            if result.outcome is not None:
-                for o in result.outcome.outcomes:
-                    self.metrics.observe_plugin(o.plugin, o.stage.value, o.duration_s, o.error_type if o.failed else "")
+            outcome = result.outcome
+            plugins: tuple[tuple[str, str, float, str], ...] = ()
+            if outcome is not None:
+                wire = outcome.stage.wire
+                plugins = tuple([(o.plugin, wire, o.duration_s, o.error_type) for o in outcome.outcomes])
+            self.metrics.queue_call(door, rpc, result.result, latency, plugins)
         return result
 
-    def _audit(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str) -> None:
-        ts = self.store.clock()
-        for o in outcome.outcomes:
-            res = o.result
-            self.store.audit.record_decision(
-                DecisionRecord(
-                    ts=ts, door=door, stage=o.stage.value, pod_key=pod.key, pod_uid=pod.uid,
-                    container=container, plugin=o.plugin, applied=bool(res and res.applied),
-                    values=_values_of(res.resources) if res else _NO_VALUES,
-                    reason=res.reason if res else "", inputs=res.inputs if res else MappingProxyType({}),
-                    error=o.error,
-                )
-            )
-
-    def _fill_pod_gaps(self, request: PodRequest) -> PodRequest:
+    def _fill_pod_gaps(self, request: PodRequest, snap: StoreSnapshot | None = None) -> PodRequest:
         """Fill what the request lacks from the store's copy of the pod (informer or an earlier hook).
 
         The request always wins where it carries a value; the copy only fills empty labels, annotations
@@ -236,7 +260,7 @@ class HookDispatcher:
         """
         if not request.uid or (request.labels and request.annotations and request.cgroup_parent):
             return request
-        known = self.store.snapshot().pods.get(request.uid)
+        known = (snap or self.store.snapshot()).pods.get(request.uid)
         if known is None:
             return request
         changes: dict[str, object] = {}
@@ -261,19 +285,19 @@ class HookDispatcher:
             # merge, not replace: keep what the informer knows (priority, phase, specs) that a hook does not
             self.store.merge_pod(_pod_record(request, self.store.clock()))
 
-    def _learn_container(self, stage: Stage, request: ContainerRequest) -> None:
+    def _learn_container(self, stage: Stage, request: ContainerRequest, snap: StoreSnapshot) -> None:
         pod = request.pod
-        snap = self.store.snapshot()
         if pod.uid and pod.uid not in snap.pods:
             self.store.upsert_pod(_pod_record(pod, self.store.clock()))
         key = request.container_id or f"pending:{pod.uid}/{request.name}"
         if stage is Stage.POST_STOP_CONTAINER:
             self.store.remove_container(key)
             return
-        if request.container_id and f"pending:{pod.uid}/{request.name}" in snap.containers:
-            self.store.remove_container(f"pending:{pod.uid}/{request.name}")
+        store = self.store
+        if request.container_id and store.container(f"pending:{pod.uid}/{request.name}") is not None:
+            store.remove_container(f"pending:{pod.uid}/{request.name}")
         cgroup_parent = request.cgroup_parent or pod.cgroup_parent
-        known = snap.containers.get(key)
+        known = store.container(key)
         if (
             known is not None
             and known.pod_uid == pod.uid
@@ -301,12 +325,3 @@ def _pod_record(request: PodRequest, now: float) -> PodRecord:
         annotations=request.annotations, cgroup_parent=request.cgroup_parent, sandbox_id=request.sandbox_id,
         qos_class=qos, source=request.source.value, updated_at=now,
     )
-
-
-_NO_VALUES: Mapping[str, int | str] = MappingProxyType({})
-
-
-@functools.lru_cache(maxsize=1024)
-def _values_of(resources: Resources) -> Mapping[str, int | str]:
-    """The audit's view of a (frozen, memoized) hook value: computed once per distinct value."""
-    return MappingProxyType(resources.as_dict())

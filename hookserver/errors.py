@@ -10,6 +10,7 @@ boundary (`raise ... from exc`), so callers catch a base class rather than a lis
     │   ├── AnnotationError         a malformed extended-resource-spec annotation
     │   └── UnknownQoSClassError    a koordinator.sh/qosClass value we do not know
     ├── HookError                   a hook plugin failed (wraps the cause)
+    │   └── HookTimeout             a hook was interrupted: it ran past its call's deadline
     ├── ExecutorError               a cgroup or sysctl write failed (names the file and the value)
     │   ├── PathEscapeError         a cgroup path would leave the cgroup root ('..', symlinks)
     │   ├── CgroupNotFoundError     the cgroup directory does not exist
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "ExecutorError",
     "HookError",
+    "HookTimeout",
     "HookServerError",
     "InformerError",
     "InputError",
@@ -78,6 +80,10 @@ class HookError(HookServerError):
         super().__init__(message)
         self.plugin = plugin
         self.field = field
+
+
+class HookTimeout(HookError):
+    """Raised inside a hook that ran past its call's deadline (`hookserver.hooks.deadline`)."""
 
 
 class ExecutorError(HookServerError):

@@ -66,3 +66,22 @@ def test_the_test_tier_variables_are_not_settings() -> None:
     assert settings.node_name == "n1" and settings.kubeconfig == ""
     with pytest.raises(ConfigError, match="e2ekubeconfig"):
         load_settings(environ={"HOOKSERVER_E2EKUBECONFIG": "/tmp/k"})  # a typo is still an error
+
+
+def test_hook_budget_and_breaker_settings_are_validated_and_reach_the_dispatcher(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="breaker_stuck_ms"):
+        load_settings(overrides={"hook": {"hook_budget_ms": 500, "breaker_stuck_ms": 100}}, environ={})
+    with pytest.raises(ConfigError, match="hook_budget_ms"):
+        load_settings(overrides={"hook": {"hook_budget_ms": 0}}, environ={})
+    from hookserver.daemon import Daemon
+
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")  # a (fixture) cgroup2 root
+    s = load_settings(
+        overrides={
+            "standalone": True, "state_dir": str(tmp_path), "hook": {"hook_budget_ms": 20, "breaker_trip_after": 5},
+            "cgroup": {"root": str(tmp_path), "version": "v2"}, "nri": {"enabled": False},
+        },
+        environ={"HOOKSERVER_HOOK__BREAKER_COOL_DOWN_S": "60"},
+    )
+    breakers = Daemon(s).dispatcher.breakers.settings
+    assert (breakers.budget_s, breakers.trip_after, breakers.cool_down_s) == (0.02, 5, 60.0)

@@ -54,6 +54,9 @@ class QoSClass(enum.Enum):
         raw = labels.get(LABEL_QOS_CLASS)
         if raw is None or raw == "":
             return cls.NONE
+        member = cls._value2member_map_.get(raw)  # `cls(raw)` costs ~1 µs on the hot path; this, a dict lookup
+        if member is not None:
+            return member  # type: ignore[return-value]
         try:
             return cls(raw)
         except ValueError:

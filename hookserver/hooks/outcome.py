@@ -71,6 +71,7 @@ class StageOutcome:
     resources: Resources
     envs: Mapping[str, str]
     duration_s: float
+    error_count: int = -1  # set by the runner; -1: count on demand
 
     @property
     def errors(self) -> tuple[HookOutcome, ...]:
@@ -78,6 +79,8 @@ class StageOutcome:
 
     @property
     def failed(self) -> bool:
+        if self.error_count >= 0:
+            return self.error_count > 0
         return any(o.failed for o in self.outcomes)
 
     @property

@@ -15,6 +15,7 @@ from hookserver.errors import ConfigError
 from hookserver.hooks.context import ContainerRequest, PodRequest
 from hookserver.hooks.outcome import HookResult
 from hookserver.hooks.stages import Stage
+from hookserver.view import NodeView
 
 __all__ = [
     "ContainerHook",
@@ -34,11 +35,11 @@ class HookPlugin(Protocol):
 
 
 class PodHook(Protocol):
-    def __call__(self, request: PodRequest, snapshot: Any) -> HookResult: ...
+    def __call__(self, request: PodRequest, view: NodeView) -> HookResult: ...
 
 
 class ContainerHook(Protocol):
-    def __call__(self, request: ContainerRequest, snapshot: Any) -> HookResult: ...
+    def __call__(self, request: ContainerRequest, view: NodeView) -> HookResult: ...
 
 
 class HookRegistry:
@@ -47,6 +48,7 @@ class HookRegistry:
     def __init__(self, plugins: Iterable[HookPlugin] = ()) -> None:
         self._plugins: dict[str, HookPlugin] = {}
         self._by_stage: dict[Stage, list[tuple[str, Any]]] = {}
+        self._active: dict[Stage, tuple[tuple[str, Any], ...]] = {}  # what `handlers` hands out, rebuilt on change
         self._disabled: frozenset[Stage] = frozenset()
         for plugin in plugins:
             self.register(plugin)
@@ -66,6 +68,7 @@ class HookRegistry:
             handlers = self._by_stage.setdefault(stage, [])
             handlers.append((name, getattr(plugin, stage.method)))
             handlers.sort(key=lambda item: item[0].encode())
+        self._rebuild()
         log.info("hook plugin %s handles %s", name, ", ".join(sorted(s.value for s in stages)))
         return stages
 
@@ -78,6 +81,7 @@ class HookRegistry:
                 "disabled stages have no hook: " + ", ".join(sorted(s.value for s in unknown))
             )
         self._disabled = wanted
+        self._rebuild()
         return self.stages()
 
     def declared_stages(self) -> frozenset[Stage]:
@@ -91,10 +95,14 @@ class HookRegistry:
         """Sorted wire names, for the runtime-proxy registration file (stable, unlike koordlet's)."""
         return sorted(s.value for s in self.stages())
 
-    def handlers(self, stage: Stage) -> list[tuple[str, Any]]:
-        if stage in self._disabled:
-            return []
-        return list(self._by_stage.get(stage, ()))
+    def handlers(self, stage: Stage) -> tuple[tuple[str, Any], ...]:
+        """(plugin name, stage method) in run order; () for a disabled stage. Precomputed: this is the hot path."""
+        return self._active.get(stage, ())
+
+    def _rebuild(self) -> None:
+        self._active = {
+            stage: tuple(handlers) for stage, handlers in self._by_stage.items() if stage not in self._disabled
+        }
 
     @property
     def plugins(self) -> Mapping[str, HookPlugin]:

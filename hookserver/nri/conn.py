@@ -2,7 +2,9 @@
 
 The server (conn 1, the Plugin service) runs each request in its own task, as Go's ttrpc server runs
 each in a goroutine, so requests may be answered out of order; it replies on the request's stream
-id. The client (conn 2, the Runtime service) allocates odd, increasing stream ids (1, 3, 5, ...) and
+id. A method may also have an *inline* handler: it runs right where the request frame is read and its
+reply is queued at once, with no task and no loop turn in between (the hot path: CreateContainer and
+UpdateContainer). An inline handler returns None to pass the request on to the task path. The client (conn 2, the Runtime service) allocates odd, increasing stream ids (1, 3, 5, ...) and
 sends in the same synchronous step, so ids reach the wire in order, as ttrpc >= 1.2 servers demand.
 """
 
@@ -29,23 +31,27 @@ from hookserver.nri.ttrpc import (
     encode_response,
 )
 
-__all__ = ["Handler", "TtrpcClient", "TtrpcServer"]
+__all__ = ["Handler", "InlineHandler", "TtrpcClient", "TtrpcServer"]
 
 log = logging.getLogger(__name__)
 
 # A method handler: request payload and the caller's deadline in seconds (None: none) -> reply payload.
 # Raise StatusError to answer with an error status.
 Handler = Callable[[bytes, float | None], Awaitable[bytes]]
+# The same, run synchronously where the frame is read; None means "not here: use the task path".
+InlineHandler = Callable[[bytes, float | None], bytes | None]
 
 
 class TtrpcServer:
     def __init__(
-        self, mux: Multiplexer, conn_id: int, service: str, methods: Mapping[str, Handler]
+        self, mux: Multiplexer, conn_id: int, service: str, methods: Mapping[str, Handler],
+        inline: Mapping[str, InlineHandler] | None = None,
     ) -> None:
         self._mux = mux
         self._conn = conn_id
         self._service = service
         self._methods = dict(methods)
+        self._inline = dict(inline or {})
         self._decoder = FrameDecoder()
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_stream = 0
@@ -93,6 +99,9 @@ class TtrpcServer:
             )
             return
         deadline = request.timeout_nano / 1e9 if request.timeout_nano > 0 else None
+        fast = self._inline.get(request.method)
+        if fast is not None and self._serve_inline(sid, request.method, fast, request.payload, deadline):
+            return
         self._spawn(self._serve(sid, request.method, handler, request.payload, deadline), f"nri-{request.method}-{sid}")
 
     async def _serve(
@@ -110,6 +119,34 @@ class TtrpcServer:
             await self._send(sid, encode_response(code=Code.INTERNAL, message=f"{method}: {exc}"))
             return
         await self._send(sid, encode_response(reply))
+
+    def _serve_inline(
+        self, sid: int, method: str, handler: InlineHandler, payload: bytes, deadline: float | None
+    ) -> bool:
+        """Run an inline handler and queue its reply; False when it passed the request on."""
+        try:
+            reply = handler(payload, deadline)
+        except StatusError as exc:
+            self._send_now(sid, encode_response(code=exc.code, message=exc.status_message))
+            return True
+        except Exception as exc:  # noqa: BLE001 - a handler bug answers INTERNAL; the connection lives on
+            log.error("nri %s (stream %d) failed: %s", method, sid, exc, exc_info=True)
+            self._send_now(sid, encode_response(code=Code.INTERNAL, message=f"{method}: {exc}"))
+            return True
+        if reply is None:
+            return False
+        self._send_now(sid, encode_response(reply))
+        return True
+
+    def _send_now(self, sid: int, data: bytes) -> None:
+        try:
+            frame = encode_frame(sid, MessageType.RESPONSE, data)
+        except StatusError as exc:
+            frame = encode_frame(sid, MessageType.RESPONSE, encode_response(code=exc.code, message=exc.status_message))
+        try:
+            self._mux.send_nowait(self._conn, frame)
+        except WireError as exc:
+            log.debug("nri ttrpc: reply on stream %d not sent: %s", sid, exc)
 
     def _reply_later(self, sid: int, code: int, message: str) -> None:
         self._spawn(self._send(sid, encode_response(code=code, message=message)), f"nri-status-{sid}")

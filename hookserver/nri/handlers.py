@@ -3,9 +3,11 @@
 There is no hook logic here: each event becomes a `PodRequest`/`ContainerRequest` and goes through
 `HookDispatcher`, exactly as the proxy's requests do. What lives here is the NRI contract:
 
-* Every answer comes inside the runtime's deadline. A dispatch runs in a worker thread under
-  `asyncio.timeout(budget)`, budget = half the request timeout from Configure (or the call's own
-  deadline if tighter): a slow path gives up and answers before NRI would drop the plugin.
+* The hot path runs inline: CreateContainer and UpdateContainer run on the event loop where the frame
+  is read, with fail-open kept by per-hook breakers, a call deadline and a loop watchdog (`hotpath`).
+* Every other answer comes inside the runtime's deadline: the rest of the events (and the hot path
+  while a hook is suspect) run in a worker thread under `asyncio.timeout(budget)`, budget = half the
+  request timeout from Configure (or the call's own deadline if tighter).
 * Failure policy, applied once here: under Ignore a timeout or an internal error answers "no
   change" and is recorded (audit event, metrics, status). Under Fail a hook rejection answers
   status UNKNOWN (the runtime then fails the operation), a timeout DEADLINE_EXCEEDED and an
@@ -23,21 +25,23 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from hookserver.api import nri_pb2
 from hookserver.dispatch import HookDispatcher, HookRejected
 from hookserver.errors import HookServerError
 from hookserver.hooks.context import PodRequest
+from hookserver.hooks.deadline import CallDeadline
 from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.stages import Stage
-from hookserver.nri.conn import Handler
+from hookserver.nri.conn import Handler, InlineHandler
 from hookserver.nri.events import EVENT_STAGES, Event, mask_words, subscription_mask, valid_mask_for
 from hookserver.nri.status import NriStatus
+from hookserver.nri.hotpath import InlineHotPath, decode
 from hookserver.nri.translate import adjustment_for, container_request, pod_request, update_for
 from hookserver.nri.ttrpc import Code, StatusError
-from hookserver.store.audit import HookEventRecord
+from hookserver.nri.watchdog import LoopWatchdog
 
 __all__ = ["BUDGET_FRACTION", "DEFAULT_REQUEST_TIMEOUT_S", "DOOR", "PLUGIN_SERVICE", "RUNTIME_SERVICE", "PluginService"]
 
@@ -80,6 +84,8 @@ class PluginService:
         status: NriStatus,
         pool: Executor,
         clock: Callable[[], float] = time.time,
+        watchdog: LoopWatchdog | None = None,
+        deadline: CallDeadline | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._registry = registry
@@ -93,6 +99,10 @@ class PluginService:
         self._sync_chunks = 0
         self.configured = asyncio.Event()
         self.synchronized = asyncio.Event()
+        self._hot = InlineHotPath(
+            dispatcher=dispatcher, status=status, policy=policy, budget=self.budget, record=self._record,
+            watchdog=watchdog, deadline=deadline,
+        )
 
     def methods(self) -> dict[str, Handler]:
         """Method name -> wire handler. Methods not listed (UpdatePodSandbox, ValidateContainerAdjustment:
@@ -113,6 +123,10 @@ class PluginService:
         for event, (request_type, reply_type) in _CONTAINER_RPCS.items():
             table[event.word] = w(event.word, request_type, self._ctr_rpc(event, reply_type))
         return table
+
+    def inline_methods(self) -> dict[str, InlineHandler]:
+        """The hot path: run on the loop where the frame is read (`hotpath.InlineHotPath`)."""
+        return self._hot.methods()
 
     # -- configure and synchronize ---------------------------------------------------------------
     async def configure(self, req: nri_pb2.ConfigureRequest, budget: float) -> nri_pb2.ConfigureResponse:
@@ -330,12 +344,7 @@ class PluginService:
     def _record(self, rpc: str, pod_key: str, container: str, result: str, error: str, started: float) -> None:
         store = self._dispatcher.store
         latency = time.perf_counter() - started
-        store.audit.record_event(
-            HookEventRecord(
-                ts=store.clock(), door=DOOR, rpc=rpc, pod_key=pod_key, container=container,
-                latency_s=latency, result=result, error=error,
-            )
-        )
+        store.audit.add_event(store.clock(), DOOR, rpc, pod_key, container, latency, result, error)
         metrics = self._dispatcher.metrics
         if metrics is not None:
             metrics.observe_call(DOOR, rpc, result, latency)
@@ -346,13 +355,7 @@ class PluginService:
     ) -> Handler:
         async def handler(payload: bytes, deadline_s: float | None) -> bytes:
             self._status.calls[method] += 1
-            request = request_type()
-            try:
-                request.ParseFromString(payload)
-            except DecodeError as exc:
-                raise StatusError(
-                    Code.INVALID_ARGUMENT, f"{method}: {request_type.DESCRIPTOR.full_name} does not decode: {exc}"
-                ) from exc
+            request = decode(request_type, method, payload)
             reply = await fn(request, self.budget(deadline_s))
             data: bytes = reply.SerializeToString()
             return data

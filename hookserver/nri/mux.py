@@ -3,7 +3,8 @@
 Mux frame = `[conn id u32][payload length u32][payload]`, big-endian (reference §2). Conn 1 carries
 the Plugin service (the runtime calls us), conn 2 the Runtime service (we call the runtime).
 
-Sending: a Go peer reads each logical connection through a 4096-byte buffer and fails with ENOMEM
+Receiving reads the socket in chunks and cuts mux frames out of a buffer: one await per chunk, not two
+per frame. Sending: a Go peer reads each logical connection through a 4096-byte buffer and fails with ENOMEM
 (dropping us, and creating the container without our adjustments) if one queued frame is larger,
 so every outgoing message is cut into pieces of at most 4096 bytes and written in one go, which
 keeps one message's pieces together. Receiving: payloads are appended to the logical connection's
@@ -38,6 +39,7 @@ MAX_SEND_CHUNK_BYTES = 4096
 # Go writers send at most one ttrpc frame (10 + 4 MiB) per mux frame, and nri <= v0.6 refuses writes
 # over 16 MiB. Anything longer is not a frame a runtime sends: the stream is broken.
 MAX_RECV_FRAME_BYTES = 16 << 20
+_READ_CHUNK = 1 << 16
 
 Sink = Callable[[bytes], None]
 
@@ -88,47 +90,67 @@ class Multiplexer:
         return self._closed or self._writer.is_closing()
 
     async def send(self, conn_id: int, data: bytes) -> None:
+        self.send_nowait(conn_id, data)
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise WireError(f"nri mux: write failed: {exc}") from exc
+
+    def send_nowait(self, conn_id: int, data: bytes) -> None:
+        """Queue one whole message now, without waiting for the transport to drain (replies sent inline,
+        from a sink: they are small, and the transport buffers what the socket does not take at once)."""
         if self.closed:
             raise WireError("nri mux: connection is closed")
         frames = encode_mux(conn_id, data)
         self.frames_out += (len(data) + MAX_SEND_CHUNK_BYTES - 1) // MAX_SEND_CHUNK_BYTES or 1
         try:
             self._writer.write(frames)
-            await self._writer.drain()
         except (ConnectionError, OSError) as exc:
             raise WireError(f"nri mux: write failed: {exc}") from exc
 
     async def run(self) -> None:
         """Read until EOF (returns) or a broken stream (raises WireError). A sink's WireError ends it too."""
         reader = self._reader
+        header = MUX_HEADER
+        hsize = header.size
+        limit = self._max_frame
+        sinks = self._sinks
+        buf = bytearray()
         while True:
             try:
-                header = await reader.readexactly(MUX_HEADER.size)
-            except asyncio.IncompleteReadError as exc:
-                if not exc.partial:
+                chunk = await reader.read(_READ_CHUNK)
+            except (ConnectionError, OSError) as exc:
+                raise WireError(f"nri mux: read failed: {exc}") from exc
+            if not chunk:
+                if not buf:
                     return
-                raise WireError(f"nri mux: connection closed inside a frame header ({len(exc.partial)} of 8 bytes)") from None
-            except (ConnectionError, OSError) as exc:
-                raise WireError(f"nri mux: read failed: {exc}") from exc
-            conn_id, length = MUX_HEADER.unpack(header)
-            if length > self._max_frame:
+                if len(buf) < hsize:
+                    raise WireError(f"nri mux: connection closed inside a frame header ({len(buf)} of 8 bytes)")
+                _conn, length = header.unpack_from(buf, 0)
                 raise WireError(
-                    f"nri mux: frame for conn {conn_id} declares {length} bytes, over the {self._max_frame} limit"
+                    f"nri mux: connection closed inside a frame ({len(buf) - hsize} of {length} bytes)"
                 )
-            try:
-                payload = await reader.readexactly(length) if length else b""
-            except asyncio.IncompleteReadError as exc:
-                raise WireError(
-                    f"nri mux: connection closed inside a frame ({len(exc.partial)} of {length} bytes)"
-                ) from None
-            except (ConnectionError, OSError) as exc:
-                raise WireError(f"nri mux: read failed: {exc}") from exc
-            self.frames_in += 1
-            sink = self._sinks.get(conn_id)
-            if sink is None:
-                log.debug("nri mux: dropping %d bytes for unopened conn %d", length, conn_id)
-                continue
-            sink(payload)
+            buf += chunk
+            pos, size = 0, len(buf)
+            while size - pos >= hsize:
+                conn_id, length = header.unpack_from(buf, pos)
+                if length > limit:
+                    raise WireError(
+                        f"nri mux: frame for conn {conn_id} declares {length} bytes, over the {limit} limit"
+                    )
+                end = pos + hsize + length
+                if end > size:
+                    break
+                payload = bytes(buf[pos + hsize:end])
+                pos = end
+                self.frames_in += 1
+                sink = sinks.get(conn_id)
+                if sink is None:
+                    log.debug("nri mux: dropping %d bytes for unopened conn %d", length, conn_id)
+                    continue
+                sink(payload)
+            if pos:
+                del buf[:pos]
 
     async def close(self) -> None:
         """Close the socket and wait until it is gone, so nothing of this connection outlives us."""

@@ -30,12 +30,14 @@ from hookserver.api import nri_pb2
 from hookserver.config import NriSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.errors import ConfigError, WireError
+from hookserver.hooks.deadline import CallDeadline
 from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.registry import HookRegistry
 from hookserver.nri.conn import TtrpcClient, TtrpcServer
 from hookserver.nri.handlers import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginService
 from hookserver.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Multiplexer
 from hookserver.nri.status import ConnState, NriStatus
+from hookserver.nri.watchdog import LoopWatchdog
 from hookserver.store.state import StateStore
 
 __all__ = ["Dial", "NriPlugin"]
@@ -49,6 +51,7 @@ ENV_NAME = "NRI_PLUGIN_NAME"
 ENV_IDX = "NRI_PLUGIN_IDX"
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _IDX = re.compile(r"^[0-9]{2}$")
+_WATCHDOG_STALL_S = 0.5
 
 
 class NriPlugin:
@@ -94,10 +97,21 @@ class NriPlugin:
         target = f"fd {self._inherited_fd}" if self._inherited_fd is not None else self._socket_path
         self._status = NriStatus(plugin=f"{idx}-{name}", socket=target)
         self._running = False
+        # Reports a hook that holds the loop past half the per-call budget (half of NRI's request timeout).
+        self.deadline = CallDeadline()
+        self.watchdog = LoopWatchdog(stall_s=_WATCHDOG_STALL_S, on_poll=self.deadline.nudge)
 
     def status(self) -> dict[str, Any]:
-        """JSON-able connection state for `hookctl nri` (debug provider "nri")."""
-        return self._status.as_dict()
+        """JSON-able connection state for `hookctl nri` (debug provider "nri"), with the hooks' breakers."""
+        out = self._status.as_dict()
+        out["loop_stalls"] = {
+            "count": self.watchdog.stalls,
+            "longest_ms": round(self.watchdog.longest_stall_s * 1000, 1),
+            "threshold_ms": self.watchdog.stall_s * 1000,
+        }
+        out["hook_interrupts"] = self.deadline.interrupts
+        out["breakers"] = self._dispatcher.breaker_status()
+        return out
 
     @property
     def state(self) -> ConnState:
@@ -114,6 +128,7 @@ class NriPlugin:
         backoff = Backoff(
             initial_s=self._settings.backoff_initial_s, max_s=self._settings.backoff_max_s, jitter=0.25, rand=self._rng
         )
+        self.watchdog.start()
         try:
             while not stop.is_set():
                 was_ready = await self._session(stop, pool)
@@ -131,6 +146,7 @@ class NriPlugin:
             st.state = ConnState.STOPPED
             st.connected_since = None
             pool.shutdown(wait=False, cancel_futures=True)
+            self.watchdog.stop()
             self._running = False
 
     # -- one connection --------------------------------------------------------------------------
@@ -148,9 +164,11 @@ class NriPlugin:
         mux = Multiplexer(reader, writer)
         service = PluginService(
             dispatcher=self._dispatcher, registry=self._registry, policy=self._policy, status=st, pool=pool,
-            clock=self._store.clock,
+            clock=self._store.clock, watchdog=self.watchdog, deadline=self.deadline,
         )
-        server = TtrpcServer(mux, PLUGIN_SERVICE_CONN, PLUGIN_SERVICE, service.methods())
+        server = TtrpcServer(
+            mux, PLUGIN_SERVICE_CONN, PLUGIN_SERVICE, service.methods(), inline=service.inline_methods()
+        )
         client = TtrpcClient(mux, RUNTIME_SERVICE_CONN)
         mux.open(PLUGIN_SERVICE_CONN, server.feed)
         mux.open(RUNTIME_SERVICE_CONN, client.feed)

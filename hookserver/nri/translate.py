@@ -9,7 +9,8 @@ always written as a present wrapper, a value we do not set is left absent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Iterator, Mapping
 
 from hookserver.api import nri_pb2
 from hookserver.errors import InputError
@@ -17,6 +18,9 @@ from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource
 from hookserver.resources import Resources
 
 __all__ = [
+    "EnvView",
+    "PodRequestCache",
+    "adjustment_bytes",
     "adjustment_for",
     "container_request",
     "pod_request",
@@ -46,6 +50,38 @@ def pod_request(pod: nri_pb2.PodSandbox) -> PodRequest:
     )
 
 
+class PodRequestCache:
+    """`pod_request` memoized by the pod's deterministic encoding, for the hot path.
+
+    Every CreateContainer carries its whole pod, and a pod's sandbox does not change while it lives, so
+    the translation (frozen label and annotation maps, resources) is done once per pod, not per
+    container. The key is the pod's bytes with map keys sorted: equal bytes mean an equal pod, so a hit
+    is always exact, and a pod that did change is simply a miss. Bounded; the oldest entry goes first.
+    """
+
+    __slots__ = ("_entries", "_max", "hits", "misses")
+
+    def __init__(self, max_entries: int = 512) -> None:
+        self._entries: dict[bytes, PodRequest] = {}
+        self._max = max_entries
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, pod: nri_pb2.PodSandbox) -> PodRequest:
+        key: bytes = pod.SerializeToString(deterministic=True)
+        entries = self._entries
+        found = entries.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
+        request = pod_request(pod)
+        if len(entries) >= self._max:
+            del entries[next(iter(entries))]
+        entries[key] = request
+        return request
+
+
 def container_request(
     pod: PodRequest, container: nri_pb2.Container, resources: nri_pb2.LinuxResources | None = None
 ) -> ContainerRequest:
@@ -57,11 +93,47 @@ def container_request(
         name=container.name,
         container_id=container.id,
         annotations=frozen_map(container.annotations),
-        envs=frozen_map(split_env(container.env)),
+        envs=EnvView(container.env) if container.env else _NO_ENV,
         resources=resources_from_wire(resources),
         cgroup_parent=pod.cgroup_parent,
         source=RequestSource.NRI,
     )
+
+
+class EnvView(Mapping[str, str]):
+    """A container's "K=V" env list as a read-only mapping, split only if a hook reads it.
+
+    Pods get dozens to hundreds of injected service variables; splitting them on every CreateContainer
+    for hooks that never look would be most of the translation's cost. The list is the request's own
+    (never mutated after decoding); splitting twice in a race gives the same mapping.
+    """
+
+    __slots__ = ("_map", "_raw")
+
+    def __init__(self, raw: Iterable[str]) -> None:
+        self._raw = raw
+        self._map: dict[str, str] | None = None
+
+    def _split(self) -> dict[str, str]:
+        found = self._map
+        if found is None:
+            found = self._map = split_env(self._raw)
+        return found
+
+    def __getitem__(self, key: str) -> str:
+        return self._split()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._split())
+
+    def __len__(self) -> int:
+        return len(self._split())
+
+    def __repr__(self) -> str:
+        return f"EnvView({self._split()!r})"
+
+
+_NO_ENV: Mapping[str, str] = frozen_map(None)
 
 
 def split_env(env: Iterable[str]) -> dict[str, str]:
@@ -75,17 +147,45 @@ def split_env(env: Iterable[str]) -> dict[str, str]:
 
 
 def resources_from_wire(res: nri_pb2.LinuxResources | None) -> Resources:
+    """The resources hooks may read. Memoized by the message's bytes (equal bytes, equal values): a
+    container's resources are one of a handful of sets, and reading ten optional wrappers costs more."""
     if res is None:
-        return Resources()
+        return _NO_RESOURCES
+    key: bytes = res.SerializeToString(deterministic=True)
+    found = _BY_BYTES.get(key)
+    if found is None:
+        found = _read_resources(res)
+        if len(_BY_BYTES) >= 1024:
+            _BY_BYTES.clear()  # a bound, not an LRU: the working set is a handful of sets
+        _BY_BYTES[key] = found
+    return found
+
+
+def _read_resources(res: nri_pb2.LinuxResources) -> Resources:
     cpu = res.cpu if res.HasField("cpu") else None
     memory = res.memory if res.HasField("memory") else None
+    return _resources(
+        cpu.shares.value if cpu is not None and cpu.HasField("shares") else None,
+        cpu.quota.value if cpu is not None and cpu.HasField("quota") else None,
+        cpu.period.value if cpu is not None and cpu.HasField("period") else None,
+        memory.limit.value if memory is not None and memory.HasField("limit") else None,
+        (cpu.cpus or None) if cpu is not None else None,
+        (cpu.mems or None) if cpu is not None else None,
+    )
+
+
+_NO_RESOURCES = Resources()
+_BY_BYTES: dict[bytes, Resources] = {}
+
+
+@functools.lru_cache(maxsize=1024)
+def _resources(
+    shares: int | None, quota: int | None, period: int | None, limit: int | None, cpus: str | None, mems: str | None
+) -> Resources:
+    """Containers mostly carry a handful of distinct resource sets (BestEffort: shares 2): share the values."""
     return Resources(
-        cpu_shares=cpu.shares.value if cpu is not None and cpu.HasField("shares") else None,
-        cpu_quota_us=cpu.quota.value if cpu is not None and cpu.HasField("quota") else None,
-        cpu_period_us=cpu.period.value if cpu is not None and cpu.HasField("period") else None,
-        memory_limit_bytes=memory.limit.value if memory is not None and memory.HasField("limit") else None,
-        cpuset_cpus=(cpu.cpus or None) if cpu is not None else None,
-        cpuset_mems=(cpu.mems or None) if cpu is not None else None,
+        cpu_shares=shares, cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=limit,
+        cpuset_cpus=cpus, cpuset_mems=mems,
     )
 
 
@@ -114,6 +214,21 @@ def adjustment_for(resources: Resources, envs: Mapping[str, str]) -> nri_pb2.Cre
     for key in sorted(envs):
         response.adjust.env.add(key=key, value=envs[key])
     return response
+
+
+def adjustment_bytes(resources: Resources, envs: Mapping[str, str]) -> bytes:
+    """The encoded CreateContainer reply. Hook values are memoized (the same frozen value for every
+    container of a workload), so without envs the encoding is memoized too."""
+    if envs:
+        data: bytes = adjustment_for(resources, envs).SerializeToString()
+        return data
+    return _adjustment_bytes(resources)
+
+
+@functools.lru_cache(maxsize=1024)
+def _adjustment_bytes(resources: Resources) -> bytes:
+    data: bytes = adjustment_for(resources, {}).SerializeToString()
+    return data
 
 
 def update_for(container_id: str, resources: Resources, *, ignore_failure: bool = False) -> nri_pb2.ContainerUpdate | None:

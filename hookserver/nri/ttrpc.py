@@ -163,15 +163,30 @@ def decode_request(data: bytes) -> ttrpc_pb2.Request:
 
 
 def encode_response(payload: bytes = b"", *, code: int = Code.OK, message: str = "") -> bytes:
-    """A Response. OK carries no status at all (what Go servers send); an error carries no payload."""
+    """A Response. OK carries no status at all (what Go servers send); an error carries no payload.
+
+    The OK case is every hot-path reply, and its encoding is one field: tag 0x12 (field 2, bytes), the
+    length as a varint, the payload. Written directly; a test checks it against the protobuf encoder.
+    """
+    if code == Code.OK:
+        return _payload_field(payload) if payload else b""
     response = ttrpc_pb2.Response()
-    if code != Code.OK:
-        response.status.code = int(code)
-        response.status.message = message
-    elif payload:
-        response.payload = payload
+    response.status.code = int(code)
+    response.status.message = message
     data: bytes = response.SerializeToString()
     return data
+
+
+def _payload_field(payload: bytes) -> bytes:
+    size = len(payload)
+    if size < 0x80:
+        return b"\x12" + bytes((size,)) + payload
+    varint = bytearray()
+    while size >= 0x80:
+        varint.append((size & 0x7F) | 0x80)
+        size >>= 7
+    varint.append(size)
+    return b"\x12" + bytes(varint) + payload
 
 
 def decode_response(data: bytes) -> bytes:

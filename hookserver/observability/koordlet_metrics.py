@@ -104,13 +104,17 @@ class KoordletHookMetrics:
         )
         self._children: dict[tuple[str, str, bool], Any] = {}
 
-    def observe(self, hook: str, stage: str, duration_s: float, failed: bool) -> None:
+    def child(self, hook: str, stage: str, failed: bool) -> Any:
+        """The histogram child for one hook, stage and status (cached: `labels()` is not free)."""
         key = (hook, stage, failed)
         child = self._children.get(key)
         if child is None:
             child = self.duration.labels(self.node, hook, stage, STATUS_FAILED if failed else STATUS_SUCCEEDED)
             self._children[key] = child
-        child.observe(duration_s * 1000.0)
+        return child
+
+    def observe(self, hook: str, stage: str, duration_s: float, failed: bool) -> None:
+        self.child(hook, stage, failed).observe(duration_s * 1000.0)
 
 
 class StoreSeriesCollector(Collector):

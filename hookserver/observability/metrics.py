@@ -1,16 +1,42 @@
-"""hookserver's own Prometheus registry and the hook metrics. No module touches the global registry."""
+"""hookserver's own Prometheus registry and the hook metrics. No module touches the global registry.
+
+The hook-call metrics sit on the hot path, where prometheus_client's locked counters and histograms
+cost ~3 µs a call. So a call is queued as one tuple (an atomic deque append) and folded into the real
+metrics when someone reads them (a scrape, `get_sample_value`: a collector registered first drains the
+queue) or every `_FOLD_AT` calls. Nothing is dropped; a scrape sees every call made before it.
+"""
 
 from __future__ import annotations
 
+import threading
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 from hookserver.observability.koordlet_metrics import KoordletHookMetrics
 
 __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
+_FOLD_AT = 2048
+
+
+class _Drain:
+    """Registered before the hook metrics, so every collect() folds the queued calls in first."""
+
+    def __init__(self, fold: Any) -> None:
+        self._fold = fold
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        self._fold()
+        return ()
 
 
 class HookMetrics:
@@ -20,6 +46,10 @@ class HookMetrics:
         self.registry = registry
         # koordlet's runtime-hook histogram, fed from the same plugin observations (koordlet_metrics.py).
         self.koordlet = koordlet
+        # (door, rpc, result, latency_s, ((plugin, stage, duration_s, error_type), ...)) per call, folded lazily.
+        self._pending: deque[tuple[str, str, str, float, tuple[tuple[str, str, float, str], ...]]] = deque()
+        self._fold_lock = threading.Lock()
+        registry.register(_Drain(self.fold))
         self.calls = Counter(
             "hookserver_hook_calls_total",
             "Hook calls by front door, rpc and result (ok, skipped, error, rejected).",
@@ -52,28 +82,122 @@ class HookMetrics:
             ["resource", "result"],
             registry=registry,
         )
+        self.breaker_open = Gauge(
+            "hookserver_hook_breaker_open",
+            "1 while a hook's breaker is open or half-open (the hook is skipped: it overran its time budget).",
+            ["plugin", "stage"],
+            registry=registry,
+        )
+        self.breaker_transitions = Counter(
+            "hookserver_hook_breaker_transitions_total",
+            "Hook breaker state changes by plugin, stage and new state (open, half-open, closed).",
+            ["plugin", "stage", "state"],
+            registry=registry,
+        )
         # `labels()` costs a few microseconds per call; the hot path looks its children up here instead.
         self._children: dict[tuple[str, ...], Any] = {}
 
-    def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
-        """Count one front-door call and its latency."""
+    def queue_call(
+        self, door: str, rpc: str, result: str, latency_s: float,
+        plugins: tuple[tuple[str, str, float, str], ...] = (),
+    ) -> None:
+        """The hot path: one call and its plugin runs ((plugin, stage, duration_s, error_type), ...), queued."""
+        pending = self._pending
+        pending.append((door, rpc, result, latency_s, plugins))
+        if len(pending) >= _FOLD_AT:
+            self.fold(wait=False)
+
+    def fold(self, *, wait: bool = True) -> None:
+        """Fold queued calls into the Prometheus metrics (any thread; one folder at a time).
+
+        The hot path passes `wait=False`: if another thread is folding already, it goes on instead of
+        queueing behind it (a convoy of every worker thread behind one fold).
+        """
+        pending = self._pending
+        if not self._fold_lock.acquire(blocking=wait):
+            return
+        try:
+            calls: dict[tuple[str, str, str], list[float]] = {}
+            runs: dict[tuple[str, str, bool], list[float]] = {}
+            errors: list[tuple[str, str, str]] = []
+            while True:
+                try:
+                    door, rpc, result, latency_s, plugins = pending.popleft()
+                except IndexError:
+                    break
+                calls.setdefault((door, rpc, result), []).append(latency_s)
+                for plugin, stage, duration_s, error_type in plugins:
+                    runs.setdefault((plugin, stage, bool(error_type)), []).append(duration_s)
+                    if error_type:
+                        errors.append((plugin, stage, error_type))
+            # One update per series and bucket, not one locked update per observation.
+            for (door, rpc, result), latencies in calls.items():
+                counter, histogram = self._call_children(door, rpc, result)
+                counter.inc(len(latencies))
+                _observe_all(histogram, latencies)
+            for (plugin, stage, failed), durations in runs.items():
+                _observe_all(self._plugin_child(plugin, stage), durations)
+                if self.koordlet is not None:  # koordlet's histogram is in milliseconds
+                    _observe_all(self.koordlet.child(plugin, stage, failed), [d * 1000.0 for d in durations])
+            for plugin, stage, error_type in errors:
+                self.plugin_errors.labels(plugin, stage, error_type).inc()
+        finally:
+            self._fold_lock.release()
+
+    def _call_children(self, door: str, rpc: str, result: str) -> tuple[Any, Any]:
         key = ("call", door, rpc, result)
         pair = self._children.get(key)
         if pair is None:
             pair = (self.calls.labels(door, rpc, result), self.latency.labels(door, rpc))
             self._children[key] = pair
-        pair[0].inc()
-        pair[1].observe(latency_s)
+        return pair
 
-    def observe_plugin(self, plugin: str, stage: str, duration_s: float, error_type: str = "") -> None:
-        """One plugin run; `error_type` is set when it failed."""
+    def _plugin_child(self, plugin: str, stage: str) -> Any:
         key = ("plugin", plugin, stage)
         child = self._children.get(key)
         if child is None:
             child = self.plugin_duration.labels(plugin, stage)
             self._children[key] = child
-        child.observe(duration_s)
+        return child
+
+    def observe_call(self, door: str, rpc: str, result: str, latency_s: float) -> None:
+        """Count one front-door call and its latency."""
+        counter, histogram = self._call_children(door, rpc, result)
+        counter.inc()
+        histogram.observe(latency_s)
+
+    def observe_plugin(self, plugin: str, stage: str, duration_s: float, error_type: str = "") -> None:
+        """One plugin run; `error_type` is set when it failed."""
+        self._plugin_child(plugin, stage).observe(duration_s)
         if error_type:
             self.plugin_errors.labels(plugin, stage, error_type).inc()
         if self.koordlet is not None:
             self.koordlet.observe(plugin, stage, duration_s, bool(error_type))
+
+    def observe_breaker(self, plugin: str, stage: str, state: str) -> None:
+        """A hook's breaker changed state (rare: not on the hot path)."""
+        self.breaker_transitions.labels(plugin, stage, state).inc()
+        self.breaker_open.labels(plugin, stage).set(0.0 if state == "closed" else 1.0)
+
+
+def _observe_all(histogram: Any, values: list[float]) -> None:
+    """`histogram.observe(v)` for each value, as one update per bucket.
+
+    prometheus_client's Histogram keeps per-bucket counters (`_buckets`, non-cumulative), a `_sum` and its
+    `_upper_bounds` (ending in +Inf); observe() adds 1 to the first bucket whose bound is >= the value.
+    If a future client lays this out differently, fall back to observing one by one.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if bounds is None or buckets is None or total is None or len(bounds) != len(buckets):
+        for value in values:
+            histogram.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect_left(bounds, value)] += 1
+    total.inc(sum(values))
+    for index, count in enumerate(counts):
+        if count:
+            buckets[index].inc(count)

@@ -9,6 +9,7 @@ and reset oom_score_adj to 0.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -50,6 +51,12 @@ def resources_from_wire(wire: pb.LinuxContainerResources) -> Resources:
     cpus = wire.cpuset_cpus
     if not (shares or quota or memory or cpus):
         return _NO_RESOURCES
+    return _resources(shares, quota, memory, cpus)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resources(shares: int, quota: int, memory: int, cpus: str) -> Resources:
+    """Requests carry a handful of distinct resource sets: build each frozen value once."""
     return Resources(
         cpu_shares=shares or None,
         cpu_quota_us=quota or None,
@@ -98,17 +105,7 @@ def container_request(req: pb.ContainerResourceHookRequest) -> ContainerRequest:
     meta = req.container_meta
     if not meta.name:
         raise InputError("empty container name", field="container_meta.name")
-    pod = PodRequest(
-        namespace=namespace,
-        name=name,
-        uid=uid,
-        labels=_frozen(req.pod_labels),
-        annotations=_frozen(req.pod_annotations),
-        cgroup_parent=req.pod_cgroup_parent,
-        attempt=attempt,
-        resources=resources_from_wire(req.pod_resources) if req.HasField("pod_resources") else _NO_RESOURCES,
-        source=RequestSource.PROXY,
-    )
+    pod = _PODS.get(req, namespace, name, uid, attempt)
     return ContainerRequest(
         pod=pod,
         name=meta.name,
@@ -122,6 +119,46 @@ def container_request(req: pb.ContainerResourceHookRequest) -> ContainerRequest:
         cgroup_parent=req.pod_cgroup_parent,
         source=RequestSource.PROXY,
     )
+
+
+class _PodMemo:
+    """The pod half of container requests, translated once per distinct pod.
+
+    Every container request repeats its pod (meta, labels, annotations, cgroup parent, resources). The
+    key is those values themselves (maps as frozensets, so wire order does not matter): equal keys are
+    equal pods, so a hit is exact. Bounded; the oldest entry goes first. Safe across the server's threads:
+    dict reads and writes are atomic, and a race at worst translates one pod twice.
+    """
+
+    def __init__(self, max_entries: int = 512) -> None:
+        self._entries: dict[tuple[object, ...], PodRequest] = {}
+        self._max = max_entries
+
+    def get(self, req: pb.ContainerResourceHookRequest, namespace: str, name: str, uid: str, attempt: int) -> PodRequest:
+        resources = resources_from_wire(req.pod_resources) if req.HasField("pod_resources") else _NO_RESOURCES
+        labels, annotations = req.pod_labels, req.pod_annotations
+        key = (
+            uid, namespace, name, attempt, req.pod_cgroup_parent, resources,
+            frozenset(labels.items()) if labels else None, frozenset(annotations.items()) if annotations else None,
+        )
+        entries = self._entries
+        found = entries.get(key)
+        if found is not None:
+            return found
+        pod = PodRequest(
+            namespace=namespace, name=name, uid=uid, labels=_frozen(labels), annotations=_frozen(annotations),
+            cgroup_parent=req.pod_cgroup_parent, attempt=attempt, resources=resources, source=RequestSource.PROXY,
+        )
+        if len(entries) >= self._max:
+            try:
+                del entries[next(iter(entries))]
+            except (StopIteration, KeyError, RuntimeError):
+                pass  # another thread evicted first
+        entries[key] = pod
+        return pod
+
+
+_PODS = _PodMemo()
 
 
 # -- responses -----------------------------------------------------------------------------------

@@ -237,6 +237,20 @@ class StateStore:
             self._snapshot = snap
             return snap
 
+    def pods_snapshot(self) -> StoreSnapshot:
+        """A snapshot whose pods, node and NodeSLO are current; its `containers` may be older.
+
+        For the hook hot path: every hook call records its container, and a full `snapshot()` after
+        that copies the container map (O(containers) per call). Readers that need pods, the node and
+        NodeSLO (the hooks' view) take this one, which skips that copy when only containers changed.
+        """
+        snap = self._snapshot or self._containers_base
+        return snap if snap is not None else self.snapshot()
+
+    def container(self, container_id: str) -> ContainerRecord | None:
+        """The current record of one container (no snapshot)."""
+        return self._containers.get(container_id)
+
     @property
     def version(self) -> int:
         return self._version

@@ -7,16 +7,20 @@ controller has its own mount (`cpu` and `cpuacct` are separate mounts on some ho
 symlinks on others: joining per controller works for both).
 
 A cgroup that is gone reads as None (the pod ended between listing and reading), not as an error.
+Files are read through kept-open descriptors (`hookserver.system.openfiles`): one `pread` per file per
+cycle instead of open, read and close.
 """
 
 from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hookserver.errors import SystemFileError
-from hookserver.system.files import read_text
+from hookserver.system.mounts import read_cgroup_mounts
+from hookserver.system.openfiles import OpenFiles, default_max_open
 from hookserver.system.procfs import PSI_RESOURCES, PressureLine, read_pressure
 from hookserver.system.roots import SystemRoots
 from hookserver.system.cpulist import parse_cpu_list
@@ -84,7 +88,7 @@ class CpuLimit:
         return min(limits) if limits else 0.0
 
 
-def _int_file(path: str) -> int | None:
+def _int_file(read_text: Callable[[str], str | None], path: str) -> int | None:
     text = read_text(path)
     if text is None:
         return None
@@ -94,7 +98,7 @@ def _int_file(path: str) -> int | None:
         raise SystemFileError(f"{path}: expected an integer, got {text.strip()[:64]!r}", path=path) from None
 
 
-def _kv_file(path: str) -> dict[str, str]:
+def _kv_file(read_text: Callable[[str], str | None], path: str) -> dict[str, str]:
     """`key value` lines as strings ({} when gone); callers convert only the keys they use (`_get`)."""
     text = read_text(path)
     if text is None:
@@ -116,6 +120,63 @@ def _get(stat: dict[str, str], key: str, path: str, default: int = 0) -> int:
         raise SystemFileError(f"{path}: {key} is not an integer: {value[:32]!r}", path=path) from None
 
 
+def _pick(text: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """The values of `keys` in `key value` lines, found by search instead of splitting the whole file.
+
+    A real v1 memory.stat has ~70 lines and we need six of them; this reads only those. A key counts
+    only at the start of a line (`active_anon` must not match inside `total_inactive_anon`).
+    """
+    out: dict[str, str] = {}
+    find = text.find
+    for key in keys:
+        needle = key + " "
+        at = find(needle)
+        while at > 0 and text[at - 1] != "\n":
+            at = find(needle, at + 1)
+        if at < 0:
+            continue
+        start = at + len(needle)
+        end = find("\n", start)
+        out[key] = text[start:end if end >= 0 else len(text)].strip()
+    return out
+
+
+def _sum(stat: dict[str, str], keys: tuple[str, ...], path: str) -> int:
+    """The sum of the present keys' integer values (absent keys count 0)."""
+    total = 0
+    for key in keys:
+        value = stat.get(key)
+        if value is not None:
+            try:
+                total += int(value)
+            except ValueError:
+                raise SystemFileError(f"{path}: {key} is not an integer: {value[:32]!r}", path=path) from None
+    return total
+
+
+_ANON = ("inactive_anon", "active_anon", "unevictable")
+_FILE = ("inactive_file", "active_file")
+_TOTAL_ANON = tuple(f"total_{k}" for k in _ANON)
+_TOTAL_FILE = tuple(f"total_{k}" for k in _FILE)
+_V1_KEYS = (*_TOTAL_ANON, *_TOTAL_FILE, "total_cache")
+_V1_OWN_KEYS = (*_ANON, *_FILE, "cache")
+_V2_KEYS = (*_ANON, *_FILE, "file")
+
+
+def _on_cgroup_mounts(roots: SystemRoots, bases: tuple[str, ...]) -> tuple[str, ...]:
+    """The bases that are (under) a cgroup mount, where a removed cgroup's files fail with ENODEV."""
+    mounts = [m.mountpoint.rstrip("/") or "/" for m in read_cgroup_mounts(roots)]
+    out: list[str] = []
+    for base in dict.fromkeys(bases):
+        try:
+            real = os.path.realpath(base)
+        except OSError:
+            continue
+        if any(real == m or real.startswith(m + "/") for m in mounts):
+            out.append(base)
+    return tuple(out)
+
+
 def _join(base: str, rel: str) -> str:
     return f"{base}/{rel}" if rel else base
 
@@ -124,10 +185,10 @@ class CgroupStatReader:
     """Reads the stat files of one cgroup hierarchy (v1 or v2) under `roots.cgroup`.
 
     `cpu.stat` is memoised until `new_cycle()`: on v2 it holds both the usage and the throttling counters,
-    which two collectors read in the same cycle.
+    which two collectors read in the same cycle. Call `close()` when done (it closes the kept descriptors).
     """
 
-    def __init__(self, roots: SystemRoots, version: CgroupVersion) -> None:
+    def __init__(self, roots: SystemRoots, version: CgroupVersion, *, files: OpenFiles | None = None) -> None:
         self.roots = roots
         self.version = version
         root = roots.cgroup.rstrip("/") or "/"
@@ -138,47 +199,77 @@ class CgroupStatReader:
             self._cpuset = f"{root}/cpuset"
         else:
             self._cpuacct = self._cpu = self._memory = self._cpuset = root
+        if files is None:
+            bases = (self._cpuacct, self._cpu, self._memory, self._cpuset)
+            files = OpenFiles(max_open=default_max_open(), kernel_prefixes=_on_cgroup_mounts(roots, bases))
+        self.files = files
+        self._read = self.files.read
         self._cpu_stat: dict[str, dict[str, str]] = {}
+        # rel -> (cpu usage file, cpu.stat, memory.stat, memory.current): built once, not per read.
+        self._paths: dict[str, tuple[str, str, str, str]] = {}
 
     def new_cycle(self) -> None:
         """Forget memoised files: the next reads see the kernel's new counters."""
         self._cpu_stat.clear()
+        self.files.new_cycle()
+        if len(self._paths) > 4 * max(len(self.files), 1024):
+            self._paths.clear()  # pods come and go: never let the path table grow without bound
+
+    def _paths_of(self, rel: str) -> tuple[str, str, str, str]:
+        paths = self._paths.get(rel)
+        if paths is None:
+            cpu, memory = _join(self._cpu, rel), _join(self._memory, rel)
+            usage = f"{_join(self._cpuacct, rel)}/cpuacct.usage" if self.version is CgroupVersion.V1 else ""
+            paths = self._paths[rel] = (usage, f"{cpu}/cpu.stat", f"{memory}/memory.stat", f"{memory}/memory.current")
+        return paths
+
+    def close(self) -> None:
+        self.files.close()
 
     def exists(self, rel: str) -> bool:
         """Whether the cgroup exists (in the memory hierarchy on v1, the one every pod has)."""
         return os.path.isdir(_join(self._memory, rel))
 
     def _read_cpu_stat(self, rel: str) -> tuple[str, dict[str, str]]:
-        path = f"{_join(self._cpu, rel)}/cpu.stat"
+        path = self._paths_of(rel)[1]
         stat = self._cpu_stat.get(path)
         if stat is None:
-            stat = self._cpu_stat[path] = _kv_file(path)
+            stat = self._cpu_stat[path] = _kv_file(self._read, path)
         return path, stat
 
     def cpu_usage_ns(self, rel: str) -> int | None:
         """Cumulative CPU time of the cgroup and its children, in ns."""
         if self.version is CgroupVersion.V1:
-            return _int_file(f"{_join(self._cpuacct, rel)}/cpuacct.usage")
+            return _int_file(self._read, self._paths_of(rel)[0])
         path, stat = self._read_cpu_stat(rel)
         if "usage_usec" not in stat:
             return None
         return _get(stat, "usage_usec", path) * 1000
 
     def memory(self, rel: str) -> MemoryUsage | None:
-        base = _join(self._memory, rel)
-        path = f"{base}/memory.stat"
-        stat = _kv_file(path)
-        if not stat:
+        paths = self._paths_of(rel)
+        path = paths[2]
+        text = self._read(path)
+        if text is None or not text.strip():
             return None
         if self.version is CgroupVersion.V1:
             # Hierarchical totals (total_*) include child cgroups: a pod's pages live in its containers.
-            p = "total_" if "total_active_anon" in stat else ""
-            without = _get(stat, p + "inactive_anon", path) + _get(stat, p + "active_anon", path) + _get(stat, p + "unevictable", path)
-            files = _get(stat, p + "inactive_file", path) + _get(stat, p + "active_file", path)
-            return MemoryUsage(without_cache=without, with_cache=without + files, cache=_get(stat, p + "cache", path, files))
-        without = _get(stat, "inactive_anon", path) + _get(stat, "active_anon", path) + _get(stat, "unevictable", path)
-        files = _get(stat, "file", path, _get(stat, "inactive_file", path) + _get(stat, "active_file", path))
-        current = _int_file(f"{base}/memory.current")
+            stat = _pick(text, _V1_KEYS)
+            total = "total_active_anon" in stat
+            if not total:
+                stat = _pick(text, _V1_OWN_KEYS)
+            without = _sum(stat, _TOTAL_ANON if total else _ANON, path)
+            files = _sum(stat, _TOTAL_FILE if total else _FILE, path)
+            return MemoryUsage(
+                without_cache=without, with_cache=without + files,
+                cache=_get(stat, "total_cache" if total else "cache", path, files),
+            )
+        stat = _pick(text, _V2_KEYS)
+        without = _sum(stat, _ANON, path)
+        files = _get(stat, "file", path, -1)
+        if files < 0:
+            files = _sum(stat, _FILE, path)
+        current = _int_file(self._read, paths[3])
         return MemoryUsage(without_cache=without, with_cache=current if current is not None else without + files, cache=files)
 
     def throttling(self, rel: str) -> ThrottleStat | None:
@@ -206,14 +297,14 @@ class CgroupStatReader:
     def cpu_limit(self, rel: str) -> CpuLimit | None:
         base = _join(self._cpu, rel)
         if self.version is CgroupVersion.V1:
-            quota = _int_file(f"{base}/cpu.cfs_quota_us")
+            quota = _int_file(self._read, f"{base}/cpu.cfs_quota_us")
             if quota is None:
                 return None
-            period = _int_file(f"{base}/cpu.cfs_period_us") or 100_000
+            period = _int_file(self._read, f"{base}/cpu.cfs_period_us") or 100_000
             cpus_path = f"{_join(self._cpuset, rel)}/cpuset.cpus"
         else:
             max_path = f"{base}/cpu.max"
-            max_text = read_text(max_path)
+            max_text = self._read(max_path)
             if max_text is None:
                 return None
             fields = max_text.split()
@@ -223,7 +314,7 @@ class CgroupStatReader:
             except ValueError:
                 raise SystemFileError(f"{max_path}: expected '<quota|max> <period>', got {max_text.strip()[:64]!r}", path=max_path) from None
             cpus_path = f"{base}/cpuset.cpus.effective"
-        cpus_text = read_text(cpus_path)
+        cpus_text = self._read(cpus_path)
         try:
             cpus = len(parse_cpu_list(cpus_text)) if cpus_text and cpus_text.strip() else 0
         except ValueError as exc:

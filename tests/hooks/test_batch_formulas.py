@@ -16,7 +16,9 @@ from hookserver.cgroupmath import (
     shares_to_weight,
     weight_to_shares,
 )
+from hookserver.slo import NodeSLOSpec
 from hookserver.store import NodeRecord, StateStore
+from hookserver.view import NodeView
 from tests.reference_example import SPEC_KEY as SPEC
 from tests.reference_example import WORKED_SPEC_JSON
 
@@ -71,7 +73,7 @@ def test_weight_in_range_and_roundtrip_close(shares: int) -> None:
 
 def run(stage: Stage, request: PodRequest | ContainerRequest, store: StateStore | None = None):  # type: ignore[no-untyped-def]
     registry = HookRegistry([BatchResourcePlugin()])
-    return run_stage(registry, stage, request, (store or StateStore()).snapshot())
+    return run_stage(registry, stage, request, NodeView.of((store or StateStore()).snapshot()))
 
 
 def pod(annotations: dict[str, str], labels: dict[str, str] | None = None) -> PodRequest:
@@ -134,8 +136,6 @@ def test_unknown_qos_class_is_an_error_naming_the_label() -> None:
 
 
 def test_cfs_quota_suppress_makes_quota_unlimited() -> None:
-    from hookserver.slo.model import NodeSLOSpec
-
     store = StateStore()
     store.set_node_slo(NodeSLOSpec.model_validate(
         {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": "cfsQuota"}}

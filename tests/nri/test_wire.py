@@ -198,3 +198,14 @@ def test_subscription_is_within_the_valid_mask_and_covers_bookkeeping(stages: se
         assert mask & 0x602 == 0x602 and mask & 0x4 == 0x4  # stop/remove pod and container
         assert bool(mask & 0x8) == (Stage.PRE_CREATE_CONTAINER in stages)
         assert bool(mask & 0x80) == (Stage.PRE_UPDATE_CONTAINER_RESOURCES in stages)
+
+
+def test_ok_responses_encode_exactly_as_protobuf_does() -> None:
+    from hookserver.api import ttrpc_pb2 as tp
+    from hookserver.nri.ttrpc import encode_response
+
+    for size in (0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 300_000, (4 << 20) - 1):
+        payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        expected = tp.Response(payload=payload).SerializeToString()
+        assert encode_response(payload) == expected, size
+        assert tp.Response.FromString(encode_response(payload)).payload == payload

@@ -157,3 +157,23 @@ def test_unnamed_requests_raise_input_error_naming_the_field(mutate: object, fie
         mutate(preq)  # type: ignore[operator]
         with pytest.raises(InputError, match=field.replace(".", r"\.")):
             translate.pod_request(preq)
+
+
+def test_the_pod_half_is_memoized_exactly() -> None:
+    from hookserver.api import runtime_hook_pb2 as pb
+    from hookserver.proxy import translate
+
+    def request(spec: str, labels: dict[str, str]) -> pb.ContainerResourceHookRequest:
+        return pb.ContainerResourceHookRequest(
+            pod_meta=pb.PodSandboxMetadata(name="p", uid="u-memo", namespace="ns"),
+            container_meta=pb.ContainerMetadata(name="main"), pod_cgroup_parent="/kubepods/besteffort/podu-memo",
+            pod_labels=labels, pod_annotations={"node.koordinator.sh/extended-resource-spec": spec},
+        )
+
+    first = translate.container_request(request("{}", {"a": "1", "b": "2"})).pod
+    again = translate.container_request(request("{}", {"b": "2", "a": "1"})).pod
+    assert again is first  # the same pod, whatever the map order on the wire
+    changed = translate.container_request(request('{"containers": {}}', {"a": "1", "b": "2"})).pod
+    assert changed is not first and changed.annotations["node.koordinator.sh/extended-resource-spec"] == '{"containers": {}}'
+    relabelled = translate.container_request(request("{}", {"a": "1"})).pod
+    assert dict(relabelled.labels) == {"a": "1"}

@@ -10,6 +10,7 @@ from hookserver.hooks.context import ContainerRequest, PodRequest, frozen_map
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
 from hookserver.slo import parse_slo_document
 from hookserver.store import StateStore
+from hookserver.view import NodeView
 
 SPEC = {"containers": {"main": {"requests": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"},
                                 "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"}}}}
@@ -38,8 +39,9 @@ def test_pod_and_container_quota_follow_the_effective_nodeslo(threshold: dict[st
     store = StateStore()
     store.set_node_slo(resolved.spec, resolved.sources)
     plugin = BatchResourcePlugin()
-    pod_result = plugin.pre_run_pod_sandbox(_pod(), store.snapshot())
-    container_result = plugin.pre_create_container(ContainerRequest(pod=_pod(), name="main"), store.snapshot())
+    view = NodeView.of(store.snapshot())
+    pod_result = plugin.pre_run_pod_sandbox(_pod(), view)
+    container_result = plugin.pre_create_container(ContainerRequest(pod=_pod(), name="main"), view)
     assert pod_result.resources.cpu_quota_us == quota
     assert container_result.resources.cpu_quota_us == quota
     assert pod_result.resources.cpu_shares == 1024  # shares never depend on the suppress policy

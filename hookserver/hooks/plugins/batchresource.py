@@ -13,8 +13,8 @@ Errors are never cached (an exception does not enter an lru_cache).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
 from hookserver.cgroupmath import apply_quota_rule, milli_cpu_to_quota, milli_cpu_to_shares
 from hookserver.hooks.context import LABEL_QOS_CLASS, ContainerRequest, PodRequest, QoSClass, Resources
@@ -25,10 +25,10 @@ from hookserver.hooks.plugins.extended_resources import (
     ContainerBatchResources,
     parse_spec_text,
 )
+from hookserver.view import ANNOTATION_CPU_NORMALIZATION_RATIO, NodeView
 
 __all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "BatchResourcePlugin", "QuotaRule", "quota_rule_from"]
 
-ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 # Texts longer than this are decided without the cache, which bounds it at 1024 x 16 KiB.
 _CACHED_TEXT_BYTES = 16 * 1024
 _NO_SPEC = HookResult.skip(f"BE pod without {ANNOTATION_EXTENDED_RESOURCE_SPEC}")
@@ -56,51 +56,45 @@ class QuotaRule:
         return "no quota rule"
 
 
-def quota_rule_from(snapshot: Any) -> QuotaRule:
-    """Read the rule from a store snapshot (NodeSLO and node annotations); missing parts mean defaults."""
-    slo = getattr(snapshot, "node_slo", None)
-    threshold = getattr(slo, "resource_used_threshold_with_be", None)
-    # The same rule the CPU suppress reconciler follows (hookserver.slo.threshold), read from the store.
-    suppress = isinstance(threshold, ResourceThresholdStrategy) and threshold.suppress_policy_in_effect() == "cfsQuota"
-    ratio: float | None = None
-    node = getattr(snapshot, "node", None)
-    annotations = getattr(node, "annotations", None) or {}
-    raw = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
-    if raw:
-        try:
-            ratio = float(raw)
-        except ValueError:
-            ratio = None
+def quota_rule_from(view: NodeView) -> QuotaRule:
+    """The rule from the effective NodeSLO (BE CPU suppress by cfsQuota) and the node's normalization ratio."""
+    suppress, ratio = _rule_inputs(view)
     return QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio)
+
+
+def _rule_inputs(view: NodeView) -> tuple[bool, float | None]:
+    # The same rule the CPU suppress reconciler follows (hookserver.slo.threshold), read from the store.
+    threshold = view.node_slo.resource_used_threshold_with_be
+    return threshold.suppress_policy_in_effect() == "cfsQuota", view.cpu_normalization_ratio
 
 
 class BatchResourcePlugin:
     name = "BatchResource"
 
-    def pre_run_pod_sandbox(self, request: PodRequest, snapshot: Any) -> HookResult:
+    def pre_run_pod_sandbox(self, request: PodRequest, view: NodeView) -> HookResult:
         text = _be_spec_text(request.labels, request.annotations)
         if isinstance(text, HookResult):
             return text
-        rule = quota_rule_from(snapshot)
+        suppress, ratio = _rule_inputs(view)
         decide = _pod_decision_cached if len(text) <= _CACHED_TEXT_BYTES else _pod_decision
-        return decide(text, rule.cfs_quota_suppress, rule.normalization_ratio)
+        return decide(text, suppress, ratio)
 
-    def pre_create_container(self, request: ContainerRequest, snapshot: Any) -> HookResult:
-        return self._container(request, snapshot)
+    def pre_create_container(self, request: ContainerRequest, view: NodeView) -> HookResult:
+        return self._container(request, view)
 
-    def pre_update_container_resources(self, request: ContainerRequest, snapshot: Any) -> HookResult:
-        return self._container(request, snapshot)
+    def pre_update_container_resources(self, request: ContainerRequest, view: NodeView) -> HookResult:
+        return self._container(request, view)
 
-    def _container(self, request: ContainerRequest, snapshot: Any) -> HookResult:
+    def _container(self, request: ContainerRequest, view: NodeView) -> HookResult:
         text = _be_spec_text(request.pod.labels, request.pod.annotations)
         if isinstance(text, HookResult):
             return text
-        rule = quota_rule_from(snapshot)
+        suppress, ratio = _rule_inputs(view)
         decide = _container_decision_cached if len(text) <= _CACHED_TEXT_BYTES else _container_decision
-        return decide(text, request.name, rule.cfs_quota_suppress, rule.normalization_ratio)
+        return decide(text, request.name, suppress, ratio)
 
 
-def _be_spec_text(labels: Any, annotations: Any) -> str | HookResult:
+def _be_spec_text(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | HookResult:
     """The annotation text of a BE pod, or the skip result that says why there is nothing to do."""
     if QoSClass.from_labels(labels) is not QoSClass.BE:
         return _not_be(labels.get(LABEL_QOS_CLASS, ""))

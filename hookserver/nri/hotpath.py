@@ -1,0 +1,186 @@
+"""The NRI hot path: CreateContainer and UpdateContainer run inline on the event loop.
+
+They run right where the request frame is read, and the reply is queued at once: a hand-off to a worker
+thread cost ~0.2 ms, more than the whole hook, and the runtime serialises every plugin call, so every
+container start on the node waited for it. The trade-off: code on the loop cannot be pre-empted from
+outside, so a hook that runs long makes *that* call late. Fail-open is kept another way:
+
+* every hook run is timed against its budget, and a hook that keeps overrunning (or runs once far over)
+  trips its breaker (`hookserver.hooks.breaker`): it is skipped, its part of the answer is "no change",
+  the audit says why, and `hookctl nri`/`status` and a metric show it;
+* while any hook is suspect (overran lately, or a half-open probe is due), a call returns None here and
+  takes the protected path instead (a worker thread under `asyncio.timeout`, `handlers.PluginService`),
+  so a probe never runs on the loop;
+* the call itself is protected where it can be: each inline call notes its due time (the call's budget,
+  half the runtime's request timeout; no system call), and the watchdog thread signals the loop thread
+  (SIGALRM) once it is past due, which interrupts a hook still running (`hookserver.hooks.deadline`:
+  only a hook, never the bookkeeping around it; main thread only), so the runtime still gets "no change"
+  (Ignore) or DEADLINE_EXCEEDED (Fail) inside its deadline, and the hook's breaker trips;
+* the same watchdog thread (`watchdog.LoopWatchdog`) reports a call that holds the loop too long (a hook
+  stuck in C code cannot be interrupted), with where the loop is, while it happens.
+
+The pod of each request is translated once per pod (`translate.PodRequestCache`) and the encoded reply
+is memoized per hook value (`translate.adjustment_bytes`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from hookserver.api import nri_pb2
+from hookserver.dispatch import HookDispatcher, HookRejected
+from hookserver.errors import HookServerError
+from hookserver.hooks.deadline import CallDeadline
+from hookserver.hooks.outcome import FailurePolicy
+from hookserver.hooks.stages import Stage
+from hookserver.nri.conn import InlineHandler
+from hookserver.nri.status import NriStatus
+from hookserver.nri.translate import PodRequestCache, adjustment_bytes, container_request, update_for
+from hookserver.nri.ttrpc import Code, StatusError
+from hookserver.nri.watchdog import LoopWatchdog
+
+__all__ = ["InlineHotPath", "decode"]
+
+log = logging.getLogger(__name__)
+
+DOOR = "nri"
+_M = TypeVar("_M", bound=Message)
+_T = TypeVar("_T")
+# (rpc, pod key, container, result, error, started) -> None: the door's audit + metrics of a call it ends.
+Record = Callable[[str, str, str, str, str, float], None]
+
+
+def decode(request_type: type[_M], method: str, payload: bytes) -> _M:
+    request: _M = request_type()
+    try:
+        request.ParseFromString(payload)
+    except DecodeError as exc:
+        raise StatusError(
+            Code.INVALID_ARGUMENT, f"{method}: {request_type.DESCRIPTOR.full_name} does not decode: {exc}"
+        ) from exc
+    return request
+
+
+class InlineHotPath:
+    """One connection's inline handlers (a fresh one per connection, like the Plugin service)."""
+
+    def __init__(
+        self,
+        *,
+        dispatcher: HookDispatcher,
+        status: NriStatus,
+        policy: FailurePolicy,
+        budget: Callable[[float | None], float],
+        record: Record,
+        watchdog: LoopWatchdog | None = None,
+        deadline: CallDeadline | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._status = status
+        self._policy = policy
+        self._budget = budget
+        self._record = record
+        self._watchdog = watchdog
+        self._deadline = deadline
+        self._pods = PodRequestCache()
+
+    def methods(self) -> dict[str, InlineHandler]:
+        return {"CreateContainer": self.create_container, "UpdateContainer": self.update_container}
+
+    def create_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
+        if self._dispatcher.breakers.needs_guard():
+            return None  # a hook is suspect: take the protected path (worker + deadline) for now
+        self._status.calls["CreateContainer"] += 1
+        req = decode(nri_pb2.CreateContainerRequest, "CreateContainer", payload)
+        creq = container_request(self._pods.get(req.pod), req.container)
+        result = self._inline(
+            "CreateContainer", creq.pod.key, creq.name,
+            lambda: self._dispatcher.dispatch_container(
+                Stage.PRE_CREATE_CONTAINER, creq, door=DOOR, rpc="CreateContainer"
+            ),
+            self._budget(deadline_s),
+        )
+        if result is None:
+            return b""  # "no change": an empty CreateContainerResponse
+        return adjustment_bytes(result.resources, result.envs)
+
+    def update_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
+        if self._dispatcher.breakers.needs_guard():
+            return None
+        self._status.calls["UpdateContainer"] += 1
+        req = decode(nri_pb2.UpdateContainerRequest, "UpdateContainer", payload)
+        wanted = req.linux_resources if req.HasField("linux_resources") else None
+        creq = container_request(self._pods.get(req.pod), req.container, wanted)
+        result = self._inline(
+            "UpdateContainer", creq.pod.key, creq.name,
+            lambda: self._dispatcher.dispatch_container(
+                Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, door=DOOR, rpc="UpdateContainer"
+            ),
+            self._budget(deadline_s),
+        )
+        if result is None:
+            return b""
+        try:
+            update = update_for(req.container.id, result.resources)
+        except HookServerError as exc:
+            return self._inline_error("UpdateContainer", creq.pod.key, creq.name, exc, time.perf_counter())
+        data: bytes = nri_pb2.UpdateContainerResponse(update=[update] if update is not None else []).SerializeToString()
+        return data
+
+    def _inline(
+        self, rpc: str, pod_key: str, container: str, call: Callable[[], _T], budget: float
+    ) -> _T | None:
+        """Run `call` here, on the loop, within `budget` where a hook can be interrupted, and apply the
+        failure policy to what goes wrong."""
+        watchdog, deadline = self._watchdog, self._deadline
+        if watchdog is not None:
+            watchdog.enter(rpc, pod_key, container)
+        armed = deadline is not None and deadline.arm(budget)
+        started = time.perf_counter()
+        try:
+            result = call()
+        except HookRejected as exc:
+            if armed and self._timed_out(rpc, pod_key, container, budget, started):
+                raise StatusError(Code.DEADLINE_EXCEEDED, f"{rpc}: {exc}") from exc
+            self._status.rejections += 1
+            raise StatusError(Code.UNKNOWN, str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - the front-door boundary: policy decides, nothing is lost
+            self._inline_error(rpc, pod_key, container, exc, started)
+            return None
+        finally:
+            if armed:
+                deadline.disarm()  # type: ignore[union-attr]
+            if watchdog is not None:
+                watchdog.leave()
+        if armed and self._timed_out(rpc, pod_key, container, budget, started):
+            return None  # Ignore: the interrupted hook's part is "no change", and so is the answer
+        return result
+
+    def _timed_out(self, rpc: str, pod_key: str, container: str, budget: float, started: float) -> bool:
+        """Whether the deadline interrupted a hook in this call; if so it is counted and audited as a timeout."""
+        if self._deadline is None or not self._deadline.fired:
+            return False
+        self._status.timeouts += 1
+        message = f"a hook was interrupted at the {budget * 1000:.0f} ms budget"
+        store = self._dispatcher.store
+        # The dispatcher already counted the call (as its error); this event says why, for `hookctl`.
+        store.audit.add_event(
+            store.clock(), DOOR, rpc, pod_key, container, time.perf_counter() - started, "timeout", message
+        )
+        log.warning("nri %s for %s: %s (%s)", rpc, pod_key or "-", message,
+                    "failing" if self._policy is FailurePolicy.FAIL else "answering no change")
+        return True
+
+    def _inline_error(self, rpc: str, pod_key: str, container: str, exc: Exception, started: float) -> bytes:
+        """An internal error: Ignore answers "no change" (b"" is every empty reply), Fail answers INTERNAL."""
+        self._status.errors += 1
+        self._record(rpc, pod_key, container, "error", f"internal error: {exc}", started)
+        log.error("nri %s for %s: internal error: %s", rpc, pod_key or "-", exc, exc_info=True)
+        if self._policy is FailurePolicy.FAIL:
+            raise StatusError(Code.INTERNAL, f"{rpc}: {exc}") from exc
+        return b""

@@ -1,0 +1,21 @@
+"""The state store's hot-path readers."""
+
+from __future__ import annotations
+
+from hookserver.store.records import PodRecord
+from hookserver.store.state import StateStore
+
+
+def test_pods_snapshot_skips_the_container_copy_but_never_serves_stale_pods() -> None:
+    from hookserver.store.records import ContainerRecord
+
+    store = StateStore()
+    store.upsert_pod(PodRecord(uid="u1", namespace="ns", name="a"))
+    full = store.snapshot()
+    store.upsert_container(ContainerRecord(id="c1", pod_uid="u1", name="main"))
+    fast = store.pods_snapshot()
+    assert fast is full  # only containers changed: no rebuild, no O(containers) copy
+    assert store.container("c1") is not None and "c1" not in fast.containers
+    store.upsert_pod(PodRecord(uid="u2", namespace="ns", name="b"))
+    after = store.pods_snapshot()
+    assert set(after.pods) == {"u1", "u2"} and "c1" in after.containers  # a pod change rebuilds everything
