@@ -394,8 +394,13 @@ class KernelReader:
         files = (("cpu", "cpu.max" if self.view.v2 else "cpu.cfs_quota_us"), ("cpuset", "cpuset.cpus"))
         done = True
         for subsystem, name in files:
-            text = read_text(os.path.join(self.view.hierarchy_root(subsystem), tier, name))
-            if text is None:
+            root = self.view.hierarchy_root(subsystem)
+            text = read_text(os.path.join(root, tier, name))
+            if text is not None and not text.strip() and name == "cpuset.cpus":
+                # An empty cpuset (a v1 cpuset cgroup made without cpus) can never be written back: what the
+                # tier could run on is what its parent allows.
+                text = read_text(os.path.join(root, os.path.dirname(tier), name))
+            if text is None or (name == "cpuset.cpus" and not text.strip()):
                 done = False
                 continue
             try:

@@ -1,8 +1,9 @@
 """Model checkpoints: one JSON file per model, written atomically, restored at start, bad files set aside.
 
-Format (koordlet's `ModelCheckpoint`, so either agent can read the other's): `{"UID", "CPU": {referenceTimestamp,
-bucketWeights, totalWeight}, "Memory": {...}, "LastUpdated"}` plus our `FirstSample` and `Samples` (model age
-and sample count for `hookctl predict`). Bucket weights are scaled so the largest is 10000.
+Contents are koordlet's `ModelCheckpoint`: `{"UID", "CPU": {referenceTimestamp, bucketWeights, totalWeight},
+"Memory": {...}, "LastUpdated"}` plus our `FirstSample` and `Samples` (model age and sample count for `hookctl
+predict`), bucket weights scaled so the largest is 10000. File names are not koordlet's: koordlet names a file
+`<uid>`, we name it `<uid>.json`, so migrating models means renaming the files (docs/operations.md).
 
 A write goes to `<uid>.json.tmp`, is fsynced, then renamed over `<uid>.json`; the directory is fsynced once per
 round. A kill -9 at any moment leaves the old file or the new one, plus at worst a `*.tmp` that `restore()`

@@ -310,6 +310,22 @@ def test_reader_reads_limits_cfs_files_devices_and_records_the_be_tier(tmp_path:
         "cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1", "cpuset:kubepods/besteffort/cpuset.cpus": "0-7"}
 
 
+def test_an_empty_be_tier_cpuset_is_recorded_as_its_parents_cpus(tmp_path: Path) -> None:
+    # A cpuset cgroup made without cpus (as cgroup v1 leaves a new one) holds "": that is no value cleanup can
+    # write back (the kernel refuses an empty cpuset for a cgroup with tasks), so every `hookserver cleanup`
+    # failed on it. What the tier could use before suppress is what its parent allows.
+    cg = tmp_path / "cg"
+    _files(cg / "cpu" / "kubepods" / "besteffort", {"cpu.cfs_quota_us": "-1"})
+    _files(cg / "cpuset" / "kubepods", {"cpuset.cpus": "0-3\n"})
+    _files(cg / "cpuset" / "kubepods" / "besteffort", {"cpuset.cpus": "\n"})
+    (cg / "memory").mkdir()
+    state = tmp_path / "state"
+    stack = build_stack(str(cg), CPUSuppress(), gates={"BECPUSuppress": True}, state_dir=str(state), spec={})
+    stack.runner.snapshots.build()
+    assert NodeOriginals(str(state)).section("cgroup") == {
+        "cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1", "cpuset:kubepods/besteffort/cpuset.cpus": "0-3"}
+
+
 def test_reader_skips_cfs_files_when_no_burst_is_asked_for_after_a_linger(tmp_path: Path) -> None:
     from qos.cpu_burst import CPUBurst
 
