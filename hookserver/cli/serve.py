@@ -63,13 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="QoS reconcilers plan, audit and show, but write and evict nothing")
     serve.add_argument("--evict-standalone", choices=["report", "kill"],
                        help="standalone mode: report evictions only (default), or kill the pod's processes")
-    from hookserver.cli.cleanup import add_cleanup_parser
-
-    add_cleanup_parser(sub, serve)
     reconciler = serve.add_mutually_exclusive_group()
     reconciler.add_argument("--reconcile-interval", type=float, metavar="SECONDS",
                             help="periodic reconciler pass (koordlet's runtime-hooks-reconcile-interval, default 10)")
     reconciler.add_argument("--no-reconciler", action="store_true", help="do not re-apply hook values to running pods")
+    # Last: `cleanup` copies serve's flags as they are now (argparse parents copy, they do not link), and
+    # settings_from_args reads every one of them.
+    from hookserver.cli.cleanup import add_cleanup_parser
+
+    add_cleanup_parser(sub, serve)
     return parser
 
 
