@@ -168,7 +168,8 @@ class Daemon:
         hooks = ["batchresource"] if "BatchResource" in self.registry.plugins else []
         self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
-        view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
+        view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver,
+                          runtime=layout.runtime)
         self.originals = NodeOriginals(settings.state_dir)
         self.system_files = SystemFileExecutor(
             {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,

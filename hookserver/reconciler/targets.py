@@ -17,22 +17,15 @@ from hookserver.errors import PathEscapeError
 from hookserver.executor.layout import CgroupLayout
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.system.cgroupnames import (
-    ContainerRuntime,
     KubeQoS,
     container_dir_name,
     normalize_cgroup_dir,
+    runtime_of,
     strip_runtime_prefix,
 )
 
 __all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
 
-_RUNTIMES = {
-    "containerd": ContainerRuntime.CONTAINERD,
-    "docker": ContainerRuntime.DOCKER,
-    "cri-o": ContainerRuntime.CRIO,
-    "crio": ContainerRuntime.CRIO,
-    "pouch": ContainerRuntime.POUCH,
-}
 _KUBE_QOS = {"besteffort": KubeQoS.BESTEFFORT, "burstable": KubeQoS.BURSTABLE, "guaranteed": KubeQoS.GUARANTEED}
 _PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
 
@@ -53,12 +46,6 @@ class PodTarget:
     containers: tuple[ContainerTarget, ...]
     # Containers a hook saw being created but whose ID nobody has told us yet (the proxy's PreCreateContainer).
     pending: int = 0
-
-
-def runtime_of(container_id: str, default: ContainerRuntime) -> ContainerRuntime:
-    """The runtime a `<runtime>://<id>` container ID names; `default` for a bare ID."""
-    prefix, sep, _ = container_id.partition("://")
-    return _RUNTIMES.get(prefix, default) if sep else default
 
 
 def kube_qos_of(pod: PodRecord) -> KubeQoS | None:

@@ -22,6 +22,7 @@ __all__ = [
     "normalize_cgroup_dir",
     "pod_dir",
     "qos_dir",
+    "runtime_of",
     "sandbox_dir_name",
     "strip_runtime_prefix",
 ]
@@ -73,6 +74,22 @@ def strip_runtime_prefix(container_id: str) -> str:
         if container_id.startswith(prefix):
             return container_id[len(prefix):]
     return container_id
+
+
+_RUNTIMES_BY_PREFIX = {
+    "containerd": ContainerRuntime.CONTAINERD,
+    "docker": ContainerRuntime.DOCKER,
+    "cri-o": ContainerRuntime.CRIO,
+    "crio": ContainerRuntime.CRIO,
+    "pouch": ContainerRuntime.POUCH,
+}
+
+
+def runtime_of(container_id: str, default: ContainerRuntime) -> ContainerRuntime:
+    """The runtime a `<runtime>://<id>` container ID names (it picks the systemd scope name, so a docker
+    container on a containerd-configured node still resolves); `default` for a bare ID."""
+    prefix, sep, _ = container_id.partition("://")
+    return _RUNTIMES_BY_PREFIX.get(prefix, default) if sep else default
 
 
 def expand_slice(name: str) -> str:
