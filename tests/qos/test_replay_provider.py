@@ -3,6 +3,7 @@ parsers, resolved for this node's labels, and a bad file is a clear InputError; 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +106,24 @@ def test_names_are_forgiving() -> None:
     for alias in ("cpusuppress", "CPUSuppresss", "BECPUSuppress"):
         assert providers.replay({"name": alias})["reconciler"] == "CPUSuppress"
     assert providers.replay({"name": "bememoryevict"})["reconciler"] == "MemoryEvict"
+
+
+def test_startup_refusals_are_one_line_on_stderr(tmp_path: Path) -> None:
+    """As an operator sees them (a real process, logging on): an unknown gate used to come after the
+    daemon's startup log lines, and a YAML syntax error spanned five lines."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("standalone: [\n")
+    common = ["--standalone", "--no-nri", "--hook-socket", str(tmp_path / "h.sock"), "--debug-socket",
+              str(tmp_path / "d.sock"), "--registration-dir", str(tmp_path / "reg"), "--state-dir", str(tmp_path / "s"),
+              "--metrics-addr", "127.0.0.1:0"]
+    for extra, expect in ((["--feature-gates", "Nope=true"], "unknown feature gate(s) Nope"),
+                          (["--config", str(bad)], "not valid YAML/JSON: while parsing a flow node")):
+        run = subprocess.run([sys.executable, "-m", "hookserver.cli.serve", "serve", *common, *extra],
+                             capture_output=True, text=True, timeout=60, env={**os.environ, "HOOKSERVER_LOG_LEVEL": "INFO"})
+        assert run.returncode == 2
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and expect in lines[0] and lines[0].startswith("hookserver: "), run.stderr
+        assert "line 2, column 1" in lines[0] or "feature" in lines[0]
