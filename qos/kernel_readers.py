@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from hookserver.errors import InputError
-from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
 from hookserver.store.records import ContainerRecord, PodRecord
@@ -24,6 +22,7 @@ from hookserver.system.cgroupnames import (
     ContainerRuntime,
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
@@ -40,6 +39,7 @@ from qos.kernel_facts import (
     ResctrlFacts,
     SysctlFacts,
 )
+from qos.node_facts import quantity_or_zero
 from qos.readers import CgroupView
 
 __all__ = [
@@ -79,7 +79,6 @@ OPTIONAL_CGROUP_FILES = (
 )
 # iocost's qos and model live at the hierarchy root only.
 ROOT_ONLY = frozenset({"blkio.cost.qos", "blkio.cost.model"})
-_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
 
 
 def read_text(path: str) -> str | None:
@@ -111,14 +110,7 @@ def _int(text: str | None) -> int | None:
 
 
 def _quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
-    raw = values.get(key)
-    if raw is None:
-        return 0
-    try:
-        q = parse_quantity(raw, field=key)
-    except InputError:
-        return 0
-    return max(q.milli_value() if milli else q.value(), 0)
+    return max(quantity_or_zero(values, key, milli=milli), 0)
 
 
 def resolve_block_device(sys_root: str, name: str, kind: str) -> BlockDevice:
@@ -269,7 +261,7 @@ class KernelReader:
         try:
             if pod.cgroup_parent:
                 return normalize_cgroup_dir(pod.cgroup_parent)
-            kube = _KUBE_QOS.get(pod.kube_qos.lower().replace("-", ""))
+            kube = kube_qos_of_status(pod.kube_qos)
             return pod_dir(self.view.driver, kube, pod.uid) if kube is not None else ""
         except Exception:  # noqa: BLE001 - a crafted parent or uid: no directory, never a crash
             return ""

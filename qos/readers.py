@@ -26,6 +26,7 @@ from hookserver.system.cgroupnames import (
     ContainerRuntime,
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
@@ -78,7 +79,6 @@ SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SY
                BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT)
 
 _NO_SPEC: Mapping[str, str] = MappingProxyType({})
-_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
 
 
 class KernelSource(Protocol):
@@ -185,7 +185,7 @@ class SnapshotBuilder:
                 return normalize_cgroup_dir(pod.cgroup_parent)
             except Exception:  # noqa: BLE001 - a crafted parent is refused: no directory, never a crash
                 return ""
-        kube = _KUBE_QOS.get(pod.kube_qos.lower().replace("-", ""))
+        kube = kube_qos_of_status(pod.kube_qos)
         if kube is None or self.cgroups is None:
             return ""
         try:

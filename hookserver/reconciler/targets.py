@@ -19,6 +19,7 @@ from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.system.cgroupnames import (
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
     runtime_of,
     strip_runtime_prefix,
@@ -26,7 +27,6 @@ from hookserver.system.cgroupnames import (
 
 __all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
 
-_KUBE_QOS = {"besteffort": KubeQoS.BESTEFFORT, "burstable": KubeQoS.BURSTABLE, "guaranteed": KubeQoS.GUARANTEED}
 _PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
 
 
@@ -50,7 +50,7 @@ class PodTarget:
 
 def kube_qos_of(pod: PodRecord) -> KubeQoS | None:
     """`BestEffort` / `Burstable` / `Guaranteed` from the pod status; None when nobody told us."""
-    return _KUBE_QOS.get(pod.kube_qos.lower()) if pod.kube_qos else None
+    return kube_qos_of_status(pod.kube_qos)
 
 
 def pod_target(

@@ -19,6 +19,7 @@ __all__ = [
     "KubeQoS",
     "container_dir_name",
     "expand_slice",
+    "kube_qos_of_status",
     "normalize_cgroup_dir",
     "pod_dir",
     "qos_dir",
@@ -44,6 +45,15 @@ class KubeQoS(enum.Enum):
     GUARANTEED = "guaranteed"
     BURSTABLE = "burstable"
     BESTEFFORT = "besteffort"
+
+
+def kube_qos_of_status(text: str) -> KubeQoS | None:
+    """The pod status's qosClass (`BestEffort`, `Burstable`, `Guaranteed`, any case, dashes ignored) as the
+    kubelet's QoS level; None when empty or unknown."""
+    try:
+        return KubeQoS(text.lower().replace("-", "")) if text else None
+    except ValueError:
+        return None
 
 
 # systemd scope prefix per runtime (`<prefix>-<id>.scope`).
