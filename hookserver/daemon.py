@@ -101,6 +101,7 @@ class Daemon:
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
             node_labels=self._node_labels,
+            replay_snapshot=lambda gate: self.qos_snapshots.build(replay_gate=gate),
         )
         self.reconciler: Reconciler | None = None
         if settings.reconciler.enabled:

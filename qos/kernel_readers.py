@@ -398,7 +398,9 @@ class KernelReader:
         self._be_recorded = done
 
     # -- the facts -------------------------------------------------------------------------------
-    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts:
+    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, replay_gate: str = "") -> KernelFacts:
+        """`replay_gate`: a `hookctl qos plan` replay of that gate's reconciler, which reads what the reconciler
+        needs as if its gate were on and the NodeSLO asked for it (the replay may plan under another --slo)."""
         slo = snap.node_slo if isinstance(snap.node_slo, NodeSLOSpec) else NodeSLOSpec.model_validate({})
         # CPUBurst and RdtResctrl are on by default: read their per-container files only when the NodeSLO
         # (or a pod annotation) asks for them, so a node that uses neither pays nothing per round.
@@ -410,9 +412,10 @@ class KernelReader:
         )
         if burst_wanted or self._burst_until is None:
             self._burst_until = now + BURST_LINGER_S
-        burst = self.enabled("CPUBurst") and (burst_wanted or now < self._burst_until)
-        resctrl_wanted = any(c.resctrl_qos.enable for c in (strategy.lsr_class, strategy.ls_class, strategy.be_class))
-        resctrl_on = self.enabled("RdtResctrl")
+        burst = replay_gate == "CPUBurst" or (self.enabled("CPUBurst") and (burst_wanted or now < self._burst_until))
+        resctrl_wanted = replay_gate == "RdtResctrl" or any(
+            c.resctrl_qos.enable for c in (strategy.lsr_class, strategy.ls_class, strategy.be_class))
+        resctrl_on = self.enabled("RdtResctrl") or replay_gate == "RdtResctrl"
         read = {"pods"}
         if self.enabled("BECPUSuppress"):
             self.record_be_tier()
@@ -424,11 +427,11 @@ class KernelReader:
         tasks = resctrl_on and resctrl_wanted and not resctrl.problem
         pods = self._pods(snap, series, now, cfs=burst, tasks=tasks)
         sysctl = SysctlFacts(originals=self.originals.section("sysctl"))
-        if self.enabled("SystemConfig") or sysctl.originals:
+        if self.enabled("SystemConfig") or sysctl.originals or replay_gate == "SystemConfig":
             sysctl = self.sysctl()
             read.add("sysctl")
         devices: tuple[BlockDevice, ...] = ()
-        if self.enabled("BlkIOReconcile"):
+        if self.enabled("BlkIOReconcile") or replay_gate == "BlkIOReconcile":
             devices = self.devices(slo)
             read.add("blkio")
         return KernelFacts(

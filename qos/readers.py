@@ -84,7 +84,7 @@ _NO_SPEC: Mapping[str, str] = MappingProxyType({})
 class KernelSource(Protocol):
     """Reads the part-2 kernel facts (qos.kernel_readers.KernelReader)."""
 
-    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts: ...
+    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, replay_gate: str = "") -> KernelFacts: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,12 +327,13 @@ class SnapshotBuilder:
         return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2)
 
     # -- the snapshot ----------------------------------------------------------------------------
-    def build(self, *, evicted: frozenset[str] = frozenset()) -> QoSSnapshot:
-        """Thread-safe: the runner's thread and a `hookctl qos plan` replay may build at once (the caches)."""
+    def build(self, *, evicted: frozenset[str] = frozenset(), replay_gate: str = "") -> QoSSnapshot:
+        """Thread-safe: the runner's thread and a `hookctl qos plan` replay may build at once (the caches).
+        `replay_gate`: for a replay of that gate's reconciler (its kernel facts are read even with the gate off)."""
         with self._lock:
-            return self._build(evicted)
+            return self._build(evicted, replay_gate)
 
-    def _build(self, evicted: frozenset[str]) -> QoSSnapshot:
+    def _build(self, evicted: frozenset[str], replay_gate: str = "") -> QoSSnapshot:
         snap = self.store.snapshot()
         series = self.store.series
         now = self.store.clock()
@@ -351,7 +352,7 @@ class SnapshotBuilder:
             collect_interval_s=self.collect_interval_s,
             slo_sources=MappingProxyType(dict(snap.node_slo_sources)),
             stale=snap.stale,
-            kernel=self.kernel.read(snap, series, now) if self.kernel is not None else KernelFacts(),
+            kernel=self.kernel.read(snap, series, now, replay_gate=replay_gate) if self.kernel is not None else KernelFacts(),
         )
 
 
