@@ -26,6 +26,8 @@ from hookserver.system.cgroupnames import (
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
+    runtime_of,
+    strip_runtime_prefix,
 )
 from hookserver.errors import SystemFileError
 from hookserver.system.files import read_text as _read_text
@@ -107,6 +109,20 @@ def _int(text: str | None) -> int | None:
         return int(token)
     except ValueError:
         return None
+
+
+def _started_containers(pod: PodRecord, hooked: list[ContainerRecord]) -> list[ContainerRecord]:
+    """The containers hooks and NRI told us of, then the ones only the pod's statuses list (`<runtime>://<id>`:
+    the prefix names the systemd scope): a pod that started before the agent, or whose hooks ran elsewhere,
+    has only those. By name."""
+    out = list(hooked)
+    seen = {strip_runtime_prefix(c.id) for c in hooked}
+    for name, raw_id in pod.container_ids.items():
+        cid = strip_runtime_prefix(raw_id)
+        if cid and cid not in seen:
+            seen.add(cid)
+            out.append(ContainerRecord(id=raw_id, pod_uid=pod.uid, name=name))
+    return sorted(out, key=lambda r: r.name)
 
 
 def _quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
@@ -312,11 +328,12 @@ class KernelReader:
                 continue
             be = (pod.qos_class or ("BE" if pod.kube_qos.lower() == "besteffort" else "")) == "BE"
             containers: list[ContainerKernel] = []
-            for c in sorted(by_pod.get(pod.uid, []), key=lambda r: r.name):
+            for c in _started_containers(pod, by_pod.get(pod.uid, [])):
                 try:
-                    cdir = f"{pdir}/{container_dir_name(self.view.driver, self.runtime, c.id)}"
+                    name = container_dir_name(self.view.driver, runtime_of(c.id, self.runtime), c.id)
                 except Exception:  # noqa: BLE001 - a crafted id: skip this container
                     continue
+                cdir = f"{pdir}/{name}"
                 requests, limits = pod.container_specs.get(c.name, ({}, {}))
                 if be:
                     cpu_limit = _quantity(limits, BATCH_CPU, milli=False)
@@ -330,7 +347,9 @@ class KernelReader:
                 containers.append(ContainerKernel(
                     id=c.id, name=c.name, dir=cdir, cpu_limit_milli=cpu_limit, memory_request_bytes=mem_req,
                     memory_limit_bytes=mem_lim, quota_us=quota, period_us=period, burst_us=burst,
-                    throttled_ratio=throttled.get(c.id), cpu_usage_cores=usage.get(c.id),
+                    # the collectors label containers by the bare ID
+                    throttled_ratio=throttled.get(strip_runtime_prefix(c.id)),
+                    cpu_usage_cores=usage.get(strip_runtime_prefix(c.id)),
                     tasks=self._tasks(cdir) if tasks else frozenset(),
                 ))
             quota, period, _ = self._cfs(pdir, container=False) if cfs else (None, 100_000, None)
