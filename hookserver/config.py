@@ -171,7 +171,8 @@ def _read_file(path: str) -> dict[str, Any]:
     try:
         data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"config file {path}: not valid YAML/JSON: {exc}") from exc
+        # One line: PyYAML's message spans several (with a caret under the spot); the line and column stay.
+        raise ConfigError(f"config file {path}: not valid YAML/JSON: {' '.join(str(exc).split())}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -107,6 +107,7 @@ class Daemon:
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
             node_labels=self._node_labels,
+            replay_snapshot=lambda gate: self.qos_snapshots.build(replay_gate=gate),
         )
         self.reconciler: Reconciler | None = None
         if settings.reconciler.enabled:
@@ -174,7 +175,8 @@ class Daemon:
         hooks = ["batchresource"] if "BatchResource" in self.registry.plugins else []
         self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
-        view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
+        view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver,
+                          runtime=layout.runtime)
         self.originals = NodeOriginals(settings.state_dir)
         self.system_files = SystemFileExecutor(
             {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,

@@ -27,10 +27,14 @@ class QoSProviders:
     """Callables for `DebugServer(providers=...)`: `report(args)` and `replay(args)`."""
 
     def __init__(
-        self, runner: QoSRunner, *, snapshot: Callable[[], QoSSnapshot], node_labels: Callable[[], dict[str, str]]
+        self, runner: QoSRunner, *, snapshot: Callable[[], QoSSnapshot], node_labels: Callable[[], dict[str, str]],
+        replay_snapshot: Callable[[str], QoSSnapshot] | None = None,
     ) -> None:
+        """`replay_snapshot(gate)`: the snapshot for a replay of that gate's reconciler, with the kernel facts it
+        needs read even while its gate is off (else `snapshot`)."""
         self.runner = runner
         self._snapshot = snapshot
+        self._replay_snapshot = replay_snapshot
         self._node_labels = node_labels
 
     def _canonical(self, name: str) -> str:
@@ -52,7 +56,8 @@ class QoSProviders:
             raise InputError(f"unknown reconciler {name!r} (known: {known})", field="name")
         document = str(args.get("slo_document", ""))
         source = str(args.get("slo_source", "")) or "the --slo document"
-        snapshot = self._snapshot()
+        gate = self.runner.reconcilers[name].gate.name
+        snapshot = self._replay_snapshot(gate) if self._replay_snapshot is not None else self._snapshot()
         if document.strip():
             origin = f"file {source}"
             try:

@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from hookserver.errors import InputError
-from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
 from hookserver.store.records import ContainerRecord, PodRecord
@@ -24,9 +22,12 @@ from hookserver.system.cgroupnames import (
     ContainerRuntime,
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
+    runtime_of,
+    strip_runtime_prefix,
 )
 from hookserver.errors import SystemFileError
 from hookserver.system.files import read_text as _read_text
@@ -40,6 +41,7 @@ from qos.kernel_facts import (
     ResctrlFacts,
     SysctlFacts,
 )
+from qos.node_facts import quantity_or_zero
 from qos.readers import CgroupView
 
 __all__ = [
@@ -79,7 +81,6 @@ OPTIONAL_CGROUP_FILES = (
 )
 # iocost's qos and model live at the hierarchy root only.
 ROOT_ONLY = frozenset({"blkio.cost.qos", "blkio.cost.model"})
-_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
 
 
 def read_text(path: str) -> str | None:
@@ -110,15 +111,22 @@ def _int(text: str | None) -> int | None:
         return None
 
 
+def _started_containers(pod: PodRecord, hooked: list[ContainerRecord]) -> list[ContainerRecord]:
+    """The containers hooks and NRI told us of, then the ones only the pod's statuses list (`<runtime>://<id>`:
+    the prefix names the systemd scope): a pod that started before the agent, or whose hooks ran elsewhere,
+    has only those. By name."""
+    out = list(hooked)
+    seen = {strip_runtime_prefix(c.id) for c in hooked}
+    for name, raw_id in pod.container_ids.items():
+        cid = strip_runtime_prefix(raw_id)
+        if cid and cid not in seen:
+            seen.add(cid)
+            out.append(ContainerRecord(id=raw_id, pod_uid=pod.uid, name=name))
+    return sorted(out, key=lambda r: r.name)
+
+
 def _quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
-    raw = values.get(key)
-    if raw is None:
-        return 0
-    try:
-        q = parse_quantity(raw, field=key)
-    except InputError:
-        return 0
-    return max(q.milli_value() if milli else q.value(), 0)
+    return max(quantity_or_zero(values, key, milli=milli), 0)
 
 
 def resolve_block_device(sys_root: str, name: str, kind: str) -> BlockDevice:
@@ -269,7 +277,7 @@ class KernelReader:
         try:
             if pod.cgroup_parent:
                 return normalize_cgroup_dir(pod.cgroup_parent)
-            kube = _KUBE_QOS.get(pod.kube_qos.lower().replace("-", ""))
+            kube = kube_qos_of_status(pod.kube_qos)
             return pod_dir(self.view.driver, kube, pod.uid) if kube is not None else ""
         except Exception:  # noqa: BLE001 - a crafted parent or uid: no directory, never a crash
             return ""
@@ -320,11 +328,12 @@ class KernelReader:
                 continue
             be = (pod.qos_class or ("BE" if pod.kube_qos.lower() == "besteffort" else "")) == "BE"
             containers: list[ContainerKernel] = []
-            for c in sorted(by_pod.get(pod.uid, []), key=lambda r: r.name):
+            for c in _started_containers(pod, by_pod.get(pod.uid, [])):
                 try:
-                    cdir = f"{pdir}/{container_dir_name(self.view.driver, self.runtime, c.id)}"
+                    name = container_dir_name(self.view.driver, runtime_of(c.id, self.runtime), c.id)
                 except Exception:  # noqa: BLE001 - a crafted id: skip this container
                     continue
+                cdir = f"{pdir}/{name}"
                 requests, limits = pod.container_specs.get(c.name, ({}, {}))
                 if be:
                     cpu_limit = _quantity(limits, BATCH_CPU, milli=False)
@@ -338,7 +347,9 @@ class KernelReader:
                 containers.append(ContainerKernel(
                     id=c.id, name=c.name, dir=cdir, cpu_limit_milli=cpu_limit, memory_request_bytes=mem_req,
                     memory_limit_bytes=mem_lim, quota_us=quota, period_us=period, burst_us=burst,
-                    throttled_ratio=throttled.get(c.id), cpu_usage_cores=usage.get(c.id),
+                    # the collectors label containers by the bare ID
+                    throttled_ratio=throttled.get(strip_runtime_prefix(c.id)),
+                    cpu_usage_cores=usage.get(strip_runtime_prefix(c.id)),
                     tasks=self._tasks(cdir) if tasks else frozenset(),
                 ))
             quota, period, _ = self._cfs(pdir, container=False) if cfs else (None, 100_000, None)
@@ -411,7 +422,9 @@ class KernelReader:
         self._be_recorded = done
 
     # -- the facts -------------------------------------------------------------------------------
-    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts:
+    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, replay_gate: str = "") -> KernelFacts:
+        """`replay_gate`: a `hookctl qos plan` replay of that gate's reconciler, which reads what the reconciler
+        needs as if its gate were on and the NodeSLO asked for it (the replay may plan under another --slo)."""
         slo = snap.node_slo if isinstance(snap.node_slo, NodeSLOSpec) else NodeSLOSpec.model_validate({})
         # CPUBurst and RdtResctrl are on by default: read their per-container files only when the NodeSLO
         # (or a pod annotation) asks for them, so a node that uses neither pays nothing per round.
@@ -423,9 +436,10 @@ class KernelReader:
         )
         if burst_wanted or self._burst_until is None:
             self._burst_until = now + BURST_LINGER_S
-        burst = self.enabled("CPUBurst") and (burst_wanted or now < self._burst_until)
-        resctrl_wanted = any(c.resctrl_qos.enable for c in (strategy.lsr_class, strategy.ls_class, strategy.be_class))
-        resctrl_on = self.enabled("RdtResctrl")
+        burst = replay_gate == "CPUBurst" or (self.enabled("CPUBurst") and (burst_wanted or now < self._burst_until))
+        resctrl_wanted = replay_gate == "RdtResctrl" or any(
+            c.resctrl_qos.enable for c in (strategy.lsr_class, strategy.ls_class, strategy.be_class))
+        resctrl_on = self.enabled("RdtResctrl") or replay_gate == "RdtResctrl"
         read = {"pods"}
         if self.enabled("BECPUSuppress"):
             self.record_be_tier()
@@ -437,11 +451,11 @@ class KernelReader:
         tasks = resctrl_on and resctrl_wanted and not resctrl.problem
         pods = self._pods(snap, series, now, cfs=burst, tasks=tasks)
         sysctl = SysctlFacts(originals=self.originals.section("sysctl"))
-        if self.enabled("SystemConfig") or sysctl.originals:
+        if self.enabled("SystemConfig") or sysctl.originals or replay_gate == "SystemConfig":
             sysctl = self.sysctl()
             read.add("sysctl")
         devices: tuple[BlockDevice, ...] = ()
-        if self.enabled("BlkIOReconcile"):
+        if self.enabled("BlkIOReconcile") or replay_gate == "BlkIOReconcile":
             devices = self.devices(slo)
             read.add("blkio")
         return KernelFacts(

@@ -25,6 +25,7 @@ __all__ = [
     "cpus_of",
     "json_annotation",
     "node_facts",
+    "quantity_or_zero",
 ]
 
 BATCH_CPU = "kubernetes.io/batch-cpu"
@@ -52,17 +53,22 @@ def cpus_of(text: Any) -> frozenset[int]:
         return frozenset()
 
 
+def quantity_or_zero(values: Mapping[str, str], key: str, *, milli: bool) -> int:
+    """values[key] as a quantity (milli-units or units); 0 when absent or not a quantity: a facts reader
+    reports what it can and never stops on one bad field."""
+    raw = values.get(key)
+    if raw is None:
+        return 0
+    try:
+        q = parse_quantity(raw, field=key)
+    except InputError:
+        return 0
+    return q.milli_value() if milli else q.value()
+
+
 def node_facts(node: NodeRecord) -> NodeFacts:
     """Capacity, allocatable and reservations of the node, from its record and koordinator annotations."""
-    def quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
-        raw = values.get(key)
-        if raw is None:
-            return 0
-        try:
-            q = parse_quantity(raw, field=key)
-        except InputError:
-            return 0
-        return q.milli_value() if milli else q.value()
+    quantity = quantity_or_zero
 
     cpu_cap = quantity(node.capacity, "cpu", milli=True)
     cpu_alloc = quantity(node.allocatable, "cpu", milli=True) or cpu_cap

@@ -26,9 +26,12 @@ from hookserver.system.cgroupnames import (
     ContainerRuntime,
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
+    runtime_of,
+    strip_runtime_prefix,
 )
 from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.files import read_text
@@ -76,13 +79,12 @@ SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SY
                BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT)
 
 _NO_SPEC: Mapping[str, str] = MappingProxyType({})
-_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
 
 
 class KernelSource(Protocol):
     """Reads the part-2 kernel facts (qos.kernel_readers.KernelReader)."""
 
-    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float) -> KernelFacts: ...
+    def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, replay_gate: str = "") -> KernelFacts: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +185,7 @@ class SnapshotBuilder:
                 return normalize_cgroup_dir(pod.cgroup_parent)
             except Exception:  # noqa: BLE001 - a crafted parent is refused: no directory, never a crash
                 return ""
-        kube = _KUBE_QOS.get(pod.kube_qos.lower().replace("-", ""))
+        kube = kube_qos_of_status(pod.kube_qos)
         if kube is None or self.cgroups is None:
             return ""
         try:
@@ -195,7 +197,8 @@ class SnapshotBuilder:
         if self.cgroups is None:
             return ""
         try:
-            name = container_dir_name(self.cgroups.driver, self.cgroups.runtime, container_id)
+            runtime = runtime_of(container_id, self.cgroups.runtime)
+            name = container_dir_name(self.cgroups.driver, runtime, container_id)
             base = normalize_cgroup_dir(parent) if parent else pod_rel
         except Exception:  # noqa: BLE001 - a crafted ID or parent gives no directory, never a crash
             return ""
@@ -204,10 +207,22 @@ class SnapshotBuilder:
         return base if base.rsplit("/", 1)[-1] == name else f"{base}/{name}"
 
     def _containers(self, snap: StoreSnapshot, pod: PodRecord, pod_rel: str, by_pod: dict[str, list[Any]]) -> tuple[ContainerFacts, ...]:
+        """The containers hooks and NRI told us of, then the started ones the pod's statuses list
+        (`<runtime>://<id>`): a pod that started before the agent, or whose hooks ran elsewhere, has only those."""
         out = []
+        seen: set[str] = set()
         for c in by_pod.get(pod.uid, ()):
             requests, limits = pod.container_specs.get(c.name, (_NO_SPEC, _NO_SPEC))
             out.append(ContainerFacts(id=c.id, name=c.name, cgroup_dir=self._container_dir(pod_rel, c.cgroup_parent, c.id),
+                                      requests=requests, limits=limits))
+            seen.add(strip_runtime_prefix(c.id))
+        for name, raw_id in pod.container_ids.items():
+            cid = strip_runtime_prefix(raw_id)
+            if not cid or cid in seen:
+                continue
+            seen.add(cid)
+            requests, limits = pod.container_specs.get(name, (_NO_SPEC, _NO_SPEC))
+            out.append(ContainerFacts(id=raw_id, name=name, cgroup_dir=self._container_dir(pod_rel, "", raw_id),
                                       requests=requests, limits=limits))
         return tuple(sorted(out, key=lambda c: (c.name, c.id)))
 
@@ -312,12 +327,13 @@ class SnapshotBuilder:
         return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2)
 
     # -- the snapshot ----------------------------------------------------------------------------
-    def build(self, *, evicted: frozenset[str] = frozenset()) -> QoSSnapshot:
-        """Thread-safe: the runner's thread and a `hookctl qos plan` replay may build at once (the caches)."""
+    def build(self, *, evicted: frozenset[str] = frozenset(), replay_gate: str = "") -> QoSSnapshot:
+        """Thread-safe: the runner's thread and a `hookctl qos plan` replay may build at once (the caches).
+        `replay_gate`: for a replay of that gate's reconciler (its kernel facts are read even with the gate off)."""
         with self._lock:
-            return self._build(evicted)
+            return self._build(evicted, replay_gate)
 
-    def _build(self, evicted: frozenset[str]) -> QoSSnapshot:
+    def _build(self, evicted: frozenset[str], replay_gate: str = "") -> QoSSnapshot:
         snap = self.store.snapshot()
         series = self.store.series
         now = self.store.clock()
@@ -336,7 +352,7 @@ class SnapshotBuilder:
             collect_interval_s=self.collect_interval_s,
             slo_sources=MappingProxyType(dict(snap.node_slo_sources)),
             stale=snap.stale,
-            kernel=self.kernel.read(snap, series, now) if self.kernel is not None else KernelFacts(),
+            kernel=self.kernel.read(snap, series, now, replay_gate=replay_gate) if self.kernel is not None else KernelFacts(),
         )
 
 

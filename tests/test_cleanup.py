@@ -105,3 +105,17 @@ def test_cleanup_with_a_corrupt_state_file_warns_and_restores_nothing(node: Path
     out = capsys.readouterr().out
     assert "WARNING" in out and "unreadable" in out
     assert (node / "proc" / "sys" / "vm" / "min_free_kbytes").read_text() == "160000"
+
+
+def test_cleanup_takes_every_serve_flag() -> None:
+    """`cleanup` reads its settings with serve's code, so it must know every serve flag: the reconciler's
+    flags were added after cleanup copied serve's, and every cleanup died with an AttributeError."""
+    from hookserver.cli.serve import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    serve, cleanup = sub.choices["serve"], sub.choices["cleanup"]  # type: ignore[attr-defined]
+    serve_dests = {a.dest for a in serve._actions} - {"help"}
+    assert serve_dests <= {a.dest for a in cleanup._actions}
+    args = parser.parse_args(["cleanup"])
+    assert args.reconcile_interval is None and args.no_reconciler is False

@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     reconciler.add_argument("--reconcile-interval", type=float, metavar="SECONDS",
                             help="periodic reconciler pass (koordlet's runtime-hooks-reconcile-interval, default 10)")
     reconciler.add_argument("--no-reconciler", action="store_true", help="do not re-apply hook values to running pods")
-    # Last: cleanup copies every serve flag defined above.
+    # Last: `cleanup` copies serve's flags as they are now (argparse parents copy, they do not link), and
+    # settings_from_args reads every one of them.
     from hookserver.cli.cleanup import add_cleanup_parser
 
     add_cleanup_parser(sub, serve)
@@ -126,10 +127,19 @@ async def _serve(settings: Settings) -> int:
     return await daemon.run(stop)
 
 
+def _check_feature_gates(settings: Settings) -> None:
+    """An unknown or malformed --feature-gates name is refused here, before logging starts, so the refusal
+    is the one line on stderr (the daemon checks again when it builds the QoS runner)."""
+    from qos import build_reconcilers, gate_registry
+
+    gate_registry(build_reconcilers(settings.qos)).resolve(settings.gate_layers())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from_args(args)
+        _check_feature_gates(settings)
     except ConfigError as exc:
         print(f"hookserver: {exc}", file=sys.stderr)
         return 2

@@ -70,7 +70,25 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
             {"gate": g.get("name"), "value": g.get("enabled"), "from": g.get("source"), "default": g.get("default")}
             for g in gates if isinstance(g, Mapping)
         ]))
+    lines.extend(_owners_and_originals(doc))
     return "\n".join(lines)
+
+
+def _owners_and_originals(doc: Mapping[str, Any]) -> list[str]:
+    """Which feature owns how many knobs (the list: -o json), and the node values recorded before the agent
+    first changed them: what `hookserver cleanup` puts back."""
+    lines: list[str] = []
+    owners = doc.get("knob_owners")
+    if isinstance(owners, Mapping) and owners:
+        counts = ", ".join(f"{name} ({len(k) if isinstance(k, list) else '?'})" for name, k in sorted(owners.items()))
+        lines.append(f"knob owners: {counts}; the knobs: -o json")
+    originals = doc.get("originals")
+    if isinstance(originals, Mapping):
+        entries = [f"  {kind} {key} = {value}" for kind, table in sorted(originals.items()) if isinstance(table, Mapping)
+                   for key, value in sorted(table.items())]
+        lines.append("originals (what `hookserver cleanup` restores):" + ("" if entries else " (none recorded)"))
+        lines.extend(entries)
+    return lines
 
 
 def render_qos_plan(doc: Any) -> str:

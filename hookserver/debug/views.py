@@ -71,9 +71,14 @@ def status_view(store: StateStore) -> dict[str, Any]:
 def pods_view(store: StateStore) -> list[dict[str, Any]]:
     snap = store.snapshot()
     now = store.clock()
-    counts: dict[str, int] = {}
+    # Container names by pod: the ones hooks and NRI told of, and the started ones the pod's statuses list
+    # (a pod whose hooks never ran here), as `explain` lists them.
+    names: dict[str, set[str]] = {}
     for c in snap.containers.values():
-        counts[c.pod_uid] = counts.get(c.pod_uid, 0) + 1
+        names.setdefault(c.pod_uid, set()).add(c.name)
+    for pod in snap.pods.values():
+        if pod.container_ids:
+            names.setdefault(pod.uid, set()).update(pod.container_ids)
     return [
         {
             "pod": pod.key,
@@ -81,7 +86,7 @@ def pods_view(store: StateStore) -> list[dict[str, Any]]:
             "qos": pod.qos_class,
             "source": pod.source,
             "sandbox": pod.sandbox_id,
-            "containers": counts.get(pod.uid, 0),
+            "containers": len(names.get(pod.uid, ())),
             "age": format_age(now - pod.first_seen) if pod.first_seen else "",
         }
         for pod in sorted(snap.pods.values(), key=lambda p: p.key)

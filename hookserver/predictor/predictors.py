@@ -25,6 +25,7 @@ from hookserver.predictor.priority import (
     is_terminated,
     pod_priority_class,
     pod_requests,
+    terminated_reason,
 )
 from hookserver.store.records import PodRecord
 
@@ -148,7 +149,7 @@ def compute_reclaimable(
                                  peak_memory_bytes=req.memory_bytes))
             continue
         if is_terminated(pod):
-            lines.append(replace(base, counted_as=f"skipped:{pod.phase.lower()}"))
+            lines.append(replace(base, counted_as=f"skipped:{terminated_reason(pod)}"))
             continue
         request_cpu += req.cpu_milli
         request_mem += req.memory_bytes

@@ -30,6 +30,7 @@ __all__ = [
     "pod_qos_class",
     "pod_requests",
     "priority_class_by_value",
+    "terminated_reason",
 ]
 
 LABEL_PRIORITY_CLASS = "koordinator.sh/priority-class"
@@ -124,7 +125,14 @@ def pod_requests(pod: PodRecord) -> PodRequests:
 
 
 def is_terminated(pod: PodRecord) -> bool:
-    return pod.phase in ("Succeeded", "Failed")
+    """Finished (Succeeded/Failed) or terminating (deletionTimestamp set): its request is about to be
+    released, so counting it as reclaimable would publish batch capacity that leaves with the pod."""
+    return pod.phase in ("Succeeded", "Failed") or bool(pod.deletion_timestamp)
+
+
+def terminated_reason(pod: PodRecord) -> str:
+    """`succeeded`/`failed`, else `terminating`: why is_terminated(pod) holds, for the per-pod lines."""
+    return pod.phase.lower() if pod.phase in ("Succeeded", "Failed") else "terminating"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,23 +17,16 @@ from hookserver.errors import PathEscapeError
 from hookserver.executor.layout import CgroupLayout
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.system.cgroupnames import (
-    ContainerRuntime,
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
+    runtime_of,
     strip_runtime_prefix,
 )
 
 __all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
 
-_RUNTIMES = {
-    "containerd": ContainerRuntime.CONTAINERD,
-    "docker": ContainerRuntime.DOCKER,
-    "cri-o": ContainerRuntime.CRIO,
-    "crio": ContainerRuntime.CRIO,
-    "pouch": ContainerRuntime.POUCH,
-}
-_KUBE_QOS = {"besteffort": KubeQoS.BESTEFFORT, "burstable": KubeQoS.BURSTABLE, "guaranteed": KubeQoS.GUARANTEED}
 _PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
 
 
@@ -55,15 +48,9 @@ class PodTarget:
     pending: int = 0
 
 
-def runtime_of(container_id: str, default: ContainerRuntime) -> ContainerRuntime:
-    """The runtime a `<runtime>://<id>` container ID names; `default` for a bare ID."""
-    prefix, sep, _ = container_id.partition("://")
-    return _RUNTIMES.get(prefix, default) if sep else default
-
-
 def kube_qos_of(pod: PodRecord) -> KubeQoS | None:
     """`BestEffort` / `Burstable` / `Guaranteed` from the pod status; None when nobody told us."""
-    return _KUBE_QOS.get(pod.kube_qos.lower()) if pod.kube_qos else None
+    return kube_qos_of_status(pod.kube_qos)
 
 
 def pod_target(

@@ -140,5 +140,6 @@ def parse_slo_text(text: str, *, origin: str, strict_json: bool = False) -> SLOD
     try:
         doc = json.loads(text) if strict_json else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{origin}: not valid {'JSON' if strict_json else 'YAML/JSON'}: {exc}") from None
+        # One line (a log line, hookctl's error line): PyYAML's message spans several; line and column stay.
+        raise ConfigError(f"{origin}: not valid {'JSON' if strict_json else 'YAML/JSON'}: {' '.join(str(exc).split())}") from None
     return parse_slo_document(doc, origin=origin)

@@ -19,9 +19,11 @@ __all__ = [
     "KubeQoS",
     "container_dir_name",
     "expand_slice",
+    "kube_qos_of_status",
     "normalize_cgroup_dir",
     "pod_dir",
     "qos_dir",
+    "runtime_of",
     "sandbox_dir_name",
     "strip_runtime_prefix",
 ]
@@ -43,6 +45,15 @@ class KubeQoS(enum.Enum):
     GUARANTEED = "guaranteed"
     BURSTABLE = "burstable"
     BESTEFFORT = "besteffort"
+
+
+def kube_qos_of_status(text: str) -> KubeQoS | None:
+    """The pod status's qosClass (`BestEffort`, `Burstable`, `Guaranteed`, any case, dashes ignored) as the
+    kubelet's QoS level; None when empty or unknown."""
+    try:
+        return KubeQoS(text.lower().replace("-", "")) if text else None
+    except ValueError:
+        return None
 
 
 # systemd scope prefix per runtime (`<prefix>-<id>.scope`).
@@ -73,6 +84,22 @@ def strip_runtime_prefix(container_id: str) -> str:
         if container_id.startswith(prefix):
             return container_id[len(prefix):]
     return container_id
+
+
+_RUNTIMES_BY_PREFIX = {
+    "containerd": ContainerRuntime.CONTAINERD,
+    "docker": ContainerRuntime.DOCKER,
+    "cri-o": ContainerRuntime.CRIO,
+    "crio": ContainerRuntime.CRIO,
+    "pouch": ContainerRuntime.POUCH,
+}
+
+
+def runtime_of(container_id: str, default: ContainerRuntime) -> ContainerRuntime:
+    """The runtime a `<runtime>://<id>` container ID names (it picks the systemd scope name, so a docker
+    container on a containerd-configured node still resolves); `default` for a bare ID."""
+    prefix, sep, _ = container_id.partition("://")
+    return _RUNTIMES_BY_PREFIX.get(prefix, default) if sep else default
 
 
 def expand_slice(name: str) -> str:

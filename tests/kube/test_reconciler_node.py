@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ SPEC = json.dumps({"containers": {"main": {
     "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"},
 }}})
 CGROUP = Path("/sys/fs/cgroup")
+KUBELET_HEALTHZ = os.environ.get("HOOKSERVER_E2E_KUBELET_HEALTHZ", "http://127.0.0.1:10248/healthz")
 
 
 def _client() -> Any:
@@ -53,6 +55,15 @@ def _why_not() -> str:
         node = _client().read_node(NODE)
     except Exception as exc:  # noqa: BLE001 - any failure to reach the node means: not this tier
         return f"node {NODE} not readable: {exc}"
+    # The Node's heartbeat stays "fresh" for a while after stop-node.sh: ask the kubelet itself too (else the
+    # test errored waiting for a pod that no kubelet will start, instead of skipping).
+    try:
+        with urllib.request.urlopen(KUBELET_HEALTHZ, timeout=2) as reply:  # noqa: S310 - a fixed local URL
+            healthy = reply.read().strip() == b"ok"
+    except OSError as exc:
+        return f"the kubelet of {NODE} does not answer {KUBELET_HEALTHZ} ({exc}): start tools/kube-e2e/start-node.sh"
+    if not healthy:
+        return f"the kubelet of {NODE} is not healthy ({KUBELET_HEALTHZ})"
     beats = [c.last_heartbeat_time for c in node.status.conditions or [] if c.last_heartbeat_time]
     now = datetime.datetime.now(datetime.UTC)
     if not beats or (now - max(beats)).total_seconds() > 120:

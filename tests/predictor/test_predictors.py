@@ -140,3 +140,21 @@ def test_qos_and_requests():
     assert pod_qos_class(pod("p", kube_qos="Guaranteed")) == "LSR"
     assert pod_qos_class(pod("p", kube_qos="BestEffort")) == "BE"
     assert pod_requests(pod("p", cpu="1500m", memory="1Gi")).cpu_milli == 1500
+
+
+def test_a_terminating_pod_is_not_reclaimable_and_leaves_the_priority_requests():
+    """A pod with a deletionTimestamp releases its request within its grace period: counted as reclaimable
+    it would publish batch capacity that leaves with it. Same as a finished pod (skipped, request not summed)."""
+    from dataclasses import replace
+
+    pods, predictions, with_metrics = scripted()
+    pods = [replace(p, deletion_timestamp="2026-11-23T08:00:00Z") if p.name == "a" else p for p in pods]
+    report = run(pods, predictions, with_metrics)
+    lines = {line.name: line for line in report.pods}
+    assert lines["a"].counted_as == "skipped:terminating" and lines["a"].reclaimable_cpu_milli == 0
+    # pod-based: only d predicted (peak 660m / 692060160, reclaims 0) and b cold (1000m / 2Gi)
+    assert report.pod_based.inputs["sum_peak_cpu_milli"] == 660
+    assert (report.pod_based.cpu_milli, report.pod_based.memory_bytes) == (0, 0)
+    # priority-based: requests of b and d only = 1500m / 2Gi + 512Mi = 2684354560
+    assert report.priority_based.inputs["sum_request_cpu_milli"] == 1500
+    assert report.priority_based.inputs["sum_request_memory_bytes"] == 2 * GI + 512 * MI

@@ -412,3 +412,29 @@ def test_moving_a_task_that_exited_is_not_a_failure(tmp_path: Path, monkeypatch:
     assert result.ok and result.skipped
     other = stack.files.apply([FileWrite("resctrl", "BE/schemata", "L3:0=f", compare="always")])[0]
     assert not other.ok and "ESRCH" in other.error
+
+
+def test_reader_sees_containers_only_the_pod_statuses_list(tmp_path: Path) -> None:
+    """Seen on the one-node kubelet cluster: an LS pod created while no hook ran here (the agent was down,
+    or there is neither proxy nor NRI) has its containers only in status.containerStatuses
+    (PodRecord.container_ids). The kernel reader took containers from hook records alone, so CPU burst,
+    memory QoS and resctrl planned nothing for it (`qos plan CPUBurst`: 0 burst writes)."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from qos.cpu_burst import CPUBurst
+
+    cg = tmp_path / "cg"
+    uid = "web-0000-1111"
+    cid = "49eb09b011fc"
+    _files(cg / "cpu" / "kubepods" / "burstable" / f"pod{uid}" / cid,
+           {"cpu.cfs_quota_us": "50000", "cpu.cfs_period_us": "100000", "cpu.cfs_burst_us": "0"})
+    _files(cg / "cpu" / "kubepods", {"cpu.cfs_burst_us": "0"})
+    (cg / "memory").mkdir()
+    stack = build_stack(str(cg), CPUBurst(), gates={"CPUBurst": True}, spec={"cpuBurstStrategy": {"policy": "cpuBurstOnly"}})
+    pod = add_pod(stack.store, "web", kube_qos="Burstable", qos="LS", containers={})
+    stack.store.upsert_pod(replace(pod, container_specs=MappingProxyType({"main": ({}, {"cpu": "500m"})}),
+                                   container_ids=MappingProxyType({"main": f"containerd://{cid}"})))
+    pk = stack.runner.snapshots.build().kernel.pods[uid]
+    assert [(c.name, c.dir, c.cpu_limit_milli, c.quota_us, c.burst_us) for c in pk.containers] == [
+        ("main", f"kubepods/burstable/pod{uid}/{cid}", 500, 50000, 0)]

@@ -142,3 +142,46 @@ def test_containers_with_their_dirs_and_spec(tmp_path: Path) -> None:
         ("main", "kubepods/besteffort/podu-be/abc123"), ("side", "kubepods/besteffort/podu-be/def456"),
     ]
     assert be.containers[0].requests["kubernetes.io/batch-cpu"] == "1500" and dict(be.containers[1].limits) == {}
+
+
+def test_containers_the_pod_statuses_list_without_hooks(tmp_path: Path) -> None:
+    """A pod the informer lists but whose hooks never ran here (started before the agent, or hooked
+    elsewhere) has container IDs only in its statuses: CPU burst and memory QoS must see them too."""
+    from hookserver.store.records import ContainerRecord
+    from hookserver.system.cgroupnames import ContainerRuntime
+
+    store = _store()
+    ids = MappingProxyType({"main": "containerd://abc123", "side": "docker://def456"})
+    store.upsert_pod(PodRecord(uid="u-ls", namespace="ns", name="web", qos_class="LS", kube_qos="Burstable",
+                               container_ids=ids))
+    store.upsert_container(ContainerRecord(id="abc123", pod_uid="u-ls", name="main"))  # hooked too: once
+    view = CgroupView(hierarchy_root=lambda sub: str(tmp_path / sub), v2=False, driver=CgroupDriver.SYSTEMD,
+                      runtime=ContainerRuntime.CONTAINERD)
+    ls = next(p for p in SnapshotBuilder(store, cgroups=view).build().pods if p.uid == "u-ls")
+    pod_dir = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_ls.slice"
+    assert [(c.name, c.cgroup_dir) for c in ls.containers] == [
+        ("main", f"{pod_dir}/cri-containerd-abc123.scope"),
+        ("side", f"{pod_dir}/docker-def456.scope"),  # the ID's runtime names the scope, not the node's default
+    ]
+
+
+def test_the_daemon_gives_the_qos_snapshot_the_configured_runtime(tmp_path: Path) -> None:
+    """The daemon built the QoS view without the runtime: on a docker or CRI-O systemd node every container
+    dir the QoS reconcilers planned for was a `cri-containerd-<id>.scope` that does not exist."""
+    from hookserver.config import load_settings
+    from hookserver.daemon import Daemon
+    from hookserver.system.cgroupnames import ContainerRuntime
+
+    for sub in ("cpu", "memory", "cpuset"):
+        (tmp_path / "cg" / sub).mkdir(parents=True)
+    settings = load_settings(overrides={
+        "standalone": True, "state_dir": str(tmp_path), "hook": {"socket": str(tmp_path / "h.sock")},
+        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
+        "cgroup": {"root": str(tmp_path / "cg"), "driver": "systemd", "runtime": "cri-o"},
+    }, environ={})
+    daemon = Daemon(settings)
+    try:
+        assert daemon.qos_snapshots.cgroups is not None
+        assert daemon.qos_snapshots.cgroups.runtime is ContainerRuntime.CRIO
+    finally:
+        daemon.http.stop()

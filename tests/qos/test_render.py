@@ -41,3 +41,14 @@ def test_plan_view_lists_writes_actions_and_eviction_order() -> None:
     assert "cpu.cfs_quota_us" in text and "vm/min_free_kbytes" in text and "ns/a" in text and "why: why a" in text
     assert "RELEASES" not in text
     assert render_qos_plan({"unexpected": 1}) == "unexpected: 1"
+
+
+def test_qos_table_shows_knob_owners_and_the_originals_cleanup_restores() -> None:
+    """The daemon merged `knob_owners` and `originals` into the qos document; the table dropped both."""
+    doc = {**DOC, "knob_owners": {"batchresource": ["a", "b"], "CPUSuppress": ["c"]},
+           "originals": {"cgroup": {"cpu:kubepods/besteffort/cpu.cfs_quota_us": "-1"}, "sysctl": {}}}
+    text = render_qos(doc, now=1000.0)
+    assert "knob owners: CPUSuppress (1), batchresource (2); the knobs: -o json" in text
+    assert "originals (what `hookserver cleanup` restores):\n  cgroup cpu:kubepods/besteffort/cpu.cfs_quota_us = -1" in text
+    empty = render_qos({**DOC, "originals": {"cgroup": {}, "sysctl": {}}}, now=1000.0)
+    assert "originals (what `hookserver cleanup` restores): (none recorded)" in empty

@@ -3,6 +3,8 @@ parsers, resolved for this node's labels, and a bad file is a clear InputError; 
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +107,56 @@ def test_names_are_forgiving() -> None:
     for alias in ("cpusuppress", "CPUSuppresss", "BECPUSuppress"):
         assert providers.replay({"name": alias})["reconciler"] == "CPUSuppress"
     assert providers.replay({"name": "bememoryevict"})["reconciler"] == "MemoryEvict"
+
+
+def test_startup_refusals_are_one_line_on_stderr(tmp_path: Path) -> None:
+    """As an operator sees them (a real process, logging on): an unknown gate used to come after the
+    daemon's startup log lines, and a YAML syntax error spanned five lines."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("standalone: [\n")
+    common = ["--standalone", "--no-nri", "--hook-socket", str(tmp_path / "h.sock"), "--debug-socket",
+              str(tmp_path / "d.sock"), "--registration-dir", str(tmp_path / "reg"), "--state-dir", str(tmp_path / "s"),
+              "--metrics-addr", "127.0.0.1:0"]
+    for extra, expect in ((["--feature-gates", "Nope=true"], "unknown feature gate(s) Nope"),
+                          (["--config", str(bad)], "not valid YAML/JSON: while parsing a flow node")):
+        run = subprocess.run([sys.executable, "-m", "hookserver.cli.serve", "serve", *common, *extra],
+                             capture_output=True, text=True, timeout=60, env={**os.environ, "HOOKSERVER_LOG_LEVEL": "INFO"})
+        assert run.returncode == 2
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and expect in lines[0] and lines[0].startswith("hookserver: "), run.stderr
+        assert "line 2, column 1" in lines[0] or "feature" in lines[0]
+
+
+def test_a_replay_reads_what_its_reconciler_needs_while_the_gate_is_off(tmp_path: Path) -> None:
+    """`hookctl qos plan SystemConfig --slo FILE` is how an operator previews the gate before turning it on:
+    the daemon's snapshot read the node settings only for gates that are on, so the replay said "node
+    settings not read this round" and planned nothing."""
+    from hookserver.config import load_settings
+    from hookserver.daemon import Daemon
+
+    for sub in ("cpu", "memory", "cpuset"):
+        (tmp_path / "cg" / sub).mkdir(parents=True)
+    vm = tmp_path / "proc" / "sys" / "vm"
+    vm.mkdir(parents=True)
+    (vm / "min_free_kbytes").write_text("67584\n")
+    (vm / "watermark_scale_factor").write_text("10\n")
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal:       16777216 kB\n")
+    (tmp_path / "sys").mkdir()
+    settings = load_settings(overrides={
+        "standalone": True, "state_dir": str(tmp_path / "state"), "hook": {"socket": str(tmp_path / "h.sock")},
+        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
+        "cgroup": {"root": str(tmp_path / "cg")}, "proc_root": str(tmp_path / "proc"), "sys_root": str(tmp_path / "sys"),
+    }, environ={})
+    daemon = Daemon(settings)
+    try:
+        doc = (Path(__file__).parent.parent / "slo" / "slo-controller-config.yaml").read_text()
+        out = daemon.debug._providers["qos_plan"]({"name": "SystemConfig", "slo_document": doc, "slo_source": "x.yaml"})
+    finally:
+        daemon.http.stop()
+    assert out["gate"]["enabled"] is False and out["enabled"] is True
+    assert "not read" not in out["plan"]["summary"], out["plan"]
+    text = json.dumps(out["plan"])
+    assert "watermark_scale_factor" in text and "150" in text, text

@@ -231,3 +231,35 @@ def test_a_pod_whose_hooks_ran_adds_nothing_to_the_audit(world: World) -> None:
     assert len(world.store.audit.decisions()) == decisions  # explain keeps showing the proxy's decision
     doors = {h["door"] for g in explain_view(world.store, "default", "hooked")["decisions"] for h in g["hooks"]}
     assert doors == {"proxy"}
+
+
+def test_a_pass_writes_only_the_knobs_batchresource_owns(world: World) -> None:
+    """qos/knobs.py gives BE pods' and containers' shares, quota and memory limit to batchresource (the hook
+    and this reconciler); CPU burst owns LS pods' quota, CPU suppress the BE tier's. A pass over a BE pod
+    and an LS pod (a kubelet-made Burstable one, with CPU burst's quota on it) writes inside that claim only."""
+    import uuid as _uuid
+    from types import MappingProxyType as _M
+
+    from hookserver.store import PodRecord as _Pod
+    from qos.knobs import OWNERSHIP
+
+    be = world.be_pod("batch", containers=2)
+    ls_uid = str(_uuid.uuid4())
+    cid = _uuid.uuid4().hex
+    ls = _Pod(uid=ls_uid, namespace="default", name="web", labels=_M({"koordinator.sh/qosClass": "LS"}),
+              qos_class="LS", kube_qos="Burstable", phase="Running", source="apiserver",
+              container_ids=_M({"main": f"containerd://{cid}"}))
+    world.store.upsert_pod(ls)
+    ls_dir = world.layout.pod_dir("burstable", ls_uid)
+    burst = {"cpu.shares": "1024", "cpu.cfs_quota_us": "150000", "memory.limit_in_bytes": "1073741824"}
+    world.tree.cgroup(ls_dir, **burst)
+    world.tree.cgroup(f"{ls_dir}/{cid}", **burst)
+    world.engine.run(trigger="start")
+    claims = {(c.file, c.level) for c in OWNERSHIP["batchresource"] if c.qos == "BE"}
+    pod_dir = world.pod_dir(be)
+    assert world.files.writes, "the BE pod's kubelet values were corrected"
+    for path, _value in world.files.writes:
+        assert pod_dir in path, f"{path}: the pass wrote outside the BE pod"
+        level = "pod" if path.rsplit("/", 2)[-2] == pod_dir.rsplit("/", 1)[-1] else "container"
+        assert (path.rsplit("/", 1)[-1], level) in claims, f"{path}: not a batchresource knob"
+    assert {name: world.tree.read(ls_dir, name) for name in burst} == burst  # CPU burst's quota left alone
