@@ -20,12 +20,14 @@ from hookserver.system.cgroupnames import (
     ContainerRuntime,
     KubeQoS,
     container_dir_name,
+    kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
+    runtime_of,
 )
 from hookserver.quantity import parse_quantity
-from hookserver.store.records import PodRecord
+from hookserver.store.records import ContainerRecord, PodRecord, started_containers
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import Labels, make_labels
 
@@ -34,7 +36,6 @@ __all__ = ["ContainerTarget", "PodTarget", "TargetResolver", "Targets", "detect_
 log = logging.getLogger(__name__)
 
 BATCH_CPU = "kubernetes.io/batch-cpu"
-_KUBE_QOS = {"guaranteed": KubeQoS.GUARANTEED, "burstable": KubeQoS.BURSTABLE, "besteffort": KubeQoS.BESTEFFORT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ def detect_driver(configured: str, exists: Callable[[str], bool]) -> CgroupDrive
 
 
 def _kube_qos(pod: PodRecord) -> KubeQoS | None:
-    return _KUBE_QOS.get(pod.kube_qos.lower().replace("-", "")) if pod.kube_qos else None
+    return kube_qos_of_status(pod.kube_qos)
 
 
 def effective_qos(pod: PodRecord) -> str:
@@ -130,10 +131,10 @@ class TargetResolver:
         cached = self._cached
         if cached is not None and cached[0] == snap.version:
             return cached[1]
-        by_pod: dict[str, list[tuple[str, str, str]]] = {}
+        by_pod: dict[str, list[ContainerRecord]] = {}
         for c in snap.containers.values():
             if c.id and not c.id.startswith("pending:"):
-                by_pod.setdefault(c.pod_uid, []).append((c.id, c.name, c.cgroup_parent))
+                by_pod.setdefault(c.pod_uid, []).append(c)
         pods: list[PodTarget] = []
         problems: list[str] = []
         for pod in snap.pods.values():
@@ -178,7 +179,7 @@ class TargetResolver:
                 return rel
         return None
 
-    def _pod(self, pod: PodRecord, containers: list[tuple[str, str, str]], problems: list[str]) -> PodTarget | None:
+    def _pod(self, pod: PodRecord, containers: list[ContainerRecord], problems: list[str]) -> PodTarget | None:
         rel = self._pod_dir(pod)
         if rel is None:
             return None
@@ -187,8 +188,11 @@ class TargetResolver:
         labels = make_labels(pod=pod.uid, qos=qos, priority=pod.priority_class)
         ctargets: list[ContainerTarget] = []
         if self._containers:
-            for cid, cname, parent in sorted(containers):
-                name = container_dir_name(self.driver, self.runtime, cid)
+            # Hooked containers, then the started ones only the pod's statuses list (the kubelet started
+            # them while the agent was away): both are measured.
+            for record in started_containers(pod, containers):
+                cid, cname, parent = record.id, record.name, record.cgroup_parent
+                name = container_dir_name(self.driver, runtime_of(record.id, self.runtime), record.id)
                 base = normalize_cgroup_dir(parent) if parent else rel
                 crel = base if base.rsplit("/", 1)[-1] == name else f"{base}/{name}"
                 ctargets.append(

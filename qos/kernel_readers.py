@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
-from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.records import ContainerRecord, PodRecord, started_containers
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -109,20 +109,6 @@ def _int(text: str | None) -> int | None:
         return int(token)
     except ValueError:
         return None
-
-
-def _started_containers(pod: PodRecord, hooked: list[ContainerRecord]) -> list[ContainerRecord]:
-    """The containers hooks and NRI told us of, then the ones only the pod's statuses list (`<runtime>://<id>`:
-    the prefix names the systemd scope): a pod that started before the agent, or whose hooks ran elsewhere,
-    has only those. By name."""
-    out = list(hooked)
-    seen = {strip_runtime_prefix(c.id) for c in hooked}
-    for name, raw_id in pod.container_ids.items():
-        cid = strip_runtime_prefix(raw_id)
-        if cid and cid not in seen:
-            seen.add(cid)
-            out.append(ContainerRecord(id=raw_id, pod_uid=pod.uid, name=name))
-    return sorted(out, key=lambda r: r.name)
 
 
 def _quantity(values: Mapping[str, str], key: str, *, milli: bool) -> int:
@@ -328,7 +314,7 @@ class KernelReader:
                 continue
             be = (pod.qos_class or ("BE" if pod.kube_qos.lower() == "besteffort" else "")) == "BE"
             containers: list[ContainerKernel] = []
-            for c in _started_containers(pod, by_pod.get(pod.uid, [])):
+            for c in started_containers(pod, by_pod.get(pod.uid, [])):
                 try:
                     name = container_dir_name(self.view.driver, runtime_of(c.id, self.runtime), c.id)
                 except Exception:  # noqa: BLE001 - a crafted id: skip this container

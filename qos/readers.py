@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
-from hookserver.store.records import PodRecord
+from hookserver.store.records import PodRecord, started_containers
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -31,7 +31,6 @@ from hookserver.system.cgroupnames import (
     pod_dir,
     qos_dir,
     runtime_of,
-    strip_runtime_prefix,
 )
 from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.files import read_text
@@ -207,22 +206,12 @@ class SnapshotBuilder:
         return base if base.rsplit("/", 1)[-1] == name else f"{base}/{name}"
 
     def _containers(self, snap: StoreSnapshot, pod: PodRecord, pod_rel: str, by_pod: dict[str, list[Any]]) -> tuple[ContainerFacts, ...]:
-        """The containers hooks and NRI told us of, then the started ones the pod's statuses list
-        (`<runtime>://<id>`): a pod that started before the agent, or whose hooks ran elsewhere, has only those."""
+        """The containers hooks and NRI told us of, then the started ones only the pod's statuses list
+        (`hookserver.store.records.started_containers`)."""
         out = []
-        seen: set[str] = set()
-        for c in by_pod.get(pod.uid, ()):
+        for c in started_containers(pod, by_pod.get(pod.uid, ())):
             requests, limits = pod.container_specs.get(c.name, (_NO_SPEC, _NO_SPEC))
             out.append(ContainerFacts(id=c.id, name=c.name, cgroup_dir=self._container_dir(pod_rel, c.cgroup_parent, c.id),
-                                      requests=requests, limits=limits))
-            seen.add(strip_runtime_prefix(c.id))
-        for name, raw_id in pod.container_ids.items():
-            cid = strip_runtime_prefix(raw_id)
-            if not cid or cid in seen:
-                continue
-            seen.add(cid)
-            requests, limits = pod.container_specs.get(name, (_NO_SPEC, _NO_SPEC))
-            out.append(ContainerFacts(id=raw_id, name=name, cgroup_dir=self._container_dir(pod_rel, "", raw_id),
                                       requests=requests, limits=limits))
         return tuple(sorted(out, key=lambda c: (c.name, c.id)))
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from hookserver.resources import Resources
+from hookserver.system.cgroupnames import strip_runtime_prefix
 
-__all__ = ["ContainerRecord", "NodeRecord", "PodRecord"]
+__all__ = ["ContainerRecord", "NodeRecord", "PodRecord", "started_containers"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -75,3 +76,20 @@ class NodeRecord:
     allocatable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     source: str = ""
     updated_at: float = 0.0
+
+
+def started_containers(pod: PodRecord, hooked: Iterable[ContainerRecord]) -> list[ContainerRecord]:
+    """The containers hooks and NRI told us of, then the started ones only the pod's statuses list
+    (`<runtime>://<id>`; the prefix names the systemd scope): a pod that started before the agent, or whose
+    hooks ran elsewhere, has only those. One entry per container ID, by name.
+
+    The one rule the QoS readers and the collectors share, so a pod the kubelet started while the agent was
+    away is measured and tuned like one whose hooks ran."""
+    out = list(hooked)
+    seen = {strip_runtime_prefix(c.id) for c in out}
+    for name, raw_id in pod.container_ids.items():
+        cid = strip_runtime_prefix(raw_id)
+        if cid and cid not in seen:
+            seen.add(cid)
+            out.append(ContainerRecord(id=raw_id, pod_uid=pod.uid, name=name))
+    return sorted(out, key=lambda r: (r.name, r.id))

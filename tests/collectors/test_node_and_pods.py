@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hookserver.store.state import StateStore
@@ -107,6 +109,29 @@ def test_pod_dir_is_derived_when_the_pod_has_no_cgroup_parent(host: FakeHost, cl
     assert _last(store, "pod_memory_usage", pod="uid-be", qos="BE") == 1
     assert _last(store, "pod_memory_usage", pod="uid-g", qos="LS") == 2
     assert _last(store, "pod_memory_usage", pod="uid-probe") == 3
+
+
+def test_containers_only_the_pod_statuses_list_are_collected(host: FakeHost, clock: FakeClock, store: StateStore) -> None:
+    # A pod the kubelet started while the agent was away: no hook ever told us its containers, the informer's
+    # container statuses did. Its containers are measured like hooked ones (and a hooked one is not doubled).
+    pod = replace(
+        make_pod("uid-a", cgroup_parent="/" + POD_DIR, qos_class="LS", priority_class="koord-prod"),
+        container_ids={"app": "containerd://cid-1", "sidecar": "containerd://cid-2"},
+    )
+    store.upsert_pod(pod)
+    store.upsert_container(make_container("cid-1", "uid-a", cgroup_parent="/" + POD_DIR))
+    host.set_cpu_usage(POD_DIR + "/cid-1", 1_000_000_000)
+    host.set_cpu_usage(POD_DIR + "/cid-2", 1_000_000_000)
+    sched = make_scheduler(host, clock, store)
+    sched.run_once()
+    clock.advance(2.0)
+    host.set_cpu_usage(POD_DIR + "/cid-1", 2_000_000_000)  # 0.5 cores
+    host.set_cpu_usage(POD_DIR + "/cid-2", 1_500_000_000)  # 0.25 cores
+    sched.run_once()
+    labels = {"pod": "uid-a", "qos": "LS", "priority": "koord-prod"}
+    assert _last(store, "container_cpu_usage", container="cid-1", **labels) == 0.5
+    assert _last(store, "container_cpu_usage", container="containerd://cid-2", **labels) == 0.25
+    assert len(store.series.keys("container_cpu_usage")) == 2
 
 
 def test_systemd_driver_paths(host: FakeHost, clock: FakeClock, store: StateStore) -> None:
