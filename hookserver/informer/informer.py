@@ -253,6 +253,10 @@ def build_informer(
         transport = ApiClientTransport(
             load_client_configuration(getattr(settings, "kubeconfig", "")),
             connect_timeout_s=informer.connect_timeout_s, max_event_bytes=informer.max_event_bytes,
+            keepalive=(
+                (informer.tcp_keepalive_idle_s, informer.tcp_keepalive_interval_s, informer.tcp_keepalive_count)
+                if informer.tcp_keepalive else None
+            ),
         )
     if use_api and transport is not None:
         reflectors = _api_reflectors(

@@ -58,6 +58,12 @@ class InformerMetrics:
             ["resource", "reason"],
             registry=registry,
         )
+        self.idle_rewatches = Counter(
+            "hookserver_informer_watch_idle_timeouts_total",
+            "Watches closed after watch_idle_timeout_s without a byte and re-watched (normal on quiet resources).",
+            ["resource"],
+            registry=registry,
+        )
         self.errors = Counter(
             "hookserver_informer_errors_total", "Failed lists, watches or polls.", ["resource"], registry=registry
         )

@@ -9,6 +9,13 @@ Outage behaviour: when a list or watch fails the reflector is marked disconnecte
 the store stale), keeps the cache, and retries with jittered exponential backoff. It re-watches from
 the last resourceVersion it saw, so the apiserver replays what was missed; if that version is too old
 (410 Gone, as an HTTP status or an ERROR event) it relists and the handler reconciles the difference.
+
+Dead connections: a watch that brings no byte for `watch_idle_timeout_s` is closed and re-watched from
+the last resourceVersion without a warning and without touching the health flag, because a quiet watch
+on a healthy apiserver is silent for minutes. A connection that is really gone (black-holed: no RST, no
+FIN) then fails the re-watch's connect or its response headers within `connect_timeout_s`, and that
+failure is the outage. So an outage nobody announces is noticed within idle + connect timeout instead
+of timeoutSeconds + 30 s (5.5 to 10.5 minutes).
 """
 
 from __future__ import annotations
@@ -30,13 +37,13 @@ from hookserver.informer.convert import resource_version_of
 from hookserver.informer.handlers import ObjectHandler
 from hookserver.informer.metrics import InformerMetrics
 from hookserver.informer.settings import InformerSettings
-from hookserver.informer.transport import KubeTransport, WatchStream
+from hookserver.informer.transport import KubeTransport, WatchIdleTimeout, WatchStream
 
 __all__ = ["ResourceKind", "Reflector"]
 
 log = logging.getLogger(__name__)
 
-_Outcome = Literal["ended", "expired", "stopped", "resync"]
+_Outcome = Literal["ended", "expired", "stopped", "resync", "idle"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,7 @@ class Reflector:
         self.events = 0
         self.skipped = 0
         self.errors = 0
+        self.idle_rewatches = 0
         if metrics is not None:
             metrics.connected.labels(kind.name).set(0)
             metrics.track_since_sync(kind.name, self.seconds_since_sync)
@@ -110,6 +118,7 @@ class Reflector:
             "events": self.events,
             "skipped": self.skipped,
             "errors": self.errors,
+            "idle_rewatches": self.idle_rewatches,
             "last_error": self.last_error,
         }
 
@@ -170,6 +179,13 @@ class Reflector:
                     return
                 if outcome in ("expired", "resync"):
                     need_list, reason = True, outcome
+                elif outcome == "idle":
+                    # Quiet, not broken: re-watch from the same resourceVersion at once. If the connection
+                    # was dead, that open fails within connect_timeout_s and the except above marks it.
+                    self.idle_rewatches += 1
+                    if self._metrics is not None:
+                        self._metrics.idle_rewatches.labels(self.kind.name).inc()
+                    backoff.reset()
                 elif self._clock() - watch_started < 1.0 and not stop.is_set():
                     # The server closed a fresh watch at once: do not spin on it.
                     if await sleep_or_stop(stop, backoff.next_delay()):
@@ -250,9 +266,15 @@ class Reflector:
             "watch": "1", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true",
             "timeoutSeconds": str(int(timeout_s)),
         })
+        idle_s = self._settings.watch_idle_timeout_s
+        if idle_s > 0:
+            # The headers come at once from a live apiserver; a dead pooled connection fails here.
+            open_s, read_s = self._settings.connect_timeout_s, idle_s
+        else:
+            open_s = read_s = timeout_s + 30
         opening = loop.run_in_executor(
             self._executor,
-            lambda: self._transport.open_watch(self.kind.path, params, timeout_s=timeout_s + 30),
+            lambda: self._transport.open_watch(self.kind.path, params, timeout_s=open_s, idle_timeout_s=read_s),
         )
         if not await _until(opening, stop):
             opening.add_done_callback(_close_late)
@@ -330,6 +352,9 @@ class Reflector:
                 if latency is not None:
                     counters[etype].inc()
                     latency.observe(perf() - started)
+        except WatchIdleTimeout as exc:
+            log.debug("informer %s: %s; re-watching from rv %s", name, exc, self.resource_version)
+            return "idle"
         finally:
             stream.close()
         return "ended"

@@ -47,7 +47,23 @@ class InformerSettings(BaseModel):
     # Server-side watch timeout; each watch picks a random value in [min, 2*min) like client-go.
     watch_timeout_s: float = Field(default=300.0, gt=0)
     list_timeout_s: float = Field(default=60.0, gt=0)
+    # Also the wait for a watch's response headers (kube-apiserver answers at once; at most 3 s when it
+    # waits for its cache to reach the requested resourceVersion).
     connect_timeout_s: float = Field(default=5.0, gt=0)
+    # A watch that brings no byte for this long is closed and re-watched from the last resourceVersion,
+    # quietly: kube-apiserver 1.20 sends nothing on a quiet watch (its only bookmark comes 2 s before
+    # timeoutSeconds), so an idle expiry is normal. Only a re-watch that then fails to connect marks the
+    # store stale, which bounds how long a black-holed connection (no RST, no FIN, the peer or a proxy
+    # still ACKing) goes unnoticed to this + connect_timeout_s. 0 disables it (reads then time out at
+    # timeoutSeconds + 30 s).
+    watch_idle_timeout_s: float = Field(default=60.0, ge=0)
+    # TCP keepalive on the apiserver sockets: a peer that stops ACKing (a dead node route, a dropped NAT
+    # entry) fails the socket after idle + interval * count seconds (30 s), also on pooled connections.
+    # Ignored when the kubeconfig's client configuration already sets socket options.
+    tcp_keepalive: bool = True
+    tcp_keepalive_idle_s: int = Field(default=15, ge=1, le=32767)
+    tcp_keepalive_interval_s: int = Field(default=5, ge=1, le=32767)
+    tcp_keepalive_count: int = Field(default=3, ge=1, le=127)
     # Go-style limit: list pages of this many items (0 = no paging).
     list_page_size: int = Field(default=500, ge=0)
     backoff_initial_s: float = Field(default=0.8, gt=0)

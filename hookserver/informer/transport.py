@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
@@ -23,7 +24,10 @@ from kubernetes.config.config_exception import ConfigException
 
 from hookserver.errors import ConfigError, InformerError
 
-__all__ = ["ApiClientTransport", "KubeTransport", "WatchStream", "load_client_configuration"]
+__all__ = [
+    "ApiClientTransport", "KubeTransport", "WatchIdleTimeout", "WatchStream", "keepalive_socket_options",
+    "load_client_configuration",
+]
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +35,16 @@ _ERROR_BODY_BYTES = 64 << 10
 _READ_BYTES = 64 << 10
 
 
+class WatchIdleTimeout(InformerError):
+    """No byte arrived on a watch within its idle timeout. Not an outage by itself: a quiet watch on
+    kube-apiserver 1.20 carries nothing for minutes, so the reflector re-watches; a dead connection shows
+    when that re-watch fails to connect."""
+
+
 class WatchStream(Protocol):
     def lines(self) -> Iterator[bytes]:
-        """Yield complete event lines until the server ends the stream or `close()` is called."""
+        """Yield complete event lines until the server ends the stream or `close()` is called.
+        Raises WatchIdleTimeout when the idle timeout passes without a byte, InformerError on other failures."""
         ...
 
     def close(self) -> None:
@@ -46,7 +57,12 @@ class KubeTransport(Protocol):
         """GET and decode JSON. Raises InformerError with `status` set on an HTTP error."""
         ...
 
-    def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream: ...
+    def open_watch(
+        self, path: str, params: Mapping[str, str], *, timeout_s: float, idle_timeout_s: float | None = None
+    ) -> WatchStream:
+        """Open a watch. `timeout_s` bounds the wait for the response headers; `idle_timeout_s` (None: same
+        as `timeout_s`) bounds every wait for the next byte of the stream."""
+        ...
 
     def send_json(self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float) -> Any:
         """PATCH/PUT/POST JSON (the NodeMetric status writer). Raises InformerError with `status` set."""
@@ -69,6 +85,17 @@ def load_client_configuration(kubeconfig: str = "") -> k8s_client.Configuration:
         where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config"
         raise ConfigError(f"{where}: {exc}") from exc
     return configuration
+
+
+def keepalive_socket_options(idle_s: int, interval_s: int, count: int) -> list[tuple[int, int, int]]:
+    """urllib3 socket options: its defaults (TCP_NODELAY; urllib3 replaces, not merges) plus TCP keepalive,
+    so a peer that stops ACKing fails the socket after about idle_s + interval_s * count seconds."""
+    options: list[tuple[int, int, int]] = list(urllib3.connection.HTTPConnection.default_socket_options)
+    options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    for name, value in (("TCP_KEEPIDLE", idle_s), ("TCP_KEEPINTVL", interval_s), ("TCP_KEEPCNT", count)):
+        if hasattr(socket, name):  # Linux; other platforms keep the system's timings
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
 
 
 def _status_error(method_path: str, response: urllib3.BaseHTTPResponse) -> InformerError:
@@ -98,9 +125,12 @@ def _status_error(method_path: str, response: urllib3.BaseHTTPResponse) -> Infor
 class _ResponseLines:
     """Lines of a streaming HTTP body. `close()` shuts the socket so a blocked read returns now."""
 
-    def __init__(self, response: urllib3.BaseHTTPResponse, *, what: str, max_line_bytes: int) -> None:
+    def __init__(
+        self, response: urllib3.BaseHTTPResponse, *, what: str, max_line_bytes: int, idle_timeout_s: float = 0.0
+    ) -> None:
         self._response = response
         self._what = what
+        self._idle_timeout_s = idle_timeout_s
         self._max = max_line_bytes
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -125,6 +155,12 @@ class _ResponseLines:
                 buffer = buffer[start:]
                 if len(buffer) > self._max:
                     raise InformerError(f"{self._what}: event line longer than {self._max} bytes")
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            if self._closed.is_set():
+                return
+            raise WatchIdleTimeout(
+                f"{self._what}: no byte for {self._idle_timeout_s:g} s (idle timeout)"
+            ) from exc
         except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as exc:
             if self._closed.is_set():
                 return
@@ -159,11 +195,16 @@ class ApiClientTransport:
         *,
         connect_timeout_s: float = 5.0,
         max_event_bytes: int = 16 << 20,
+        keepalive: tuple[int, int, int] | None = None,
     ) -> None:
+        """`keepalive` is (idle_s, interval_s, count) for TCP keepalive on every apiserver socket, unless
+        the configuration already carries socket options of its own."""
         if configuration.retries is None:
             # Our reflector retries with jittered backoff; urllib3's own immediate retries would only
             # triple the connection attempts (and warnings) against an apiserver that is down.
             configuration.retries = 0
+        if keepalive is not None and configuration.socket_options is None:
+            configuration.socket_options = keepalive_socket_options(*keepalive)
         self._api = k8s_client.ApiClient(configuration)
         self._connect_timeout_s = connect_timeout_s
         self._max_event_bytes = max_event_bytes
@@ -262,9 +303,23 @@ class ApiClientTransport:
             decoded = None
         return response.status, decoded
 
-    def open_watch(self, path: str, params: Mapping[str, str], *, timeout_s: float) -> WatchStream:
+    def open_watch(
+        self, path: str, params: Mapping[str, str], *, timeout_s: float, idle_timeout_s: float | None = None
+    ) -> WatchStream:
         response = self._get(path, params, timeout_s)
-        return _ResponseLines(response, what=f"WATCH {path}", max_line_bytes=self._max_event_bytes)
+        idle = timeout_s if idle_timeout_s is None else idle_timeout_s
+        if idle != timeout_s:
+            # urllib3 read the headers under `timeout_s`; the body is read from the same socket, whose
+            # timeout is what each recv() of the stream waits at most.
+            connection = getattr(response, "connection", None)
+            sock = getattr(connection, "sock", None)
+            if sock is None:
+                response.release_conn()
+                raise InformerError(f"WATCH {path}: response has no socket to set the idle timeout on")
+            sock.settimeout(idle)
+        return _ResponseLines(
+            response, what=f"WATCH {path}", max_line_bytes=self._max_event_bytes, idle_timeout_s=idle
+        )
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]

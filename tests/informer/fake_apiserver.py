@@ -19,6 +19,11 @@ Writes, for the evictor: `GET /apis/policy` (discovery; `policy_versions` says w
 one pod, `POST pods/<name>/eviction` (policy/v1 and policy/v1beta1 bodies, a UID precondition, HTTP 429 while
 `pdb_refusals[ns/name]` > 0, then the pod gets a deletionTimestamp as a real apiserver gives a pod bound to a
 node), and `POST namespaces/<ns>/events` (kept in `events`).
+`quiet(True)` holds every watch open silently (no event, no bookmark: a healthy watch of a quiet resource
+on kube-apiserver 1.20, which sends nothing until timeoutSeconds), new requests are served as usual;
+`black_hole(True)` holds every byte: open watches send nothing and do not end, new connections are accepted
+and their requests never answered (a dead route or load balancer: no RST, no FIN); `black_hole(False)` drops
+the held requests' connections and serves again.
 `kill()` drops the listener and every open connection mid-stream; `restart()` serves again on the same
 port with the same data, so tests can change objects while it is down and check the client catches up.
 `FakeKubelet` serves the kubelet's `/pods` (a PodList) with the same token check.
@@ -132,6 +137,9 @@ class FakeApiServer:
         self._raw: dict[str, list[tuple[int, bytes]]] = {k: [] for k in COLLECTIONS}
         self._raw_seq = 0
         self._epoch = 0  # bumped by kill(): every open watch of an older epoch ends abruptly
+        self._quiet = False
+        self._black_hole = False
+        self.held_requests = 0  # requests read but never answered while black-holed
         self._expire_epoch: dict[str, int] = {k: 0 for k in COLLECTIONS}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.patches: list[tuple[str, str, Any]] = []
@@ -177,6 +185,30 @@ class FakeApiServer:
     def restart(self) -> None:
         self.kill()
         self.start()
+
+    def quiet(self, on: bool) -> None:
+        """Open and new watches send nothing (events are delivered once quiet ends)."""
+        with self._cond:
+            self._quiet = on
+            self._cond.notify_all()
+
+    def black_hole(self, on: bool) -> None:
+        """Hold every byte in both directions, as a dead route does; off serves again."""
+        with self._cond:
+            self._black_hole = on
+            self._cond.notify_all()
+
+    def _held(self) -> bool:
+        """In a handler thread: while black-holed, wait; True when the request must go unanswered (the
+        hole was there when it came), which then drops the connection."""
+        with self._cond:
+            if not self._black_hole:
+                return False
+            self.held_requests += 1
+            epoch = self._epoch
+            while self._black_hole and self._epoch == epoch:
+                self._cond.wait(timeout=0.5)
+            return True
 
     stop = kill
 
@@ -462,6 +494,9 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            if fake._held():
+                self.close_connection = True
+                return
             fake.requests.append((url.path, query))
             if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
@@ -556,11 +591,15 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 for item in pending:
                     self._chunk(item)
                 next_bookmark = time.monotonic() + fake.bookmark_interval_s
-                while time.monotonic() < deadline:
+                while time.monotonic() < deadline or fake._black_hole:
                     out: list[dict[str, Any] | bytes] = []
                     with fake._cond:
                         if fake._epoch != epoch:
                             return  # killed: drop the connection mid-stream
+                        if fake._black_hole or fake._quiet:
+                            fake._cond.wait(timeout=0.05)
+                            next_bookmark = time.monotonic() + fake.bookmark_interval_s
+                            continue
                         if fake._expire_epoch[kind] != expire_epoch:
                             out.append({"type": "ERROR", "object": _status(410, "Expired", "watch expired")})
                             deadline = 0.0
