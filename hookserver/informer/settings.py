@@ -51,8 +51,8 @@ class InformerSettings(BaseModel):
     # waits for its cache to reach the requested resourceVersion).
     connect_timeout_s: float = Field(default=5.0, gt=0)
     # A watch that brings no byte for this long is closed and re-watched from the last resourceVersion,
-    # quietly: kube-apiserver 1.20 sends nothing on a quiet watch (its only bookmark comes 2 s before
-    # timeoutSeconds), so an idle expiry is normal. Only a re-watch that then fails to connect marks the
+    # quietly: kube-apiserver 1.20 sends no byte on the watch of a quiet resource for its whole timeoutSeconds
+    # (a bookmark ~2 s before the end only if that resource type changed elsewhere), so an idle expiry is normal. Only a re-watch that then fails to connect marks the
     # store stale, which bounds how long a black-holed connection (no RST, no FIN, the peer or a proxy
     # still ACKing) goes unnoticed to this + connect_timeout_s. 0 disables it (reads then time out at
     # timeoutSeconds + 30 s).

@@ -98,6 +98,21 @@ def keepalive_socket_options(idle_s: int, interval_s: int, count: int) -> list[t
     return options
 
 
+def _describe_failure(exc: BaseException, connect_timeout_s: float, read_timeout_s: float) -> str:
+    """urllib3 wraps a timeout in "Max retries exceeded with url: <the whole query> (Caused by ...)"; say
+    which wait ran out instead (a black-holed apiserver shows as one of these), else urllib3's text."""
+    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass in urllib3
+        return str(exc)
+    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+        return f"TCP connect timed out after {connect_timeout_s:g} s"
+    if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
+        # urllib3 says "read" for a TLS handshake that timed out too; its own text names the wait that ran out
+        return f"timed out waiting for the apiserver (TLS handshake within {connect_timeout_s:g} s, response " \
+               f"within {read_timeout_s:g} s): {reason}"
+    return str(exc)
+
+
 def _status_error(method_path: str, response: urllib3.BaseHTTPResponse) -> InformerError:
     body = b""
     try:
@@ -227,7 +242,7 @@ class ApiClientTransport:
                 method, url, header_params=headers, _request_timeout=(self._connect_timeout_s, read_timeout_s)
             )
         except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
-            raise InformerError(f"{what}: {exc}") from exc
+            raise InformerError(f"{what}: {_describe_failure(exc, self._connect_timeout_s, read_timeout_s)}") from exc
         response: urllib3.BaseHTTPResponse = rest.response
         if not 200 <= response.status < 300:
             raise _status_error(what, response)
@@ -261,7 +276,7 @@ class ApiClientTransport:
                 _request_timeout=(self._connect_timeout_s, timeout_s),
             )
         except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException, ValueError) as exc:
-            raise InformerError(f"{method} {path}: {exc}") from exc
+            raise InformerError(f"{method} {path}: {_describe_failure(exc, self._connect_timeout_s, timeout_s)}") from exc
         response: urllib3.BaseHTTPResponse = rest.response
         return response
 
