@@ -31,25 +31,24 @@ class PodResourceCollector(BaseCollector):
         self._prev: dict[str, tuple[float, int]] = {}
 
     def _one(self, ctx: CycleContext, level: str, rel: str, labels: Labels, seen: dict[str, tuple[float, int]]) -> tuple[float | None, float | None]:
-        reader = self.reader
         names = _NAMES[level]
         append = ctx.samples.append  # ctx.emit, inlined: this runs for every pod and container each cycle
         cores: float | None = None
-        usage = reader.cpu_usage_ns(rel)
-        if usage is not None:
+        usage, without, with_cache = self.reader.usage(rel)
+        if usage >= 0:
             mono = ctx.mono
             seen[rel] = (mono, usage)
             prev = self._prev.get(rel)
             if prev is not None and mono > prev[0] and usage >= prev[1]:
                 cores = (usage - prev[1]) / ((mono - prev[0]) * 1e9)
                 append(((names[0], labels), cores))
-        mem = reader.memory(rel)
-        if mem is not None:
-            append(((names[1], labels), float(mem.without_cache)))
-            append(((names[2], labels), float(mem.with_cache)))
-        if usage is None and mem is None:
-            ctx.missing += 1
-        return cores, (None if mem is None else float(mem.without_cache))
+        if without < 0:
+            if usage < 0:
+                ctx.missing += 1
+            return cores, None
+        append(((names[1], labels), float(without)))
+        append(((names[2], labels), float(with_cache)))
+        return cores, float(without)
 
     def collect(self, ctx: CycleContext) -> None:
         seen: dict[str, tuple[float, int]] = {}

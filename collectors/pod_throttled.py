@@ -33,11 +33,10 @@ class PodThrottledCollector(BaseCollector):
         self._prev: dict[str, tuple[int, int]] = {}
 
     def _one(self, ctx: CycleContext, metric: str, rel: str, labels: Labels, seen: dict[str, tuple[int, int]]) -> None:
-        stat = self.reader.throttling(rel)
-        if stat is None:
+        cur = self.reader.throttle_counts(rel)
+        if cur is None:
             ctx.missing += 1
             return
-        cur = (stat.nr_periods, stat.nr_throttled)
         seen[rel] = cur
         prev = self._prev.get(rel)
         if prev is not None:

@@ -76,11 +76,17 @@ class OpenFiles:
 
     def read(self, path: str) -> str | None:
         """The file's text, or None when it (or its cgroup) is gone. Other errors raise SystemFileError."""
+        data = self.read_bytes(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """`read` without the decode: the per-cycle parsers (`int(b"12")`, regexes) work on bytes."""
         entry = self._entries.get(path)
         if entry is None:
             if len(self._entries) >= self.max_open:
                 self.uncached_reads += 1
-                return read_text(path)
+                text = read_text(path)
+                return None if text is None else text.encode("utf-8", errors="replace")
             entry = self._open(path)
             if entry is None:
                 return None
@@ -108,7 +114,7 @@ class OpenFiles:
                 if again.errno in _GONE:
                     return None
                 raise _error(path, again) from again
-        return data.decode("utf-8", errors="replace")
+        return data
 
     def new_cycle(self) -> None:
         """Call once per collect cycle: every `sweep_every` cycles, idle and replaced files are closed."""

@@ -7,6 +7,8 @@ the rate it expects from them.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +141,20 @@ class FakeHost:
                 own + f"total_cache {files}\ntotal_rss {active_anon + inactive_anon}\n"
                 f"total_active_anon {active_anon}\ntotal_inactive_anon {inactive_anon}\n"
                 f"total_active_file {active_file}\ntotal_inactive_file {inactive_file}\ntotal_unevictable {unevictable}\n",
+            )
+            # The same counters in pages, as the kernel's memory.numa_stat gives them (one NUMA node). Only
+            # when every value is whole pages (as the kernel's are): otherwise the file is left out, and
+            # the reader falls back to memory.stat, as on a kernel without CONFIG_NUMA.
+            page = os.sysconf("SC_PAGE_SIZE")
+            numa = self._dir("memory", rel) / "memory.numa_stat"
+            if any(v % page for v in (active_anon, inactive_anon, unevictable, active_file, inactive_file)):
+                numa.unlink(missing_ok=True)
+                return
+            anon, file_pages, unev = (active_anon + inactive_anon) // page, files // page, unevictable // page
+            lines = [("total", anon + file_pages + unev), ("file", file_pages), ("anon", anon), ("unevictable", unev)]
+            _write(
+                numa,
+                "".join(f"{k}=0 N0=0\n" for k, _ in lines) + "".join(f"hierarchical_{k}={v} N0={v}\n" for k, v in lines),
             )
 
     def set_cpu_limit(self, rel: str, *, quota_us: int, period_us: int = 100_000, cpus: str = "") -> None:

@@ -125,3 +125,54 @@ def test_busy_child_in_a_real_v1_cgroup_reads_about_one_core(busy_cgroup: tuple[
         assert last[1] == pytest.approx(1.0, rel=0.15)
     memory = store.series.last(series_key("pod_memory_usage", pod="real-uid", qos="LS"))
     assert memory is not None and 1 << 20 < memory[1] < 1 << 30  # a python interpreter's anon memory
+
+
+@pytest.mark.cgroup
+def test_numa_stat_and_memory_stat_agree_on_a_real_v1_cgroup() -> None:
+    """The per-cycle read takes memory from memory.numa_stat (hierarchical pages) instead of memory.stat's
+    total_* lines: on a live cgroup holding 64 MiB, in a child cgroup so the totals are hierarchical, both
+    give the same bytes (read one after the other on an idle process, so within a few pages)."""
+    from hookserver.system.cgroupstats import CgroupStatReader, CgroupVersion
+
+    reason = _v1_writable()
+    if reason:
+        pytest.skip(reason)
+    name = f"hookserver-test-numa-{uuid.uuid4().hex[:10]}"
+    pod, ctr = CGROUP_ROOT / "memory" / name, CGROUP_ROOT / "memory" / name / "ctr"
+    child: subprocess.Popen[bytes] | None = None
+    if not (CGROUP_ROOT / "memory" / "memory.numa_stat").exists():
+        pytest.skip("this kernel has no memory.numa_stat (CONFIG_NUMA off): the reader uses memory.stat")
+    pod.mkdir()
+    try:
+        ctr.mkdir()
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import sys, time\nx = b'x' * (64 << 20)\nprint('ready', flush=True)\ntime.sleep(60)"],
+            stdout=subprocess.PIPE,
+        )
+        (ctr / "cgroup.procs").write_text(f"{child.pid}\n")
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        reader = CgroupStatReader(SystemRoots(), CgroupVersion.V1)
+        try:
+            _cpu, without, with_cache = reader.usage(name)
+            general = reader.memory(name)
+        finally:
+            reader.close()
+        assert reader.numa_stat, "this kernel has memory.numa_stat; the reader must not have fallen back"
+        assert general is not None
+        slack = 64 * os.sysconf("SC_PAGE_SIZE")
+        assert without == pytest.approx(general.without_cache, abs=slack)
+        assert with_cache == pytest.approx(general.with_cache, abs=slack)
+        assert without >= 60 << 20  # the child's 64 MiB, counted in the parent through the hierarchy
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait(timeout=10)
+        for path in (ctr, pod):
+            deadline = time.monotonic() + 5
+            while path.exists():
+                try:
+                    path.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)

@@ -141,23 +141,29 @@ def _resctrl(sys_root: Path, groups: tuple[str, ...] = ("LSR", "LS", "BE")) -> P
     return root
 
 
-def test_resctrl_on_a_fixture_with_two_l3_domains(tmp_path: Path) -> None:
-    sys_root, cg = tmp_path / "sys", tmp_path / "cg"
+@pytest.mark.parametrize(("vendor", "mb_be", "mb_full"), [("GenuineIntel", "40", "100"), ("AuthenticAMD", "56", "2048")])
+def test_resctrl_on_a_fixture_with_two_l3_domains(tmp_path: Path, vendor: str, mb_be: str, mb_full: str) -> None:
+    # The CPU vendor comes from the fixture's own /proc/cpuinfo: this test once read the host's and failed
+    # on an AMD machine (AMD's MBA is in GB/s units: 35 % of 160 is 56, unlimited is 2048).
+    sys_root, cg, proc = tmp_path / "sys", tmp_path / "cg", tmp_path / "proc"
+    _files(proc, {"cpuinfo": f"processor\t: 0\nvendor_id\t: {vendor}\n"})
     root = _resctrl(sys_root, groups=("LSR", "LS"))
     uid = "batch-0000-1111"
     ctr = cg / "cpu" / "kubepods" / "besteffort" / f"pod{uid}" / "batchc"
     _files(ctr, {"tasks": "4242\n4243\n"})
     spec = {"resourceQOSStrategy": {"beClass": {"resctrlQOS": {"enable": True, "mbaPercent": 35}}}}
     stack = build_stack(str(cg), Resctrl(), gates={"RdtResctrl": True}, sys_root=str(sys_root),
-                        state_dir=str(tmp_path / "state"), spec=spec)
+                        state_dir=str(tmp_path / "state"), spec=spec, proc_root=str(proc))
     add_pod(stack.store, "batch", kube_qos="BestEffort", qos="BE", containers={"c": ({}, {})})
     plans = stack.tick()
     assert (root / "BE").is_dir()  # created, and recorded as ours
     assert stack.originals.section("resctrl_groups") == {"BE": "created"}
     writes = [(w.path.split("resctrl/")[1], w.value) for w in stack.store.audit.writes() if "resctrl/" in w.path]
-    assert ("BE/schemata", "L3:0=f;1=f") in writes and ("BE/schemata", "MB:0=40;1=40") in writes
+    assert ("BE/schemata", "L3:0=f;1=f") in writes and ("BE/schemata", f"MB:0={mb_be};1={mb_be}") in writes
     assert ("BE/tasks", "4242") in writes and ("BE/tasks", "4243") in writes
-    assert not any(p.startswith("LS/") for p, _ in writes)  # LS/LSR already hold the full mask
+    # LS/LSR already hold the full L3 mask; their MB is rewritten only where "full" is not 100 (AMD: 2048)
+    ls_writes = sorted(v for p, v in writes if p.startswith("LS/"))
+    assert ls_writes == ([] if mb_full == "100" else [f"MB:0={mb_full};1={mb_full}"])
     assert plans[0].numbers["cbm_bits"] == 11
     # resctrl turned off in NodeSLO: the group we created goes, the others stay
     (root / "BE" / "schemata").unlink(missing_ok=True)
