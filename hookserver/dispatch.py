@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from hookserver.fastinit import fast_frozen_init
 from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
 from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
@@ -50,6 +51,7 @@ class HookRejected(HookServerError):
         self.field = field
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class DispatchResult:
     """What the front door folds into its response. Empty resources mean "echo unchanged"."""

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hookserver.fastinit import fast_frozen_init
 from hookserver.errors import UnknownQoSClassError
 from hookserver.resources import Resources
 
@@ -74,6 +75,7 @@ class RequestSource(enum.Enum):
     RECONCILER = "reconciler"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class PodRequest:
     """A pod as a front door saw it."""
@@ -99,6 +101,7 @@ class PodRequest:
         return self.labels.get(LABEL_SKIP_HOOKSERVER) == "true"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ContainerRequest:
     """A container as a front door saw it, with its pod.

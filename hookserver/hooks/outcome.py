@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hookserver.fastinit import fast_frozen_init
 from hookserver.hooks.context import Resources
 from hookserver.hooks.stages import Stage
 
@@ -26,6 +27,7 @@ class FailurePolicy(enum.Enum):
     FAIL = "Fail"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class HookResult:
     """What one plugin decided for one request.
@@ -45,6 +47,7 @@ class HookResult:
         return cls(applied=False, reason=reason, inputs=MappingProxyType(dict(inputs)))
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class HookOutcome:
     """One plugin's run: its result or its error, and how long it took."""
@@ -62,6 +65,7 @@ class HookOutcome:
         return self.result is None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class StageOutcome:
     """Every plugin outcome for one stage, and the merged values (later plugins win per field)."""

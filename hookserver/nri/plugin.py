@@ -44,7 +44,8 @@ __all__ = ["Dial", "NriPlugin"]
 
 log = logging.getLogger(__name__)
 
-Dial = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+# A custom dialer returns a connected unix stream socket (non-blocking); the multiplexer takes it over.
+Dial = Callable[[], Awaitable[socket.socket]]
 
 ENV_SOCKET = "NRI_PLUGIN_SOCKET"
 ENV_NAME = "NRI_PLUGIN_NAME"
@@ -156,12 +157,11 @@ class NriPlugin:
         st.state = ConnState.CONNECTING
         try:
             async with asyncio.timeout(self._settings.connect_timeout_s):
-                reader, writer = await self._open()
+                mux = await self._open()
         except (OSError, TimeoutError) as exc:
             self._note_error(f"dial {st.socket}: {exc or type(exc).__name__}")
             return False
         st.connections += 1
-        mux = Multiplexer(reader, writer)
         service = PluginService(
             dispatcher=self._dispatcher, registry=self._registry, policy=self._policy, status=st, pool=pool,
             clock=self._store.clock, watchdog=self.watchdog, deadline=self.deadline,
@@ -234,18 +234,18 @@ class NriPlugin:
                 task.cancel()
             await asyncio.gather(register, stopped, synced, return_exceptions=True)
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self) -> Multiplexer:
         fd = self._inherited_fd
         if fd is not None:
             # The runtime's socketpair end can be used once; later attempts dial the socket path.
             self._inherited_fd = None
             sock = socket.socket(fileno=fd)
             sock.setblocking(False)
-            return await asyncio.open_unix_connection(sock=sock)
+            return await Multiplexer.over(sock)
         self._status.socket = self._socket_path if self._dial is None else "custom dialer"
         if self._dial is not None:
-            return await self._dial()
-        return await asyncio.open_unix_connection(self._socket_path)
+            return await Multiplexer.over(await self._dial())
+        return await Multiplexer.dial(self._socket_path)
 
     def _note_error(self, message: str) -> None:
         st = self._status
