@@ -27,7 +27,7 @@ from hookserver.fastinit import fast_frozen_init
 from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
 from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
-from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass
+from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, frozen_map
 from hookserver.hooks.outcome import FailurePolicy, StageOutcome
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.runner import run_stage
@@ -323,7 +323,8 @@ def _pod_record(request: PodRequest, now: float) -> PodRecord:
     except InputError:
         qos = request.labels.get("koordinator.sh/qosClass", "")
     return PodRecord(
-        uid=request.uid, namespace=request.namespace, name=request.name, labels=request.labels,
-        annotations=request.annotations, cgroup_parent=request.cgroup_parent, sandbox_id=request.sandbox_id,
+        # copies: a request's maps may be views of its wire message (`WireMap`), which must not outlive the call
+        uid=request.uid, namespace=request.namespace, name=request.name, labels=frozen_map(request.labels),
+        annotations=frozen_map(request.annotations), cgroup_parent=request.cgroup_parent, sandbox_id=request.sandbox_id,
         qos_class=qos, source=request.source.value, updated_at=now,
     )

@@ -7,7 +7,7 @@ frozen values, so a hook plugin never sees protobuf and the same plugin serves a
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -23,7 +23,9 @@ __all__ = [
     "QoSClass",
     "RequestSource",
     "Resources",
+    "WireMap",
     "frozen_map",
+    "wire_map",
 ]
 
 LABEL_QOS_CLASS = "koordinator.sh/qosClass"
@@ -37,6 +39,55 @@ def frozen_map(values: Mapping[str, str] | None) -> Mapping[str, str]:
     if not values:
         return _EMPTY
     return MappingProxyType(dict(values))
+
+
+class WireMap(Mapping[str, str]):
+    """A decoded request's protobuf `map<string, string>`, read in place: the front doors' maps for one call.
+
+    Hooks look up a key or two (the QoS label, the extended-resource annotation); copying every label,
+    annotation and env map into a dict first cost more than the hooks themselves. Lookups go straight to the
+    protobuf map (`get` and `in` in C); iterating copies it once. Read-only: the protobuf map's own
+    `m[key]` *inserts* a missing key, so that is never called, and nothing here writes. The request
+    message lives as long as a view of it does, so anything kept beyond the call (the store's pod record)
+    takes a copy (`frozen_map`).
+    """
+
+    __slots__ = ("_copy", "_wire")
+
+    def __init__(self, wire: Mapping[str, str]) -> None:
+        self._wire = wire
+        self._copy: dict[str, str] | None = None
+
+    def __getitem__(self, key: str) -> str:
+        value = self._wire.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        value = self._wire.get(key)
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._wire
+
+    def __len__(self) -> int:
+        return len(self._wire)
+
+    def __iter__(self) -> Iterator[str]:
+        copied = self._copy
+        if copied is None:
+            wire = self._wire
+            copied = self._copy = {key: wire.get(key, "") for key in wire}
+        return iter(copied)
+
+    def __repr__(self) -> str:
+        return f"WireMap({dict(self.items())!r})"
+
+
+def wire_map(wire: Mapping[str, str]) -> Mapping[str, str]:
+    """`WireMap(wire)`, or the shared empty map when there is nothing in it."""
+    return WireMap(wire) if wire else _EMPTY
 
 
 class QoSClass(enum.Enum):

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from hookserver.api import nri_pb2
 from hookserver.errors import InputError
-from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource, frozen_map
+from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource, frozen_map, wire_map
 from hookserver.resources import Resources
 
 __all__ = [
@@ -92,7 +92,7 @@ def container_request(
         pod=pod,
         name=container.name,
         container_id=container.id,
-        annotations=frozen_map(container.annotations),
+        annotations=wire_map(container.annotations),
         envs=EnvView(container.env) if container.env else _NO_ENV,
         resources=resources_from_wire(resources),
         cgroup_parent=pod.cgroup_parent,

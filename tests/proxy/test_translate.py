@@ -159,21 +159,38 @@ def test_unnamed_requests_raise_input_error_naming_the_field(mutate: object, fie
             translate.pod_request(preq)
 
 
-def test_the_pod_half_is_memoized_exactly() -> None:
+def test_maps_are_read_in_place_and_never_written() -> None:
+    """The pod and container maps are views of the request (`WireMap`): same content as the wire, lookups of
+    absent keys do not insert them into the request (a protobuf map's `m[key]` would), and the store's pod
+    record holds a copy, not the request."""
     from hookserver.api import runtime_hook_pb2 as pb
+    from hookserver.dispatch import HookDispatcher
+    from hookserver.hooks.context import QoSClass
+    from hookserver.hooks.registry import HookRegistry
+    from hookserver.hooks.stages import Stage
     from hookserver.proxy import translate
+    from hookserver.store.state import StateStore
 
-    def request(spec: str, labels: dict[str, str]) -> pb.ContainerResourceHookRequest:
-        return pb.ContainerResourceHookRequest(
-            pod_meta=pb.PodSandboxMetadata(name="p", uid="u-memo", namespace="ns"),
-            container_meta=pb.ContainerMetadata(name="main"), pod_cgroup_parent="/kubepods/besteffort/podu-memo",
-            pod_labels=labels, pod_annotations={"node.koordinator.sh/extended-resource-spec": spec},
-        )
+    req = pb.ContainerResourceHookRequest(
+        pod_meta=pb.PodSandboxMetadata(name="p", uid="u-view", namespace="ns"),
+        container_meta=pb.ContainerMetadata(name="main"), pod_cgroup_parent="/kubepods/besteffort/podu-view",
+        pod_labels={"b": "2", "a": "1", "koordinator.sh/qosClass": "BE"}, pod_annotations={"x": "y"},
+        container_envs={"PATH": "/bin"},
+    )
+    creq = translate.container_request(req)
+    pod = creq.pod
+    assert dict(pod.labels) == {"a": "1", "b": "2", "koordinator.sh/qosClass": "BE"} and pod.labels == dict(pod.labels)
+    assert pod.labels.get("absent") is None and "absent" not in pod.labels and pod.annotations.get("nope", "d") == "d"
+    with pytest.raises(KeyError):
+        pod.labels["absent"]
+    assert QoSClass.from_labels(pod.labels) is QoSClass.BE and creq.envs["PATH"] == "/bin"
+    assert len(req.pod_labels) == 3 and len(req.pod_annotations) == 1  # nothing was inserted into the request
 
-    first = translate.container_request(request("{}", {"a": "1", "b": "2"})).pod
-    again = translate.container_request(request("{}", {"b": "2", "a": "1"})).pod
-    assert again is first  # the same pod, whatever the map order on the wire
-    changed = translate.container_request(request('{"containers": {}}', {"a": "1", "b": "2"})).pod
-    assert changed is not first and changed.annotations["node.koordinator.sh/extended-resource-spec"] == '{"containers": {}}'
-    relabelled = translate.container_request(request("{}", {"a": "1"})).pod
-    assert dict(relabelled.labels) == {"a": "1"}
+    store = StateStore()
+    HookDispatcher(registry=HookRegistry([]), store=store, executor=None).dispatch_container(
+        Stage.PRE_CREATE_CONTAINER, creq, door="proxy", rpc="PreCreateContainerHook"
+    )
+    record = store.snapshot().pods["u-view"]
+    assert dict(record.labels) == dict(pod.labels) and type(record.labels).__name__ == "mappingproxy"
+    req.pod_labels["a"] = "changed"  # were the record a view of the request, this would show through
+    assert store.snapshot().pods["u-view"].labels["a"] == "1"
