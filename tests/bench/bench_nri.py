@@ -5,7 +5,11 @@ runtime (tests/nri/fake_runtime.py) is the client in this process for both; `Nri
 a child that inherits its socket end (the pre-launched path), with a real dispatcher, store, metrics and
 the batchresource hook (no executor: CreateContainer writes no files). The echo baseline is the floor: a
 minimal plugin on the same mux + ttrpc transport that registers, configures and synchronizes like any
-plugin, then answers each CreateContainer with its own request bytes, undecoded. The client call is the
+plugin, then answers each CreateContainer with its own request bytes, undecoded. A third child,
+"hookserver transport, no hook", is hookserver's own plugin answering the same way (its mux protocol,
+ttrpc server and inline dispatch, nothing else): the round trip minus that row is what the hook path costs,
+and that row against the echo says whether hookserver's transport is leaner than the floor's (it is: the
+mux is an asyncio protocol, the echo reads through asyncio streams). The client call is the
 same lean one for both (no per-call timer, reply bytes not decoded; hookserver's reply is checked once
 up front), so the difference is what decoding, translation, the hook, the audit and metrics cost.
 
@@ -110,6 +114,8 @@ async def _client(role: str, cpu: int | None = None) -> tuple[Call, Callable[[],
     code, message, reply = await conn.call_raw("CreateContainer", payload, timeout_nano=2_000_000_000)
     if code:
         raise RuntimeError(f"{role}: CreateContainer failed: {code} {message}")
+    if role == "--transport" and reply != payload:
+        raise RuntimeError("the transport-only plugin did not echo")
     if role == "--plugin" and nri_pb2.CreateContainerResponse.FromString(reply).adjust.linux.resources.cpu.shares.value != 512:
         raise RuntimeError("hookserver answered CreateContainer wrongly")
     request = ttrpc_pb2.Request(
@@ -136,7 +142,10 @@ async def _client(role: str, cpu: int | None = None) -> tuple[Call, Callable[[],
 
 
 async def _interleaved(plugin_cpu: int | None = None) -> dict[str, dict[int, list[float]]]:
-    clients = {"echo": await _client("--echo", plugin_cpu), "nri": await _client("--plugin", plugin_cpu)}
+    clients = {
+        "echo": await _client("--echo", plugin_cpu), "nri": await _client("--plugin", plugin_cpu),
+        "transport": await _client("--transport", plugin_cpu),
+    }
     out: dict[str, dict[int, list[float]]] = {name: {1: [], WORKERS: []} for name in clients}
     try:
         for call, _close in clients.values():
@@ -231,9 +240,18 @@ def _in_process_rows() -> list[BenchRow]:
     ]
 
 
-async def _serve_plugin(fd: int) -> None:
-    """Child: NriPlugin on the inherited socket (the pre-launched path), real dispatcher, metrics and hook."""
+async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
+    """Child: NriPlugin on the inherited socket (the pre-launched path), real dispatcher, metrics and hook.
+
+    `transport_only`: the same plugin whose CreateContainer answers with the request bytes (no decode, no
+    hook, no bookkeeping): hookserver's own mux + ttrpc + inline dispatch, to split the round trip into
+    what the transport costs and what the hook path costs."""
     from prometheus_client import CollectorRegistry
+
+    if transport_only:
+        from hookserver.nri.hotpath import InlineHotPath
+
+        InlineHotPath.create_container = lambda self, payload, deadline: payload  # type: ignore[method-assign,assignment]
 
     store = StateStore()
     registry = HookRegistry([BatchResourcePlugin()])
@@ -304,8 +322,10 @@ async def _serve_echo(fd: int) -> None:
 def run() -> list[BenchRow]:
     rows: list[BenchRow] = []
     results = asyncio.run(_interleaved())
-    labels = {"echo": "echo plugin (floor)", "nri": "nri CreateContainer"}
-    for name in ("echo", "nri"):
+    labels = {
+        "echo": "echo plugin (floor)", "transport": "hookserver transport, no hook", "nri": "nri CreateContainer",
+    }
+    for name in ("echo", "transport", "nri"):
         for concurrency, samples in results[name].items():
             s = summarize(samples)
             note = f"{len(samples)} calls" + ("; target p99 <= 2 ms" if name == "nri" and concurrency == WORKERS else "")
@@ -338,9 +358,11 @@ def _pinned(client_cpu: int, plugin_cpu: int) -> dict[str, dict[int, list[float]
 
 def _ratio_row(name: str, results: dict[str, dict[int, list[float]]], placement: str) -> BenchRow:
     nri, echo = summarize(results["nri"][1]), summarize(results["echo"][1])
+    transport = summarize(results["transport"][1])
     return BenchRow(
         "nri", name, f"p50 {nri['p50_ms'] / echo['p50_ms']:.2f}  p99 {nri['p99_ms'] / echo['p99_ms']:.2f}",
-        f"targets p50 <= 1.5, p99 <= 2.0; p50 {nri['p50_ms'] * 1000:.0f} vs {echo['p50_ms'] * 1000:.0f} us; "
+        f"targets p50 <= 1.5, p99 <= 2.0; p50 {nri['p50_ms'] * 1000:.0f} vs {echo['p50_ms'] * 1000:.0f} us "
+        f"(hookserver transport alone {transport['p50_ms'] * 1000:.0f} us); "
         f"{placement}; interleaved in {ROUNDS} rounds; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
     )
 
@@ -349,4 +371,7 @@ if __name__ == "__main__":
     role, fd_text = sys.argv[1], sys.argv[2]
     if len(sys.argv) > 3:
         os.sched_setaffinity(0, {int(sys.argv[3])})
-    asyncio.run(_serve_plugin(int(fd_text)) if role == "--plugin" else _serve_echo(int(fd_text)))
+    if role == "--echo":
+        asyncio.run(_serve_echo(int(fd_text)))
+    else:
+        asyncio.run(_serve_plugin(int(fd_text), transport_only=role == "--transport"))
