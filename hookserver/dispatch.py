@@ -85,6 +85,7 @@ class HookDispatcher:
         self.metrics = metrics
         self._perf = perf_clock
         self._views = NodeViews()
+        self._filed_pending = False  # whether a "pending:" container record was ever filed (see _learn_container)
         self.breakers = (
             breakers if breakers is not None else HookBreakers(breaker_settings, on_change=self._breaker_changed)
         )
@@ -160,7 +161,8 @@ class HookDispatcher:
         )
         if outcome.failed:
             return self._fail(stage, outcome, door, rpc, pod_key, request.name, started)
-        result = DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
+        # (stage, resources, envs, result, error, outcome), positional: the hot path's cheapest call
+        result = DispatchResult(stage, outcome.resources, outcome.envs, "ok", "", outcome)
         return self._finish(result, door, rpc, pod_key, request.name, started)
 
     # -- decisions only (the reconciler) ----------------------------------------------------------
@@ -247,11 +249,10 @@ class HookDispatcher:
         )
         if self.metrics is not None:
             outcome = result.outcome
-            plugins: tuple[tuple[str, str, float, str], ...] = ()
-            if outcome is not None:
-                wire = outcome.stage.wire
-                plugins = tuple([(o.plugin, wire, o.duration_s, o.error_type) for o in outcome.outcomes])
-            self.metrics.queue_call(door, rpc, result.result, latency, plugins)
+            if outcome is None:
+                self.metrics.queue_call(door, rpc, result.result, latency)
+            else:
+                self.metrics.queue_call(door, rpc, result.result, latency, outcome.stage.wire, outcome.outcomes)
         return result
 
     def _fill_pod_gaps(self, request: PodRequest, snap: StoreSnapshot | None = None) -> PodRequest:
@@ -296,15 +297,20 @@ class HookDispatcher:
             self.store.remove_container(key)
             return
         store = self.store
-        if request.container_id and store.container(f"pending:{pod.uid}/{request.name}") is not None:
-            store.remove_container(f"pending:{pod.uid}/{request.name}")
+        if request.container_id:
+            # Only this dispatcher files "pending:" records (a proxy PreCreateContainer has no id yet), so
+            # a door that always has ids (NRI) never pays for the lookup.
+            if self._filed_pending and store.container(f"pending:{pod.uid}/{request.name}") is not None:
+                store.remove_container(f"pending:{pod.uid}/{request.name}")
+        else:
+            self._filed_pending = True
         cgroup_parent = request.cgroup_parent or pod.cgroup_parent
         known = store.container(key)
         if (
             known is not None
             and known.pod_uid == pod.uid
             and known.cgroup_parent == cgroup_parent
-            and known.resources == request.resources
+            and (known.resources is request.resources or known.resources == request.resources)
             and known.source == request.source.value
         ):
             return  # nothing new: skip the write, so readers keep their cached snapshot

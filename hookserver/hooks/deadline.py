@@ -58,6 +58,11 @@ class CallDeadline:
         self.interrupts = 0
 
     @property
+    def seconds(self) -> float:
+        """The budget of the call armed last."""
+        return self._seconds
+
+    @property
     def available(self) -> bool:
         return _install()
 

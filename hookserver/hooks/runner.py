@@ -80,19 +80,19 @@ def run_stage(
         took = clock() - t0
         if breakers is not None:
             breakers.record(name, stage, took)
-        outcomes.append(HookOutcome(plugin=name, stage=stage, duration_s=took, result=result))
+        outcomes.append(HookOutcome(name, stage, took, result))  # positional: the hot path's cheapest call
         if result.applied:
             # The first applying hook's value is taken as is (results are frozen); later ones merge over it.
             merged = result.resources if merged is None else result.resources.merged_over(merged)
             if result.envs:
                 envs.update(result.envs)
-    return StageOutcome(
-        stage=stage,
-        outcomes=tuple(outcomes),
-        resources=_NOTHING if merged is None else merged,
-        envs=MappingProxyType(envs) if envs else _NO_ENVS,
-        duration_s=clock() - started,
-        error_count=errors,
+    return StageOutcome(  # (stage, outcomes, resources, envs, duration_s, error_count), positional as above
+        stage,
+        tuple(outcomes),
+        _NOTHING if merged is None else merged,
+        MappingProxyType(envs) if envs else _NO_ENVS,
+        clock() - started,
+        errors,
     )
 
 

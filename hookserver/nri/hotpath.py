@@ -33,8 +33,9 @@ from typing import TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from hookserver.api import nri_pb2
-from hookserver.dispatch import HookDispatcher, HookRejected
+from hookserver.dispatch import DispatchResult, HookDispatcher, HookRejected
 from hookserver.errors import HookServerError
+from hookserver.hooks.context import ContainerRequest
 from hookserver.hooks.deadline import CallDeadline
 from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.stages import Stage
@@ -98,13 +99,7 @@ class InlineHotPath:
         self._status.calls["CreateContainer"] += 1
         req = decode(nri_pb2.CreateContainerRequest, "CreateContainer", payload)
         creq = container_request(self._pods.get(req.pod), req.container)
-        result = self._inline(
-            "CreateContainer", creq.pod.key, creq.name,
-            lambda: self._dispatcher.dispatch_container(
-                Stage.PRE_CREATE_CONTAINER, creq, door=DOOR, rpc="CreateContainer"
-            ),
-            self._budget(deadline_s),
-        )
+        result = self._inline("CreateContainer", Stage.PRE_CREATE_CONTAINER, creq, deadline_s)
         if result is None:
             return b""  # "no change": an empty CreateContainerResponse
         return adjustment_bytes(result.resources, result.envs)
@@ -116,57 +111,54 @@ class InlineHotPath:
         req = decode(nri_pb2.UpdateContainerRequest, "UpdateContainer", payload)
         wanted = req.linux_resources if req.HasField("linux_resources") else None
         creq = container_request(self._pods.get(req.pod), req.container, wanted)
-        result = self._inline(
-            "UpdateContainer", creq.pod.key, creq.name,
-            lambda: self._dispatcher.dispatch_container(
-                Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, door=DOOR, rpc="UpdateContainer"
-            ),
-            self._budget(deadline_s),
-        )
+        result = self._inline("UpdateContainer", Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, deadline_s)
         if result is None:
             return b""
         try:
             update = update_for(req.container.id, result.resources)
         except HookServerError as exc:
-            return self._inline_error("UpdateContainer", creq.pod.key, creq.name, exc, time.perf_counter())
+            return self._inline_error("UpdateContainer", creq, exc, time.perf_counter())
         data: bytes = nri_pb2.UpdateContainerResponse(update=[update] if update is not None else []).SerializeToString()
         return data
 
     def _inline(
-        self, rpc: str, pod_key: str, container: str, call: Callable[[], _T], budget: float
-    ) -> _T | None:
-        """Run `call` here, on the loop, within `budget` where a hook can be interrupted, and apply the
-        failure policy to what goes wrong."""
+        self, rpc: str, stage: Stage, creq: ContainerRequest, deadline_s: float | None
+    ) -> DispatchResult | None:
+        """Dispatch `creq` here, on the loop, within the call's budget where a hook can be interrupted, and
+        apply the failure policy to what goes wrong. (Flat on purpose: no closure, no per-call formatting;
+        the pod key is formatted only when something is reported.)"""
         watchdog, deadline = self._watchdog, self._deadline
         if watchdog is not None:
-            watchdog.enter(rpc, pod_key, container)
-        armed = deadline is not None and deadline.arm(budget)
+            watchdog.enter(rpc, creq)
+        armed = deadline is not None and deadline.arm(self._budget(deadline_s))
         started = time.perf_counter()
         try:
-            result = call()
+            result = self._dispatcher.dispatch_container(stage, creq, door=DOOR, rpc=rpc)
         except HookRejected as exc:
-            if armed and self._timed_out(rpc, pod_key, container, budget, started):
+            if armed and self._timed_out(rpc, creq, started):
                 raise StatusError(Code.DEADLINE_EXCEEDED, f"{rpc}: {exc}") from exc
             self._status.rejections += 1
             raise StatusError(Code.UNKNOWN, str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - the front-door boundary: policy decides, nothing is lost
-            self._inline_error(rpc, pod_key, container, exc, started)
+            self._inline_error(rpc, creq, exc, started)
             return None
         finally:
             if armed:
                 deadline.disarm()  # type: ignore[union-attr]
             if watchdog is not None:
                 watchdog.leave()
-        if armed and self._timed_out(rpc, pod_key, container, budget, started):
+        if armed and self._timed_out(rpc, creq, started):
             return None  # Ignore: the interrupted hook's part is "no change", and so is the answer
         return result
 
-    def _timed_out(self, rpc: str, pod_key: str, container: str, budget: float, started: float) -> bool:
+    def _timed_out(self, rpc: str, creq: ContainerRequest, started: float) -> bool:
         """Whether the deadline interrupted a hook in this call; if so it is counted and audited as a timeout."""
-        if self._deadline is None or not self._deadline.fired:
+        deadline = self._deadline
+        if deadline is None or not deadline.fired:
             return False
         self._status.timeouts += 1
-        message = f"a hook was interrupted at the {budget * 1000:.0f} ms budget"
+        pod_key, container = creq.pod.key, creq.name
+        message = f"a hook was interrupted at the {deadline.seconds * 1000:.0f} ms budget"
         store = self._dispatcher.store
         # The dispatcher already counted the call (as its error); this event says why, for `hookctl`.
         store.audit.add_event(
@@ -176,9 +168,10 @@ class InlineHotPath:
                     "failing" if self._policy is FailurePolicy.FAIL else "answering no change")
         return True
 
-    def _inline_error(self, rpc: str, pod_key: str, container: str, exc: Exception, started: float) -> bytes:
+    def _inline_error(self, rpc: str, creq: ContainerRequest, exc: Exception, started: float) -> bytes:
         """An internal error: Ignore answers "no change" (b"" is every empty reply), Fail answers INTERNAL."""
         self._status.errors += 1
+        pod_key, container = creq.pod.key, creq.name
         self._record(rpc, pod_key, container, "error", f"internal error: {exc}", started)
         log.error("nri %s for %s: internal error: %s", rpc, pod_key or "-", exc, exc_info=True)
         if self._policy is FailurePolicy.FAIL:

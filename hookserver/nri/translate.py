@@ -88,15 +88,19 @@ def container_request(
     """`resources` overrides the container's own (UpdateContainer's requested `linux_resources`)."""
     if resources is None and container.HasField("linux") and container.linux.HasField("resources"):
         resources = container.linux.resources
+    env = container.env
+    # (pod, name, container_id, attempt, annotations, envs, resources, cgroup_parent, source): positional,
+    # the cheapest call on the hot path (a keyword call costs ~0.5 us more here).
     return ContainerRequest(
-        pod=pod,
-        name=container.name,
-        container_id=container.id,
-        annotations=wire_map(container.annotations),
-        envs=EnvView(container.env) if container.env else _NO_ENV,
-        resources=resources_from_wire(resources),
-        cgroup_parent=pod.cgroup_parent,
-        source=RequestSource.NRI,
+        pod,
+        container.name,
+        container.id,
+        0,
+        wire_map(container.annotations),
+        EnvView(env) if env else _NO_ENV,
+        resources_from_wire(resources),
+        pod.cgroup_parent,
+        RequestSource.NRI,
     )
 
 

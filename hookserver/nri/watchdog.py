@@ -20,10 +20,25 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["LoopWatchdog"]
 
 log = logging.getLogger(__name__)
+
+
+class _Pod(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+class _Subject(Protocol):
+    """What a stalled call is reported as: a container request's pod key and name."""
+
+    @property
+    def pod(self) -> _Pod: ...
+    @property
+    def name(self) -> str: ...
 
 
 class LoopWatchdog:
@@ -41,9 +56,10 @@ class LoopWatchdog:
         self._on_stall = on_stall
         self._on_poll = on_poll
         self._clock = clock
-        # (what, started, sequence, thread id): one attribute, replaced whole, read by the watchdog thread.
-        # `what` is (rpc, pod key, container), formatted only when reported (the hot path formats nothing).
-        self._current: tuple[tuple[str, str, str], float, int, int] | None = None
+        # (rpc, subject, started, sequence, thread id): one attribute, replaced whole, read by the watchdog
+        # thread. `subject` is the call's container request (or a pod key), formatted only when reported:
+        # the hot path formats nothing.
+        self._current: tuple[str, _Subject | str, float, int, int] | None = None
         self._seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -51,9 +67,10 @@ class LoopWatchdog:
         self.longest_stall_s = 0.0
 
     # -- called on the loop thread ------------------------------------------------------------------
-    def enter(self, rpc: str, pod_key: str = "", container: str = "") -> None:
+    def enter(self, rpc: str, subject: _Subject | str = "") -> None:
+        """A call starts holding the loop; `subject` is its container request, or a pod key."""
         self._seq += 1
-        self._current = ((rpc, pod_key, container), self._clock(), self._seq, threading.get_ident())
+        self._current = (rpc, subject, self._clock(), self._seq, threading.get_ident())
 
     def leave(self) -> None:
         self._current = None
@@ -78,12 +95,14 @@ class LoopWatchdog:
         current = self._current
         if current is None:
             return None
-        words, started, seq, ident = current
+        rpc, subject, started, seq, ident = current
         held = self._clock() - started
         if held < self.stall_s or seq == self._reported:
             return None
-        rpc, pod_key, container = words
-        what = f"{rpc} for {pod_key}/{container}" if container else f"{rpc} for {pod_key or '-'}"
+        if isinstance(subject, str):
+            what = f"{rpc} for {subject or '-'}"
+        else:
+            what = f"{rpc} for {subject.pod.key}/{subject.name}"
         self._reported = seq
         self.stalls += 1
         self.longest_stall_s = max(self.longest_stall_s, held)
@@ -105,7 +124,7 @@ class LoopWatchdog:
             found = self.check()
             if found is not None:
                 stalled_seq = self._reported
-            elif stalled_seq and (self._current is None or self._current[2] != stalled_seq):
+            elif stalled_seq and (self._current is None or self._current[3] != stalled_seq):
                 log.warning("nri: the event loop is free again")
                 stalled_seq = 0
 

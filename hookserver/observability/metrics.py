@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
@@ -23,6 +23,17 @@ __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
 _FOLD_AT = 2048
+
+
+class PluginRun(Protocol):
+    """One plugin's run as the metrics read it (`hookserver.hooks.outcome.HookOutcome` is one)."""
+
+    @property
+    def plugin(self) -> str: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def error_type(self) -> str: ...
 
 
 class _Drain:
@@ -46,8 +57,10 @@ class HookMetrics:
         self.registry = registry
         # koordlet's runtime-hook histogram, fed from the same plugin observations (koordlet_metrics.py).
         self.koordlet = koordlet
-        # (door, rpc, result, latency_s, ((plugin, stage, duration_s, error_type), ...)) per call, folded lazily.
-        self._pending: deque[tuple[str, str, str, float, tuple[tuple[str, str, float, str], ...]]] = deque()
+        # (door, rpc, result, latency_s, stage, plugin runs) per call, folded lazily. The runs are the
+        # dispatcher's own outcome records (anything with .plugin, .duration_s, .error_type), read at fold
+        # time: the hot path builds nothing for the metrics.
+        self._pending: deque[tuple[str, str, str, float, str, Sequence[PluginRun]]] = deque()
         self._fold_lock = threading.Lock()
         registry.register(_Drain(self.fold))
         self.calls = Counter(
@@ -98,12 +111,11 @@ class HookMetrics:
         self._children: dict[tuple[str, ...], Any] = {}
 
     def queue_call(
-        self, door: str, rpc: str, result: str, latency_s: float,
-        plugins: tuple[tuple[str, str, float, str], ...] = (),
+        self, door: str, rpc: str, result: str, latency_s: float, stage: str = "", runs: Sequence[PluginRun] = (),
     ) -> None:
-        """The hot path: one call and its plugin runs ((plugin, stage, duration_s, error_type), ...), queued."""
+        """The hot path: one call and the plugin runs of its `stage`, queued as they are."""
         pending = self._pending
-        pending.append((door, rpc, result, latency_s, plugins))
+        pending.append((door, rpc, result, latency_s, stage, runs))
         if len(pending) >= _FOLD_AT:
             self.fold(wait=False)
 
@@ -122,14 +134,15 @@ class HookMetrics:
             errors: list[tuple[str, str, str]] = []
             while True:
                 try:
-                    door, rpc, result, latency_s, plugins = pending.popleft()
+                    door, rpc, result, latency_s, stage, plugin_runs = pending.popleft()
                 except IndexError:
                     break
                 calls.setdefault((door, rpc, result), []).append(latency_s)
-                for plugin, stage, duration_s, error_type in plugins:
-                    runs.setdefault((plugin, stage, bool(error_type)), []).append(duration_s)
+                for run in plugin_runs:
+                    error_type = run.error_type
+                    runs.setdefault((run.plugin, stage, bool(error_type)), []).append(run.duration_s)
                     if error_type:
-                        errors.append((plugin, stage, error_type))
+                        errors.append((run.plugin, stage, error_type))
             # One update per series and bucket, not one locked update per observation.
             for (door, rpc, result), latencies in calls.items():
                 counter, histogram = self._call_children(door, rpc, result)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hookserver.api import nri_pb2
 from hookserver.hooks import BreakerState, Stage
+from hookserver.hooks.context import ContainerRequest, PodRequest
 from hookserver.hooks.outcome import FailurePolicy, HookResult
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
 from hookserver.nri.watchdog import LoopWatchdog
@@ -158,7 +159,8 @@ def test_watchdog_reports_a_stall_once_per_call() -> None:
     now = [100.0]
     seen: list[tuple[str, float]] = []
     dog = LoopWatchdog(stall_s=0.5, clock=lambda: now[0], on_stall=lambda what, held: seen.append((what, held)))
-    dog.enter("CreateContainer", "ns/p", "a")
+    # the subject is the call's container request, formatted only when a stall is reported
+    dog.enter("CreateContainer", ContainerRequest(PodRequest("ns", "p", "uid-p"), "a"))
     now[0] += 0.4
     assert dog.check() is None
     now[0] += 0.2
@@ -167,7 +169,8 @@ def test_watchdog_reports_a_stall_once_per_call() -> None:
     now[0] += 1.0
     assert dog.check() is None  # the same call is reported once
     dog.leave()
-    dog.enter("CreateContainer", "ns/p", "b")
+    dog.enter("RunPodSandbox", "ns/q")  # or just a pod key
     now[0] += 0.7
-    assert dog.check() is not None
+    found = dog.check()
+    assert found is not None and found[0] == "RunPodSandbox for ns/q"
     assert dog.stalls == 2 and len(seen) == 2 and dog.longest_stall_s >= 0.7
