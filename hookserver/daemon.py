@@ -61,6 +61,8 @@ __all__ = ["Daemon"]
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 5.0
+# The /readyz reason while the informer's first sync is pending.
+FIRST_SYNC_PENDING = "first sync not done yet"
 
 
 class Daemon:
@@ -95,6 +97,7 @@ class Daemon:
                 failure_policy=self.policy,
             )
         self.informer: Informer = build_informer(settings, store=self.store, registry=self.prometheus)
+        self._gate_readiness_on_first_sync()
         self.collectors: CollectorScheduler = build_collectors(
             settings, store=self.store, roots=self.roots, registry=self.prometheus
         )
@@ -147,6 +150,17 @@ class Daemon:
         )
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
         self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)
+
+    def _gate_readiness_on_first_sync(self) -> None:
+        """With an apiserver or kubelet source, /readyz waits for the informer's first sync (pods, node and
+        NodeSLO listed): until then the store holds default NodeSLO values and no listed pod, and the QoS
+        runner and the reconciler wait, so a rolling update must not move on to the next node yet. Only the
+        first sync counts: an unready DaemonSet pod during a later apiserver outage helps nobody. Standalone
+        has no source, so nothing to wait for."""
+        if not self.informer.sources:
+            return
+        self.health.set_ready("informer", False, FIRST_SYNC_PENDING)
+        self.informer.on_first_sync(lambda: self.health.set_ready("informer", True))
 
     def _build_predictor(self, settings: Settings) -> tuple[PredictorService, NodeMetricReporter | None]:
         """The predictor, and its NodeMetric reporter: to the apiserver through the informer's client when it has

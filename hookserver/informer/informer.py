@@ -8,7 +8,8 @@ kubeconfig or in-cluster credentials exist, else standalone):
   * standalone: Node from the local host, NodeSLO from --slo-file (reloaded on change) or defaults, pods
     from hook and NRI events (the front doors write them; nothing to do here).
 `run(stop)` never raises for an outage: sources retry with backoff and the store is marked stale while
-any of them is unhealthy, then catches up.
+any of them is unhealthy, then catches up. The first sync (every source listed once) is latched and
+announced once (`on_first_sync`): a later outage makes the store stale, never the first sync undone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import functools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -47,6 +49,8 @@ class Source(Protocol):
     async def run(self, stop: asyncio.Event) -> None: ...
 
     def healthy(self) -> bool: ...
+
+    def first_sync_done(self) -> bool: ...
 
     def status(self) -> dict[str, Any]: ...
 
@@ -81,6 +85,10 @@ class Informer:
         self._metrics = metrics
         self._pod_handlers = tuple(pod_handlers)
         self.started_at = 0.0
+        # Sources report from their own threads; the lock makes the latch flip, and its listeners run, once.
+        self._first_sync_lock = threading.Lock()
+        self._first_synced = False
+        self._first_sync_listeners: list[Callable[[], None]] = []
         if metrics is not None:
             metrics.track_cache(lambda: float(len(store.snapshot().pods)))
 
@@ -91,11 +99,39 @@ class Informer:
 
     # -- health ----------------------------------------------------------------------------------
     def health_changed(self) -> None:
-        """Called by sources (from any thread) when they connect or disconnect."""
+        """Called by sources (from any thread) when they connect or disconnect, and after their first list."""
         stale = not all(source.healthy() for source in self.sources)
         self.store.set_stale(stale)
         if self._metrics is not None:
             self._metrics.stale.set(1 if stale else 0)
+        self._check_first_sync()
+
+    def first_sync_done(self) -> bool:
+        """Started (node and NodeSLO defaults published) and every source has listed once. Latched: unlike
+        `synced()`, an outage after that does not make it False again."""
+        with self._first_sync_lock:
+            return self._first_synced
+
+    def on_first_sync(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once when the first sync is done (at once if it already is), from whichever thread
+        completed it: readiness waits for it, and a probe must not wait on the event loop."""
+        with self._first_sync_lock:
+            if not self._first_synced:
+                self._first_sync_listeners.append(callback)
+                return
+        callback()
+
+    def _check_first_sync(self) -> None:
+        with self._first_sync_lock:
+            if self._first_synced or not self.started_at:
+                return
+            if not all(source.first_sync_done() for source in self.sources):
+                return
+            self._first_synced = True
+            listeners, self._first_sync_listeners = self._first_sync_listeners, []
+        log.info("informer: first sync done (%s)", ", ".join(_name(s) for s in self.sources) or self.mode)
+        for listener in listeners:
+            listener()
 
     def lists_pod(self, uid: str) -> bool:
         """Whether an informer source (apiserver watch, kubelet poll) still lists the pod: such a pod is
@@ -124,8 +160,8 @@ class Informer:
             self.slo.set_node_labels(node.labels)
         if self.slo_file is not None:
             await asyncio.to_thread(self.slo_file.load_if_changed)
-        self.health_changed()
         self.started_at = time.time()
+        self.health_changed()
         try:
             async with asyncio.TaskGroup() as group:
                 # Runs until stop even with nothing to poll (standalone without a file): the daemon treats

@@ -64,6 +64,10 @@ class KubeletPodSource:
     def healthy(self) -> bool:
         return self.synced and self.connected
 
+    def first_sync_done(self) -> bool:
+        """A poll has succeeded once (its `_set_connected(True)` tells the informer)."""
+        return self.synced
+
     def status(self) -> dict[str, Any]:
         return {
             "resource": self.name,

@@ -103,6 +103,10 @@ class Reflector:
         """Synced and watching, or the optional resource is simply not served."""
         return self.absent or (self.synced and self.connected)
 
+    def first_sync_done(self) -> bool:
+        """Listed once, or the optional resource is not served (its defaults are the answer)."""
+        return self.synced or self.absent
+
     def status(self) -> dict[str, Any]:
         return {
             "resource": self.kind.name,
@@ -239,6 +243,7 @@ class Reflector:
             params["continue"] = str(token)
         skipped = self._handler.replace(items)
         self._count_skipped(skipped)
+        first = not self.synced  # the first sync is this list, not the watch after it (which may yet fail)
         self.resource_version = resource_version
         self.absent = False
         self.synced = True
@@ -246,6 +251,8 @@ class Reflector:
         self.last_sync = self._clock()
         if self._metrics is not None:
             self._metrics.relists.labels(self.kind.name, reason).inc()
+        if first and self.on_health is not None:
+            self.on_health()
         log.debug("informer %s: listed %d items at rv %s (%s)", self.kind.name, len(items), resource_version,
                   reason)
 

@@ -2,9 +2,10 @@
 
 The pod directory is the CRI cgroup parent a hook or NRI saw; else the kubelet's layout from kube QoS and
 UID (reference §4.7); else, for a pod that carries neither (a standalone pod learnt without a parent), the
-one of the three QoS levels that exists. Containers come from two places: the IDs the store learnt from
-hooks and NRI, and the pod's container statuses (`<runtime>://<id>`) from the apiserver or the kubelet. The
-runtime prefix picks the systemd scope name, so a docker container on a containerd-configured node still
+one of the three QoS levels that exists. Containers are the store's `started_containers` (the rule the
+collectors and QoS readers share): the IDs the store learnt from hooks and NRI, then the pod's container
+statuses (`<runtime>://<id>`) from the apiserver or the kubelet, so the reconciler tunes what they measure.
+The runtime prefix picks the systemd scope name, so a docker container on a containerd-configured node still
 resolves. Pure naming; the only I/O is the existence probe the caller passes in.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from hookserver.errors import PathEscapeError
 from hookserver.executor.layout import CgroupLayout
-from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.records import ContainerRecord, PodRecord, started_containers
 from hookserver.system.cgroupnames import (
     KubeQoS,
     container_dir_name,
@@ -28,6 +29,8 @@ from hookserver.system.cgroupnames import (
 __all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
 
 _PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
+# The store's key for a container a hook saw being created before the runtime gave it an ID.
+_PENDING = "pending:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,23 +71,14 @@ def pod_target(
     if cgroup_dir is None:
         return None
     base = normalize_cgroup_dir(cgroup_dir)
-    seen: set[str] = set()
-    out: list[ContainerTarget] = []
+    hooked: list[ContainerRecord] = []
     pending = 0
     for record in containers:
-        if record.id.startswith("pending:"):
+        if record.id.startswith(_PENDING):  # being created right now: the runtime has not named it yet
             pending += 1
-            continue
-        parent = normalize_cgroup_dir(record.cgroup_parent) if record.cgroup_parent else base
-        target = _container(record.name, record.id, parent, layout)
-        if target.id not in seen:
-            seen.add(target.id)
-            out.append(target)
-    for name, raw_id in pod.container_ids.items():
-        target = _container(name, raw_id, base, layout)
-        if target.id not in seen:
-            seen.add(target.id)
-            out.append(target)
+        else:
+            hooked.append(record)
+    out = [_container(record, base, layout) for record in started_containers(pod, hooked)]
     if out:
         pending = 0  # a started container: any name still pending is only the proxy never telling us its ID
     return PodTarget(pod=pod, cgroup_dir=cgroup_dir, containers=tuple(out), pending=pending)
@@ -104,10 +98,12 @@ def _pod_dir(pod: PodRecord, layout: CgroupLayout, probe: Callable[[str], bool])
     return None
 
 
-def _container(name: str, raw_id: str, parent: str, layout: CgroupLayout) -> ContainerTarget:
+def _container(record: ContainerRecord, pod_dir: str, layout: CgroupLayout) -> ContainerTarget:
+    name, raw_id = record.name, record.id
     cid = strip_runtime_prefix(raw_id)
     if not cid:
         raise PathEscapeError(f"container {name!r} has an empty ID", value=raw_id)
+    parent = normalize_cgroup_dir(record.cgroup_parent) if record.cgroup_parent else pod_dir
     dir_name = container_dir_name(layout.driver, runtime_of(raw_id, layout.runtime), raw_id)
     # NRI hands some containers their own dir as the parent: do not append the name twice.
     cgroup_dir = parent if parent.rsplit("/", 1)[-1] == dir_name else f"{parent}/{dir_name}"

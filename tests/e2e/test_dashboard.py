@@ -12,7 +12,6 @@ import json
 import re
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.test_serve import Agent, _cgroup_v1_writable, be_pod
+from tests.e2e.pod_cgroup import pod_cgroup_subtree
+from tests.e2e.test_serve import Agent, be_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "hookserver.json"
@@ -33,27 +33,10 @@ def _dashboard() -> dict[str, Any]:
 
 @pytest.fixture
 def pod_cgroup() -> Iterator[str]:
-    """A pod cgroup in cpu, cpuacct and memory (separate hierarchies on some hosts, as on this one): the
+    """A pod cgroup in cpu and memory, and in cpuacct where it is mounted apart (as on this host): the
     collectors read CPU usage from cpuacct and memory from memory."""
-    why = _cgroup_v1_writable()
-    if why:
-        pytest.skip(why)
-    rel = f"/hookserver-dash-{uuid.uuid4().hex[:8]}/podfeed"
-    made: list[Path] = []
-    for sub in ("cpu", "cpuacct", "memory"):
-        path = Path("/sys/fs/cgroup") / sub / rel.lstrip("/")
-        if path.parent.parent.is_dir():
-            path.mkdir(parents=True, exist_ok=True)
-            made.append(path)
-    try:
-        yield rel
-    finally:
-        for path in made:
-            for p in (path, path.parent):
-                try:
-                    p.rmdir()
-                except OSError:
-                    pass
+    with pod_cgroup_subtree(("cpu", "memory"), optional=("cpuacct",), prefix="hookserver-dash") as pod:
+        yield pod.rel
 
 
 def _queried() -> dict[str, list[str]]:

@@ -8,20 +8,18 @@ Needs root and writable cgroup v1 cpu, cpuacct and memory hierarchies; it create
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hookserver.api import runtime_hook_pb2 as pb
+from tests.e2e.pod_cgroup import pod_cgroup_subtree
 from tests.e2e.test_serve import Agent
 
-CGROUP = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "memory")
 UID = "e2e0feed-0000-4000-8000-00000000be01"
 CONFIG = """
@@ -38,46 +36,17 @@ collectors:
 """
 
 
-def _writable() -> str:
-    if os.geteuid() != 0:
-        return "needs root to create cgroups"
-    for controller in CONTROLLERS:
-        if not os.access(CGROUP / controller, os.W_OK):
-            return f"needs a writable cgroup v1 {controller} hierarchy at {CGROUP / controller}"
-    return ""
-
-
 @pytest.fixture
 def busy_be_pod() -> Iterator[str]:
-    why = _writable()
-    if why:
-        pytest.skip(why)
-    rel = f"/hookserver-test-{uuid.uuid4().hex[:8]}/besteffort/pod{UID}"
-    made: list[Path] = []
-    child: subprocess.Popen[bytes] | None = None
-    try:
-        for controller in CONTROLLERS:
-            path = CGROUP / controller / rel.lstrip("/")
-            path.mkdir(parents=True)
-            made.append(path)
+    with pod_cgroup_subtree(CONTROLLERS, prefix="hookserver-test", leaf=f"besteffort/pod{UID}") as pod:
         child = subprocess.Popen([sys.executable, "-c", "x = bytearray(32 << 20)\nwhile True: pass"])
-        for path in made:
-            (path / "cgroup.procs").write_text(f"{child.pid}\n")
-        yield rel
-    finally:
-        if child is not None:
+        try:
+            for path in pod.paths:
+                (path / "cgroup.procs").write_text(f"{child.pid}\n")
+            yield pod.rel
+        finally:
             child.kill()
             child.wait(timeout=10)
-        for path in made:
-            for p in (path, path.parent, path.parent.parent):
-                deadline = time.monotonic() + 5
-                while p.exists():
-                    try:
-                        p.rmdir()
-                    except OSError:
-                        if time.monotonic() > deadline:
-                            break
-                        time.sleep(0.02)
 
 
 @pytest.mark.cgroup

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,43 +22,19 @@ import pytest
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
 from hookserver.cli import hookctl
+from tests.e2e.pod_cgroup import CGROUP_V1 as CGROUP
+from tests.e2e.pod_cgroup import pod_cgroup_subtree
 from tests.reference_example import SPEC_KEY as SPEC
 from tests.reference_example import WORKED_SPEC_JSON
 
 ROOT = Path(__file__).resolve().parents[2]
-CGROUP = Path("/sys/fs/cgroup")
 WORKED = WORKED_SPEC_JSON
-
-
-def _cgroup_v1_writable() -> str:
-    if os.geteuid() != 0:
-        return "needs root to write cgroup files"
-    for sub in ("cpu", "memory"):
-        if not os.access(CGROUP / sub, os.W_OK):
-            return f"no writable cgroup v1 {sub} hierarchy at {CGROUP / sub}"
-    return ""
 
 
 @pytest.fixture
 def pod_cgroup() -> Iterator[str]:
-    why = _cgroup_v1_writable()
-    if why:
-        pytest.skip(why)
-    rel = f"/hookserver-e2e-{uuid.uuid4().hex[:8]}/podfeed"
-    made = []
-    for sub in ("cpu", "memory"):
-        path = CGROUP / sub / rel.lstrip("/")
-        path.mkdir(parents=True)
-        made.append(path)
-    try:
-        yield rel
-    finally:
-        for path in made:
-            for p in (path, path.parent):
-                try:
-                    p.rmdir()
-                except OSError:
-                    pass
+    with pod_cgroup_subtree(("cpu", "memory"), prefix="hookserver-e2e") as pod:
+        yield pod.rel
 
 
 def _accepts(path: Path) -> bool:

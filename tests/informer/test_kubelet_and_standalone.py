@@ -76,10 +76,11 @@ def test_kubelet_garbage_response_is_an_error_not_a_crash(tmp_path: Path) -> Non
         store = StateStore()
         async with running(kubelet_settings(kubelet, token_file), store) as informer:
             await eventually(lambda: kubelet.requests >= 3, what="retries")
-            assert store.snapshot().stale and not informer.synced()
+            assert store.snapshot().stale and not informer.synced() and not informer.first_sync_done()
             kubelet.fail_with = 0
             kubelet.pods = [make_pod("ok"), {"metadata": {"name": "broken"}}]
             await eventually(lambda: informer.synced(), what="recovery")
+            assert informer.first_sync_done()
             assert len(store.snapshot().pods) == 1
             assert informer.status()["sources"][0]["skipped"] >= 1
         kubelet.stop()
@@ -165,6 +166,7 @@ def test_standalone_without_file_uses_defaults() -> None:
         store = StateStore()
         async with running(Settings(node_name="n", standalone=True), store) as informer:
             assert await informer.wait_synced(5) and not store.snapshot().stale
+            assert informer.first_sync_done()  # no source to wait for: started is synced
             assert set(store.snapshot().node_slo_sources.values()) == {"default"}
             assert informer.status()["sources"] == []
             assert informer.slo_report()["effective"]["cpuBurstStrategy"]["cpuBurstPercent"] == 1000

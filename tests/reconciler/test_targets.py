@@ -15,8 +15,9 @@ from hookserver.informer.handlers import PodHandler
 from hookserver.reconciler import pod_target, runtime_of
 from hookserver.store import ContainerRecord, PodRecord, StateStore
 from hookserver.store.changes import pod_changed_fields
+from hookserver.store.records import started_containers
 from hookserver.system import SystemRoots
-from hookserver.system.cgroupnames import ContainerRuntime
+from hookserver.system.cgroupnames import ContainerRuntime, strip_runtime_prefix
 
 UID = "0b7c1e2a-1111-2222-3333-444455556666"
 CTR = "a" * 64
@@ -113,3 +114,19 @@ def test_unknown_qos_is_probed_and_bad_names_are_refused() -> None:
     with pytest.raises(PathEscapeError):
         pod_target(_pod(container_ids=MappingProxyType({"x": "containerd://../../etc"})), (), layout,
                    probe=lambda rel: True)
+
+
+def test_containers_follow_the_stores_started_containers_rule() -> None:
+    """The reconciler names the containers the collectors and QoS readers measure and tune
+    (`hookserver.store.records.started_containers`). It used to keep its own list, which refused the whole pod
+    (a PathEscapeError: "cgroup not named", then forgotten as gone) for a status whose containerID is only a
+    runtime prefix, an entry the shared rule skips because it names no cgroup."""
+    layout = _layout("cgroupfs")
+    side = ContainerRecord(id="c" * 64, pod_uid=UID, name="side")
+    pending = ContainerRecord(id=f"pending:{UID}/late", pod_uid=UID, name="late")
+    pod = _pod(container_ids=MappingProxyType({"main": f"containerd://{CTR}", "setup": "containerd://"}))
+    t = pod_target(pod, (side, pending), layout, probe=lambda rel: False)
+    assert t is not None
+    shared = [(r.name, strip_runtime_prefix(r.id)) for r in started_containers(pod, (side,))]
+    assert [(c.name, c.id) for c in t.containers] == shared == [("main", CTR), ("side", "c" * 64)]
+    assert t.pending == 0
