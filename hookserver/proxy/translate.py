@@ -99,24 +99,20 @@ def container_request(req: pb.ContainerResourceHookRequest) -> ContainerRequest:
     meta = req.container_meta
     if not meta.name:
         raise InputError("empty container name", field="container_meta.name")
+    cgroup_parent = req.pod_cgroup_parent
+    # Positional, in field order: a keyword call to these records costs ~0.5 us more on the hot path.
+    # PodRequest(namespace, name, uid, labels, annotations, cgroup_parent, sandbox_id, runtime_handler, attempt,
+    #            resources, source)
     pod = PodRequest(
-        namespace=namespace, name=name, uid=uid, labels=wire_map(req.pod_labels),
-        annotations=wire_map(req.pod_annotations), cgroup_parent=req.pod_cgroup_parent, attempt=attempt,
-        resources=resources_from_wire(req.pod_resources) if req.HasField("pod_resources") else _NO_RESOURCES,
-        source=RequestSource.PROXY,
+        namespace, name, uid, wire_map(req.pod_labels), wire_map(req.pod_annotations), cgroup_parent, "", "",
+        attempt, resources_from_wire(req.pod_resources) if req.HasField("pod_resources") else _NO_RESOURCES,
+        RequestSource.PROXY,
     )
+    # ContainerRequest(pod, name, container_id, attempt, annotations, envs, resources, cgroup_parent, source)
     return ContainerRequest(
-        pod=pod,
-        name=meta.name,
-        container_id=meta.id,
-        attempt=meta.attempt,
-        annotations=wire_map(req.container_annotations),
-        envs=wire_map(req.container_envs),
-        resources=(
-            resources_from_wire(req.container_resources) if req.HasField("container_resources") else _NO_RESOURCES
-        ),
-        cgroup_parent=req.pod_cgroup_parent,
-        source=RequestSource.PROXY,
+        pod, meta.name, meta.id, meta.attempt, wire_map(req.container_annotations), wire_map(req.container_envs),
+        resources_from_wire(req.container_resources) if req.HasField("container_resources") else _NO_RESOURCES,
+        cgroup_parent, RequestSource.PROXY,
     )
 
 
