@@ -32,6 +32,7 @@ no socket (target p50 <= 30 us). `python -m tests.bench nri` runs only this modu
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import socket
@@ -208,12 +209,21 @@ def _in_process_rows() -> list[BenchRow]:
         raise RuntimeError("inline CreateContainer answered wrongly")
     for _ in range(2000):
         handler(payload, None)
+    # This runs in the process that ran the earlier bench modules: collect their garbage first, or a full
+    # collection of it may land inside a hook, overrun the hook's 50 ms budget and send the calls after it
+    # to the protected path (None here: in production a worker then runs the hook; here nothing does).
+    gc.collect()
     samples = []
+    protected = 0
     perf = time.perf_counter
     for _ in range(20000):
         t0 = perf()
-        handler(payload, None)
-        samples.append(perf() - t0)
+        answered = handler(payload, None)
+        took = perf() - t0
+        if answered is None:
+            protected += 1
+            continue
+        samples.append(took)
     s = summarize(samples)
     # The same calls with the caches cold, as they are when the runtime and the plugin take turns on a CPU:
     # COLD_BYTES (more than this machine's L2) are written between calls. Warm vs cold is what the
@@ -224,14 +234,20 @@ def _in_process_rows() -> list[BenchRow]:
     for _ in range(COLD_CALLS):
         scratch[::64] = line
         t0 = perf()
-        handler(payload, None)
-        cold.append(perf() - t0)
+        answered = handler(payload, None)
+        took = perf() - t0
+        if answered is None:
+            protected += 1
+            continue
+        cold.append(took)
     c = summarize(cold)
     return [
         BenchRow(
             "nri", "hook work in-process (decode -> reply)",
             f"p50 {s['p50_ms'] * 1000:.1f} us  p99 {s['p99_ms'] * 1000:.1f} us",
-            f"{len(samples)} calls; target p50 <= 30 us; audit events {len(store.audit.events())}",
+            f"{len(samples)} calls; target p50 <= 30 us; audit events {len(store.audit.events())}"
+            + (f"; {protected} calls left out: a hook overran its budget, so they took the protected path"
+               if protected else ""),
         ),
         BenchRow(
             "nri", "hook work in-process, caches cold", f"p50 {c['p50_ms'] * 1000:.1f} us  p99 {c['p99_ms'] * 1000:.1f} us",
