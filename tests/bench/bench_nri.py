@@ -163,6 +163,28 @@ async def _interleaved(plugin_cpu: int | None = None) -> dict[str, dict[int, lis
     return out
 
 
+def _time_inline(
+    handler: Callable[[bytes, float | None], bytes | None], payload: bytes, calls: int,
+    before: Callable[[], None] | None = None,
+) -> tuple[list[float], int]:
+    """Per-call times of the inline handler, and how many calls it passed on (None: the protected path,
+    taken after a hook overran its budget; left out of the times, since nothing here runs that path)."""
+    samples: list[float] = []
+    protected = 0
+    perf = time.perf_counter
+    for _ in range(calls):
+        if before is not None:
+            before()
+        t0 = perf()
+        answered = handler(payload, None)
+        took = perf() - t0
+        if answered is None:
+            protected += 1
+        else:
+            samples.append(took)
+    return samples, protected
+
+
 def _in_process_rows() -> list[BenchRow]:
     """Decode -> dispatch -> encoded reply through the inline CreateContainer handler, no socket."""
     from prometheus_client import CollectorRegistry
@@ -213,33 +235,19 @@ def _in_process_rows() -> list[BenchRow]:
     # collection of it may land inside a hook, overrun the hook's 50 ms budget and send the calls after it
     # to the protected path (None here: in production a worker then runs the hook; here nothing does).
     gc.collect()
-    samples = []
-    protected = 0
-    perf = time.perf_counter
-    for _ in range(20000):
-        t0 = perf()
-        answered = handler(payload, None)
-        took = perf() - t0
-        if answered is None:
-            protected += 1
-            continue
-        samples.append(took)
+    samples, protected = _time_inline(handler, payload, 20000)
     s = summarize(samples)
     # The same calls with the caches cold, as they are when the runtime and the plugin take turns on a CPU:
     # COLD_BYTES (more than this machine's L2) are written between calls. Warm vs cold is what the
     # interleaved round trip adds over the tight loop (the echo touches almost nothing, so it barely pays it).
     scratch = bytearray(COLD_BYTES)
     line = b"\x01" * len(scratch[::64])
-    cold = []
-    for _ in range(COLD_CALLS):
+
+    def evict() -> None:
         scratch[::64] = line
-        t0 = perf()
-        answered = handler(payload, None)
-        took = perf() - t0
-        if answered is None:
-            protected += 1
-            continue
-        cold.append(took)
+
+    cold, protected_cold = _time_inline(handler, payload, COLD_CALLS, before=evict)
+    protected += protected_cold
     c = summarize(cold)
     return [
         BenchRow(
