@@ -315,10 +315,11 @@ class HookDispatcher:
         ):
             return  # nothing new: skip the write, so readers keep their cached snapshot
         self.store.upsert_container(
+            # (id, pod_uid, name, sandbox_id, cgroup_parent, state, pid, resources, source, updated_at),
+            # positional: a new container on every CreateContainer makes this the hot path's own record
             ContainerRecord(
-                id=key, pod_uid=pod.uid, name=request.name, sandbox_id=pod.sandbox_id,
-                cgroup_parent=cgroup_parent, resources=request.resources,
-                source=request.source.value, updated_at=self.store.clock(),
+                key, pod.uid, request.name, pod.sandbox_id, cgroup_parent, "", 0, request.resources,
+                request.source.value, self.store.clock(),
             )
         )
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hookserver.fastinit import fast_frozen_init
 from hookserver.resources import Resources
 from hookserver.system.cgroupnames import strip_runtime_prefix
 
@@ -53,6 +54,7 @@ class PodRecord:
         return f"{self.namespace}/{self.name}"
 
 
+@fast_frozen_init  # filed on every CreateContainer (a new container each time): the hot path builds it
 @dataclass(frozen=True, slots=True)
 class ContainerRecord:
     id: str

@@ -11,7 +11,7 @@ ttrpc server and inline dispatch, nothing else): the round trip minus that row i
 and that row against the echo says whether hookserver's transport is leaner than the floor's (it is: the
 mux is an asyncio protocol, the echo reads through asyncio streams). The client call is the
 same lean one for both (no per-call timer, reply bytes not decoded; hookserver's reply is checked once
-up front), so the difference is what decoding, translation, the hook, the audit and metrics cost.
+up front), and every call creates a new container (distinct ids, as on a node: the store files each one), so the difference is what decoding, translation, the hook, the audit and metrics cost.
 
 Both plugins run at once and the client alternates batches between them (ROUNDS rounds, the order
 flipped every round), so machine noise hits both alike. Latencies are per call, for 1 and 8 requests
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import os
 import signal
 import socket
@@ -40,7 +41,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from hookserver.api import nri_pb2, ttrpc_pb2
@@ -63,6 +64,9 @@ WARMUP = 200
 ROUNDS = 10
 COLD_BYTES = 8 << 20
 COLD_CALLS = 2000
+# Each call creates one of this many containers (the store files a new container per CreateContainer, as
+# on a node; the same few ids over and over would skip that write).
+DISTINCT_CONTAINERS = 25000
 ROOT = Path(__file__).resolve().parents[2]
 
 Call = Callable[[], Awaitable[object]]
@@ -119,9 +123,13 @@ async def _client(role: str, cpu: int | None = None) -> tuple[Call, Callable[[],
         raise RuntimeError("the transport-only plugin did not echo")
     if role == "--plugin" and nri_pb2.CreateContainerResponse.FromString(reply).adjust.linux.resources.cpu.shares.value != 512:
         raise RuntimeError("hookserver answered CreateContainer wrongly")
-    request = ttrpc_pb2.Request(
-        service=PLUGIN_SERVICE, method="CreateContainer", payload=payload, timeout_nano=2_000_000_000
-    ).SerializeToString()
+    # A new container every call, as on a node (the store files each one); the same bytes for every child.
+    requests = itertools.cycle([
+        ttrpc_pb2.Request(
+            service=PLUGIN_SERVICE, method="CreateContainer", payload=p, timeout_nano=2_000_000_000
+        ).SerializeToString()
+        for p in _payloads(pod, DISTINCT_CONTAINERS)
+    ])
     loop = asyncio.get_running_loop()
 
     async def call() -> object:
@@ -129,7 +137,7 @@ async def _client(role: str, cpu: int | None = None) -> tuple[Call, Callable[[],
         conn.next_sid += 2
         fut: asyncio.Future[tuple[int, str, bytes]] = loop.create_future()
         conn.pending[sid] = fut
-        conn._send_message(1, sid, 1, request)
+        conn._send_message(1, sid, 1, next(requests))
         try:
             return await fut
         finally:
@@ -163,8 +171,16 @@ async def _interleaved(plugin_cpu: int | None = None) -> dict[str, dict[int, lis
     return out
 
 
+def _payloads(pod: nri_pb2.PodSandbox, count: int) -> list[bytes]:
+    """CreateContainer requests for `count` distinct containers of `pod`."""
+    return [
+        nri_pb2.CreateContainerRequest(pod=pod, container=container(pod, "a", f"ctr-{i}")).SerializeToString()
+        for i in range(count)
+    ]
+
+
 def _time_inline(
-    handler: Callable[[bytes, float | None], bytes | None], payload: bytes, calls: int,
+    handler: Callable[[bytes, float | None], bytes | None], payloads: Iterator[bytes], calls: int,
     before: Callable[[], None] | None = None,
 ) -> tuple[list[float], int]:
     """Per-call times of the inline handler, and how many calls it passed on (None: the protected path,
@@ -175,6 +191,7 @@ def _time_inline(
     for _ in range(calls):
         if before is not None:
             before()
+        payload = next(payloads)
         t0 = perf()
         answered = handler(payload, None)
         took = perf() - t0
@@ -229,13 +246,14 @@ def _in_process_rows() -> list[BenchRow]:
     reply = handler(payload, None)
     if reply is None or nri_pb2.CreateContainerResponse.FromString(reply).adjust.linux.resources.cpu.shares.value != 512:
         raise RuntimeError("inline CreateContainer answered wrongly")
+    payloads = itertools.cycle(_payloads(pod, DISTINCT_CONTAINERS))
     for _ in range(2000):
-        handler(payload, None)
+        handler(next(payloads), None)
     # This runs in the process that ran the earlier bench modules: collect their garbage first, or a full
     # collection of it may land inside a hook, overrun the hook's 50 ms budget and send the calls after it
     # to the protected path (None here: in production a worker then runs the hook; here nothing does).
     gc.collect()
-    samples, protected = _time_inline(handler, payload, 20000)
+    samples, protected = _time_inline(handler, payloads, 20000)
     s = summarize(samples)
     # The same calls with the caches cold, as they are when the runtime and the plugin take turns on a CPU:
     # COLD_BYTES (more than this machine's L2) are written between calls. Warm vs cold is what the
@@ -246,7 +264,7 @@ def _in_process_rows() -> list[BenchRow]:
     def evict() -> None:
         scratch[::64] = line
 
-    cold, protected_cold = _time_inline(handler, payload, COLD_CALLS, before=evict)
+    cold, protected_cold = _time_inline(handler, payloads, COLD_CALLS, before=evict)
     protected += protected_cold
     c = summarize(cold)
     return [
