@@ -159,7 +159,8 @@ def slo_crds(kube: KubeHttp) -> None:
         deadline = time.monotonic() + 30
         while True:
             crd = kube.must(kube.get(f"{base}/{name}"), f"get CRD {name}")
-            conditions = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+            # a CRD just created on a fresh apiserver may answer "conditions": null until it is established
+            conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
             if conditions.get("Established") == "True":
                 break
             if time.monotonic() > deadline:
