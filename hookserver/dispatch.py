@@ -34,7 +34,7 @@ from hookserver.hooks.runner import run_stage
 from hookserver.hooks.stages import Stage
 from hookserver.observability.metrics import HookMetrics
 from hookserver.resources import Resources
-from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.records import ContainerRecord, PodRecord, pending_container_id
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.view import NodeView, NodeViews
 
@@ -85,7 +85,6 @@ class HookDispatcher:
         self.metrics = metrics
         self._perf = perf_clock
         self._views = NodeViews()
-        self._filed_pending = False  # whether a "pending:" container record was ever filed (see _learn_container)
         self.breakers = (
             breakers if breakers is not None else HookBreakers(breaker_settings, on_change=self._breaker_changed)
         )
@@ -292,18 +291,14 @@ class HookDispatcher:
         pod = request.pod
         if pod.uid and pod.uid not in snap.pods:
             self.store.upsert_pod(_pod_record(pod, self.store.clock()))
-        key = request.container_id or f"pending:{pod.uid}/{request.name}"
+        key = request.container_id or pending_container_id(pod.uid, request.name)
         if stage is Stage.POST_STOP_CONTAINER:
             self.store.remove_container(key)
             return
         store = self.store
-        if request.container_id:
-            # Only this dispatcher files "pending:" records (a proxy PreCreateContainer has no id yet), so
-            # a door that always has ids (NRI) never pays for the lookup.
-            if self._filed_pending and store.container(f"pending:{pod.uid}/{request.name}") is not None:
-                store.remove_container(f"pending:{pod.uid}/{request.name}")
-        else:
-            self._filed_pending = True
+        if request.container_id and store.pending_containers:
+            # the ID has arrived: the record filed while it was pending goes (NRI, always with IDs, skips this)
+            store.remove_container(pending_container_id(pod.uid, request.name))
         cgroup_parent = request.cgroup_parent or pod.cgroup_parent
         known = store.container(key)
         if (

@@ -149,3 +149,16 @@ def test_unchanged_container_keeps_the_snapshot_but_a_change_lands() -> None:
     changed = ContainerRequest(pod=pod(GOOD), name="a", container_id="c1", resources=Resources(cpu_shares=512))
     dispatcher.dispatch_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, changed, door="nri", rpc="u")
     assert store.snapshot().containers["c1"].resources.cpu_shares == 512
+
+
+def test_a_pending_record_is_cleared_by_whichever_dispatcher_sees_the_id() -> None:
+    """The pending count is the store's, not one dispatcher's: a second dispatcher on the same store (another
+    door, a test harness) still clears the record the first filed while the container had no ID."""
+    first, store, _ = make()
+    first.dispatch_container(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod(GOOD), name="a"), door="proxy",
+                             rpc="c")
+    assert store.pending_containers == 1
+    second = HookDispatcher(registry=first.registry, store=store, executor=None)
+    second.dispatch_container(Stage.PRE_START_CONTAINER, ContainerRequest(pod=pod(GOOD), name="a", container_id="abc"),
+                              door="nri", rpc="s")
+    assert set(store.snapshot().containers) == {"abc"} and store.pending_containers == 0

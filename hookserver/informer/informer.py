@@ -131,7 +131,10 @@ class Informer:
             listeners, self._first_sync_listeners = self._first_sync_listeners, []
         log.info("informer: first sync done (%s)", ", ".join(_name(s) for s in self.sources) or self.mode)
         for listener in listeners:
-            listener()
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - it runs inside a source's list: a listener's bug must not fail it
+                log.exception("informer: first-sync listener %r failed", listener)
 
     def lists_pod(self, uid: str) -> bool:
         """Whether an informer source (apiserver watch, kubelet poll) still lists the pod: such a pod is

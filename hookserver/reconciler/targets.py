@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hookserver.errors import PathEscapeError
 from hookserver.executor.layout import CgroupLayout
-from hookserver.store.records import ContainerRecord, PodRecord, started_containers
+from hookserver.store.records import PENDING_PREFIX, ContainerRecord, PodRecord, started_containers
 from hookserver.system.cgroupnames import (
     KubeQoS,
     container_dir_name,
@@ -29,8 +29,6 @@ from hookserver.system.cgroupnames import (
 __all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
 
 _PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
-# The store's key for a container a hook saw being created before the runtime gave it an ID.
-_PENDING = "pending:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +72,7 @@ def pod_target(
     hooked: list[ContainerRecord] = []
     pending = 0
     for record in containers:
-        if record.id.startswith(_PENDING):  # being created right now: the runtime has not named it yet
+        if record.id.startswith(PENDING_PREFIX):  # being created right now: the runtime has not named it yet
             pending += 1
         else:
             hooked.append(record)

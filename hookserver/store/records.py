@@ -69,6 +69,16 @@ class ContainerRecord:
     updated_at: float = 0.0
 
 
+# A container a hook saw being created before the runtime named it (the proxy's PreCreateContainer) is
+# filed under this key until its ID arrives; every reader of the store sets such records aside.
+PENDING_PREFIX = "pending:"
+
+
+def pending_container_id(pod_uid: str, name: str) -> str:
+    """The store key of a container of `pod_uid` that has no runtime ID yet."""
+    return f"{PENDING_PREFIX}{pod_uid}/{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeRecord:
     name: str

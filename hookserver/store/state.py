@@ -23,7 +23,7 @@ from hookserver.store.changes import (
     merge_pod_records,
     pod_changed_fields,
 )
-from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
+from hookserver.store.records import PENDING_PREFIX, ContainerRecord, NodeRecord, PodRecord
 from hookserver.store.timeseries import TimeSeriesStore
 
 __all__ = ["StateStore", "StoreSnapshot"]
@@ -61,6 +61,7 @@ class StateStore:
         self._version = 0
         self._pods: dict[str, PodRecord] = {}
         self._containers: dict[str, ContainerRecord] = {}
+        self._pending_containers = 0  # how many keys of _containers start with PENDING_PREFIX
         self._node: NodeRecord | None = None
         self._node_slo: Any = None
         self._node_slo_sources: dict[str, str] = {}
@@ -114,6 +115,8 @@ class StateStore:
             if old is not None:
                 for cid in [c.id for c in self._containers.values() if c.pod_uid == uid]:
                     del self._containers[cid]
+                    if cid.startswith(PENDING_PREFIX):
+                        self._pending_containers -= 1
                 self._bump()
         if old is not None:
             self._notify_pod(old, None)
@@ -156,6 +159,8 @@ class StateStore:
         with self._lock:
             old = self._containers.get(record.id)
             self._containers[record.id] = record
+            if old is None and record.id.startswith(PENDING_PREFIX):
+                self._pending_containers += 1
             self._bump_containers()
             return old
 
@@ -163,8 +168,16 @@ class StateStore:
         with self._lock:
             old = self._containers.pop(container_id, None)
             if old is not None:
+                if container_id.startswith(PENDING_PREFIX):
+                    self._pending_containers -= 1
                 self._bump_containers()
             return old
+
+    @property
+    def pending_containers(self) -> int:
+        """How many containers are filed under a pending key (`records.pending_container_id`). A door
+        whose containers always carry an ID (NRI) checks this before looking one up by name."""
+        return self._pending_containers
 
     def set_node(self, node: NodeRecord | None) -> None:
         with self._lock:

@@ -7,19 +7,17 @@ makes the pod unready again. Standalone has no such check.
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hookserver.config import Settings, load_settings
 from hookserver.daemon import Daemon
 from hookserver.store import StateStore
 from tests.informer.conftest import NODE, api_settings, eventually, run, running
 from tests.informer.fake_apiserver import FakeApiServer, make_node, make_nodeslo, make_pod
+from tests.readiness import daemon_settings, readyz
 
 
 def _populate(fake: FakeApiServer) -> None:
@@ -59,18 +57,6 @@ def test_first_sync_waits_for_every_list_and_outlives_an_outage(fake: FakeApiSer
 # -- the daemon: /readyz ----------------------------------------------------------------------------------
 
 
-def _daemon_settings(tmp_path: Path, **overrides: Any) -> Settings:
-    for sub in ("cpu", "memory", "cpuset"):
-        (tmp_path / "cg" / sub).mkdir(parents=True, exist_ok=True)
-    values: dict[str, Any] = {
-        "node_name": NODE, "state_dir": str(tmp_path / "state"), "hook": {"socket": str(tmp_path / "h.sock")},
-        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
-        "cgroup": {"root": str(tmp_path / "cg")}, "metrics": {"addr": "127.0.0.1:0"},
-    }
-    values.update(overrides)
-    return load_settings(overrides=values, environ={})
-
-
 @pytest.fixture
 def served() -> Iterator[list[Daemon]]:
     daemons: list[Daemon] = []
@@ -80,11 +66,7 @@ def served() -> Iterator[list[Daemon]]:
 
 
 def _readyz(daemon: Daemon) -> tuple[int, list[str]]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{daemon.http.port}/readyz", timeout=5) as resp:
-            return resp.status, resp.read().decode().splitlines()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode().splitlines()
+    return readyz(daemon.http.port)
 
 
 def _informer_check(daemon: Daemon) -> tuple[bool, str]:
@@ -97,7 +79,7 @@ def test_readyz_waits_for_the_informers_first_sync_in_cluster_mode(
 ) -> None:
     _populate(fake)
     api = api_settings(fake, tmp_path)
-    daemon = Daemon(_daemon_settings(tmp_path, kubeconfig=api.kubeconfig,
+    daemon = Daemon(daemon_settings(tmp_path, NODE, kubeconfig=api.kubeconfig,
                                      informer=api.informer.model_dump()))
     served.append(daemon)
     daemon.http.start()
@@ -128,6 +110,30 @@ def test_readyz_waits_for_the_informers_first_sync_in_cluster_mode(
 
 
 def test_standalone_readiness_has_no_informer_check(tmp_path: Path, served: list[Daemon]) -> None:
-    daemon = Daemon(_daemon_settings(tmp_path, standalone=True))
+    daemon = Daemon(daemon_settings(tmp_path, NODE, standalone=True))
     served.append(daemon)
     assert [c.name for c in daemon.health.readiness()[1]] == ["debug", "proxy"]
+
+
+def test_a_failing_first_sync_listener_breaks_neither_the_sync_nor_the_other_listeners(
+    fake: FakeApiServer, tmp_path: Path,
+) -> None:
+    """Listeners run inside a source's list; one that raises is logged, the rest still run, and the list
+    that completed the sync is not retried as if it had failed."""
+    _populate(fake)
+    heard: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("listener bug")
+
+    async def scenario() -> None:
+        store = StateStore()
+        async with running(api_settings(fake, tmp_path), store) as informer:
+            informer.on_first_sync(broken)
+            informer.on_first_sync(lambda: heard.append("synced"))
+            await eventually(informer.first_sync_done, what="first sync")
+            await eventually(lambda: heard == ["synced"], what="the second listener")
+            await eventually(informer.synced, what="watching")
+            assert all(s["lists"] == 1 for s in informer.status()["sources"] if "lists" in s), informer.status()
+
+    run(scenario())

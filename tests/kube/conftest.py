@@ -9,7 +9,8 @@ Conventions for every test under tests/kube/:
     random suffix, so several people can share one apiserver, and both are cleaned up;
   * `kube_api` is a kubernetes.client.ApiClient (admin); `kube` is the raw JSON client
     (tests/kube/kubehttp.py) that returns status codes instead of raising;
-  * `slo_crds` installs the NodeSLO and NodeMetric CRDs (tests/kube/crds/) when they are missing.
+  * `slo_crds` installs the NodeSLO and NodeMetric CRDs (tests/kube/crds/) when they are missing;
+  * `proxy` is a cuttable TCP proxy in front of the apiserver (`kube.with_server(proxy.url)`), for outages.
 A kubeconfig that is set but unreachable is an error, not a skip: someone asked for this tier.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ import pytest
 import yaml
 
 from tests.kube.kubehttp import KubeHttp
+from tests.kube.tcpproxy import CuttableProxy
 
 ENV = "HOOKSERVER_E2E_KUBECONFIG"
 CRD_DIR = Path(__file__).parent / "crds"
@@ -191,3 +194,14 @@ def pod_body(name: str, node: str, *, qos: str = "", labels: dict[str, str] | No
                                           "limits": {"cpu": cpu, "memory": memory}}}],
         },
     }
+
+
+@pytest.fixture
+def proxy(kube: KubeHttp) -> Iterator[CuttableProxy]:
+    """A TCP proxy in front of the apiserver that a test can cut (RST), freeze (black hole) and restore."""
+    url = urllib.parse.urlparse(kube.server)
+    proxy = CuttableProxy(url.hostname or "127.0.0.1", url.port or 443)
+    try:
+        yield proxy
+    finally:
+        proxy.close()

@@ -9,8 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import urllib.parse
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +50,6 @@ def _source(informer: Informer, resource: str) -> dict[str, Any]:
 def admin_kubeconfig(kube: KubeHttp, tmp_path: Path) -> str:
     return kube.kubeconfig(str(tmp_path))
 
-
-@pytest.fixture
-def proxy(kube: KubeHttp) -> Iterator[CuttableProxy]:
-    url = urllib.parse.urlparse(kube.server)
-    proxy = CuttableProxy(url.hostname or "127.0.0.1", url.port or 443)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
 
 
 def test_pods_of_this_node_only_with_watch_updates_and_deletes(

@@ -9,51 +9,14 @@ nobody). The fake-apiserver version of this is tests/informer/test_first_sync.py
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from hookserver.config import load_settings
 from hookserver.daemon import Daemon
 from tests.informer.conftest import eventually, fast_informer_settings
 from tests.kube.conftest import NodeFactory
 from tests.kube.kubehttp import KubeHttp
 from tests.kube.tcpproxy import CuttableProxy
-
-
-@pytest.fixture
-def proxy(kube: KubeHttp) -> Iterator[CuttableProxy]:
-    url = urllib.parse.urlparse(kube.server)
-    proxy = CuttableProxy(url.hostname or "127.0.0.1", url.port or 443)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
-
-
-def _readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _daemon(tmp_path: Path, node: str, kubeconfig: str) -> Daemon:
-    for sub in ("cpu", "memory", "cpuset"):
-        (tmp_path / "cg" / sub).mkdir(parents=True, exist_ok=True)
-    values: dict[str, Any] = {
-        "node_name": node, "kubeconfig": kubeconfig, "state_dir": str(tmp_path / "state"),
-        "hook": {"socket": str(tmp_path / "h.sock")}, "debug": {"socket": str(tmp_path / "d.sock")},
-        "nri": {"enabled": False}, "cgroup": {"root": str(tmp_path / "cg")}, "metrics": {"addr": "127.0.0.1:0"},
-        "informer": fast_informer_settings().model_dump(),
-    }
-    return Daemon(load_settings(overrides=values, environ={}))
+from tests.readiness import daemon_settings, readyz
 
 
 def test_readyz_waits_for_the_real_first_sync_and_survives_a_later_outage(
@@ -62,7 +25,8 @@ def test_readyz_waits_for_the_real_first_sync_and_survives_a_later_outage(
     node = kube_nodes.make("ready")["metadata"]["name"]
     kubeconfig = kube.with_server(proxy.url).kubeconfig(str(tmp_path), "via-proxy")
     proxy.cut()  # the apiserver cannot be reached when the agent starts
-    daemon = _daemon(tmp_path, node, kubeconfig)
+    daemon = Daemon(daemon_settings(tmp_path, node, kubeconfig=kubeconfig,
+                                    informer=fast_informer_settings().model_dump()))
     daemon.http.start()
     try:
         for part in ("proxy", "debug"):  # what Daemon.run reports once those servers listen
@@ -74,15 +38,15 @@ def test_readyz_waits_for_the_real_first_sync_and_survives_a_later_outage(
             task = asyncio.create_task(daemon.informer.run(stop))
             try:
                 await eventually(lambda: proxy.refused > 0, timeout_s=10, what="the lists refused")
-                status, body = await asyncio.to_thread(_readyz, port)
+                status, body = await asyncio.to_thread(readyz, port)
                 assert status == 503 and "informer: not ready: first sync not done yet" in body, body
                 proxy.restore()
                 await eventually(daemon.informer.first_sync_done, timeout_s=30, what="the real first sync")
-                status, body = await asyncio.to_thread(_readyz, port)
+                status, body = await asyncio.to_thread(readyz, port)
                 assert status == 200 and "informer: ok" in body, body
                 proxy.cut()
                 await eventually(lambda: daemon.store.snapshot().stale, timeout_s=15, what="the outage noticed")
-                status, body = await asyncio.to_thread(_readyz, port)
+                status, body = await asyncio.to_thread(readyz, port)
                 assert status == 200, body
             finally:
                 stop.set()
