@@ -29,12 +29,12 @@ class PodResourceCollector(BaseCollector):
         self.reader = reader
         self.containers = containers
         self._prev: dict[str, tuple[float, int]] = {}
+        self._usage = reader.usage
 
-    def _one(self, ctx: CycleContext, level: str, rel: str, labels: Labels, seen: dict[str, tuple[float, int]]) -> tuple[float | None, float | None]:
-        names = _NAMES[level]
+    def _one(self, ctx: CycleContext, names: tuple[str, str, str], rel: str, labels: Labels, seen: dict[str, tuple[float, int]]) -> tuple[float | None, float | None]:
         append = ctx.samples.append  # ctx.emit, inlined: this runs for every pod and container each cycle
         cores: float | None = None
-        usage, without, with_cache = self.reader.usage(rel)
+        usage, without, with_cache = self._usage(rel)
         if usage >= 0:
             mono = ctx.mono
             seen[rel] = (mono, usage)
@@ -55,9 +55,11 @@ class PodResourceCollector(BaseCollector):
         total_cpu = 0.0
         total_mem = 0.0
         pod_cpu: dict[str, float] = {}
+        one = self._one
+        pod_names, container_names = _NAMES["pod"], _NAMES["container"]
         for pod in ctx.targets.pods:
             try:
-                cores, mem = self._one(ctx, "pod", pod.rel_dir, pod.labels, seen)
+                cores, mem = one(ctx, pod_names, pod.rel_dir, pod.labels, seen)
                 if cores is not None:
                     total_cpu += cores
                     pod_cpu[pod.uid] = cores
@@ -65,7 +67,7 @@ class PodResourceCollector(BaseCollector):
                     total_mem += mem
                 if self.containers:
                     for c in pod.containers:
-                        self._one(ctx, "container", c.rel_dir, c.labels, seen)
+                        one(ctx, container_names, c.rel_dir, c.labels, seen)
             except SystemFileError as exc:
                 ctx.note_error(f"pod {pod.namespace}/{pod.name}: {exc}")
         self._prev = seen

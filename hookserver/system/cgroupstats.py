@@ -121,6 +121,11 @@ def _get_bytes(stat: dict[bytes, bytes], key: bytes, path: str) -> int:
 
 
 _NUMA_LINE = re.compile(rb"\nhierarchical_(anon|unevictable|file)=(\S+)")
+# The kernel prints the hierarchical lines in this order (file, anon, unevictable): one anchored search
+# reads all three in half the time of `_NUMA_LINE`'s scan, which stays for any other order.
+_NUMA_ORDERED = re.compile(
+    rb"\nhierarchical_file=(\d+)[^\n]*\nhierarchical_anon=(\d+)[^\n]*\nhierarchical_unevictable=(\d+)"
+)
 _V2_LINE = re.compile(rb"^(inactive_anon|active_anon|unevictable|file|active_file|inactive_file) (\S+)$", re.M)
 
 
@@ -130,6 +135,10 @@ def _numa_usage(data: bytes, path: str) -> tuple[int, int] | None:
     A line is `hierarchical_anon=<pages> N0=<pages> ...`; the first line (`total=`) is never matched, so
     every match starts at a line start and cannot be part of another key. One regex pass over the
     ~160 bytes costs about two thirds of three `find`s."""
+    ordered = _NUMA_ORDERED.search(data)
+    if ordered is not None:
+        files_, anon_, unevictable_ = ordered.groups()
+        return int(anon_) + int(unevictable_), int(files_)
     found = dict(_NUMA_LINE.findall(data))
     anon, unevictable, files = found.get(b"anon"), found.get(b"unevictable"), found.get(b"file")
     if anon is None or unevictable is None or files is None:
@@ -302,9 +311,10 @@ class CgroupStatReader:
         memory.stat for good.
         """
         paths = self._paths.get(rel) or self._paths_of(rel)
+        read = self._read_bytes
         cpu = -1
         if self.version is CgroupVersion.V1:
-            data = self._read_bytes(paths[0])
+            data = read(paths[0])
             if data is not None:
                 try:
                     cpu = int(data)
@@ -316,8 +326,15 @@ class CgroupStatReader:
             value = self.cpu_usage_ns(rel)
             cpu = -1 if value is None else value
         if self.numa_stat:
-            data = self._read_bytes(paths[4])
+            data = read(paths[4])
             if data:
+                # _numa_usage's common case, inlined: this runs for every pod and container each cycle.
+                ordered = _NUMA_ORDERED.search(data)
+                if ordered is not None:
+                    files, anon, unevictable = ordered.groups()
+                    page = self._page_size
+                    without = (int(anon) + int(unevictable)) * page
+                    return cpu, without, without + int(files) * page
                 found = _numa_usage(data, paths[4])
                 if found is not None:
                     page = self._page_size

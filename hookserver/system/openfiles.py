@@ -12,8 +12,11 @@ calls and a path walk each time; a descriptor kept open and re-read with `os.pre
   the link count (`fstat`): 0 means deleted, handled like ENODEV. Paths under `kernel_prefixes` (cgroup
   mounts, where ENODEV is reliable) skip that check;
 * every `sweep_every` cycles, descriptors not read for `idle_cycles` cycles are closed (the pod ended, the
-  target list moved on), and the rest are checked against the path's current inode: a file replaced
-  under the same name (a recreated directory on a filesystem that does not report ENODEV) is reopened;
+  target list moved on), and the rest outside `kernel_prefixes` are checked against the path's current
+  inode: a file replaced under the same name (a recreated directory on a filesystem that does not report
+  ENODEV) is reopened. Kernel files skip that `stat`: a removed cgroup's descriptors read ENODEV from the
+  moment it goes, recreated or not (tests/system: a real v1 cgroup removed and recreated between two
+  reads), and stat-ing 3000 cgroup files cost ~25 ms every sweep on a 500-pod node;
 * at most `max_open` descriptors are kept (sized from RLIMIT_NOFILE by the caller); beyond that, paths
   are read the old way, open-read-close, so the agent never runs out of descriptors for its sockets.
 
@@ -129,6 +132,8 @@ class OpenFiles:
                 self._drop(path)
                 self.closed_idle += 1
                 continue
+            if not entry.check_links:
+                continue  # a kernel file: ENODEV on read already catches a removed (or recreated) cgroup
             try:
                 st = os.stat(path)
             except OSError:

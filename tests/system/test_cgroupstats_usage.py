@@ -7,6 +7,7 @@ tests/collectors/test_real_host.py checks the two agree on a live cgroup.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -74,6 +75,19 @@ def test_v1_garbage_in_numa_stat_names_the_file(tmp_path: Path) -> None:
     reader = _v1(tmp_path, numa=NUMA.replace("hierarchical_anon=12", "hierarchical_anon=lots"))
     with pytest.raises(SystemFileError, match=r"memory\.numa_stat: a hierarchical page count is not an integer"):
         reader.usage("pod")
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(("file", "anon", "unevictable"))))
+def test_v1_numa_stat_lines_in_any_order_give_the_same_usage(tmp_path: Path, order: tuple[str, ...]) -> None:
+    # The kernel's order (file, anon, unevictable) takes one anchored search; any other takes the scan.
+    pages = {"file": 30, "anon": 12, "unevictable": 2}
+    numa = "total=0 N0=0\nhierarchical_total=44 N0=44\n" + "".join(
+        f"hierarchical_{name}={pages[name]} N0={pages[name]} N1=0\n" for name in order
+    )
+    reader = _v1(tmp_path, numa=numa)
+    assert reader.usage("pod") == (123456789, 14 * PAGE, 44 * PAGE)
+    assert reader.numa_stat
+    reader.close()
 
 
 def test_v1_garbage_cpu_usage_names_the_file(tmp_path: Path) -> None:
