@@ -38,7 +38,7 @@ from hookserver.store.records import ContainerRecord, PodRecord, pending_contain
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.view import NodeView, NodeViews
 
-__all__ = ["DispatchResult", "HookDispatcher", "HookRejected"]
+__all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ class DispatchResult:
     error: str = ""
     outcome: StageOutcome | None = None
     pod_writes: ApplyReport | None = None
+
+
+# A call `dispatch_container` answered but has not kept books for yet:
+# (request as received, the call's snapshot, door, rpc, result, latency in seconds).
+Deferred = tuple[ContainerRequest, StoreSnapshot, str, str, DispatchResult, float]
 
 
 class HookDispatcher:
@@ -138,31 +143,70 @@ class HookDispatcher:
 
     # -- containers ------------------------------------------------------------------------------
     def dispatch_container(
-        self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str
+        self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str, later: list[Deferred] | None = None
     ) -> DispatchResult:
+        """Run the stage's hooks for one container and do the call's bookkeeping (learn, audit, count).
+
+        `later`: for a caller that can answer before it keeps books (the NRI hot path writes its reply
+        first): an "ok" call's bookkeeping is appended there instead, and `record_later(later)` does it,
+        exactly as it would have been done here, before the caller's next call. The hooks never see the
+        call's own bookkeeping either way (they read a snapshot taken before it). Skips and failures keep
+        their books at once."""
         started = self._perf()
         # One snapshot for the whole call: pods, node and NodeSLO current, containers not copied (see the module doc).
         snap = self.store.pods_snapshot()
-        self._learn_container(stage, request, snap)
+        learnt = request
+        if later is None:
+            self._learn_container(stage, request, snap)
         filled = self._fill_pod_gaps(request.pod, snap)
         if filled is not request.pod:
             request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
         pod = request.pod
         pod_key = pod.key
         if pod.skips_hooks():
+            if later is not None:
+                self._learn_container(stage, learnt, snap)
             return self._finish(DispatchResult(stage, result="skipped"), door, rpc, pod_key, request.name, started)
         outcome = run_stage(
             self.registry, stage, request, self._views.of(snap), stop_on_error=self.policy is FailurePolicy.FAIL,
             breakers=self.breakers,
         )
+        # (stage, resources, envs, result, error, outcome), positional: the hot path's cheapest call
+        result = DispatchResult(stage, outcome.resources, outcome.envs, "ok", "", outcome)
+        if later is not None:
+            if not outcome.failed:
+                later.append((learnt, snap, door, rpc, result, self._perf() - started))
+                return result
+            self._learn_container(stage, learnt, snap)
         self.store.audit.add_decisions(
             self.store.clock(), door, stage.wire, pod_key, pod.uid, request.name, outcome.outcomes
         )
         if outcome.failed:
             return self._fail(stage, outcome, door, rpc, pod_key, request.name, started)
-        # (stage, resources, envs, result, error, outcome), positional: the hot path's cheapest call
-        result = DispatchResult(stage, outcome.resources, outcome.envs, "ok", "", outcome)
         return self._finish(result, door, rpc, pod_key, request.name, started)
+
+    def record_later(self, later: list[Deferred]) -> int:
+        """Do the bookkeeping `dispatch_container` left in `later`, in call order, and empty it. A record
+        that fails is logged and skipped (its reply is long gone); returns how many failed."""
+        failed = 0
+        pending = later[:]
+        later.clear()
+        store, metrics = self.store, self.metrics
+        for request, snap, door, rpc, result, latency in pending:
+            outcome = result.outcome
+            assert outcome is not None  # only "ok" calls are deferred
+            pod = request.pod
+            try:
+                self._learn_container(outcome.stage, request, snap)
+                now = store.clock()
+                store.audit.add_decisions(now, door, outcome.stage.wire, pod.key, pod.uid, request.name, outcome.outcomes)
+                store.audit.add_event(now, door, rpc, pod.key, request.name, latency, "ok", "")
+                if metrics is not None:
+                    metrics.queue_call(door, rpc, "ok", latency, outcome.stage.wire, outcome.outcomes)
+            except Exception:  # noqa: BLE001 - bookkeeping after the reply: nothing left to fail but the record
+                failed += 1
+                log.exception("%s %s for %s: recording the call failed", door, rpc, pod.key)
+        return failed
 
     # -- decisions only (the reconciler) ----------------------------------------------------------
     def decide_pod(self, stage: Stage, request: PodRequest, snapshot: StoreSnapshot) -> DispatchResult:

@@ -4,7 +4,7 @@ The server (conn 1, the Plugin service) runs each request in its own task, as Go
 each in a goroutine, so requests may be answered out of order; it replies on the request's stream
 id. A method may also have an *inline* handler: it runs right where the request frame is read and its
 reply is queued at once, with no task and no loop turn in between (the hot path: CreateContainer and
-UpdateContainer). An inline handler returns None to pass the request on to the task path. The client (conn 2, the Runtime service) allocates odd, increasing stream ids (1, 3, 5, ...) and
+UpdateContainer); `after_inline` then runs what the handler left for after the reply (its bookkeeping). An inline handler returns None to pass the request on to the task path. The client (conn 2, the Runtime service) allocates odd, increasing stream ids (1, 3, 5, ...) and
 sends in the same synchronous step, so ids reach the wire in order, as ttrpc >= 1.2 servers demand.
 """
 
@@ -45,13 +45,15 @@ InlineHandler = Callable[[bytes, float | None], bytes | None]
 class TtrpcServer:
     def __init__(
         self, mux: Multiplexer, conn_id: int, service: str, methods: Mapping[str, Handler],
-        inline: Mapping[str, InlineHandler] | None = None,
+        inline: Mapping[str, InlineHandler] | None = None, after_inline: Callable[[], None] | None = None,
     ) -> None:
         self._mux = mux
         self._conn = conn_id
         self._service = service
         self._methods = dict(methods)
         self._inline = dict(inline or {})
+        # Run right after an inline reply is written: the handlers' bookkeeping, off the caller's wait.
+        self._after_inline = after_inline
         self._decoder = FrameDecoder()
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_stream = 0
@@ -136,6 +138,12 @@ class TtrpcServer:
         if reply is None:
             return False
         self._send_now(sid, encode_response(reply))
+        after = self._after_inline
+        if after is not None:
+            try:
+                after()
+            except Exception as exc:  # noqa: BLE001 - the reply is out; bookkeeping must not end the connection
+                log.error("nri %s (stream %d): bookkeeping after the reply failed: %s", method, sid, exc, exc_info=True)
         return True
 
     def _send_now(self, sid: int, data: bytes) -> None:

@@ -128,6 +128,10 @@ class PluginService:
         """The hot path: run on the loop where the frame is read (`hotpath.InlineHotPath`)."""
         return self._hot.methods()
 
+    def after_inline_reply(self) -> None:
+        """The hot path's bookkeeping, once its reply is written (`TtrpcServer(after_inline=...)`)."""
+        self._hot.after_reply()
+
     # -- configure and synchronize ---------------------------------------------------------------
     async def configure(self, req: nri_pb2.ConfigureRequest, budget: float) -> nri_pb2.ConfigureResponse:
         st = self._status

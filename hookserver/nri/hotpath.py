@@ -19,6 +19,11 @@ outside, so a hook that runs long makes *that* call late. Fail-open is kept anot
 * the same watchdog thread (`watchdog.LoopWatchdog`) reports a call that holds the loop too long (a hook
   stuck in C code cannot be interrupted), with where the loop is, while it happens.
 
+The reply goes out before the call's bookkeeping: the dispatcher leaves an answered call's learning,
+audit and metrics in `later`, and the connection calls `after_reply` once the reply is written, so the
+runtime (which holds its plugin lock until it has the answer) waits for the hooks, not for the books.
+A call's books are always kept before the next call is decided (`_keep_books` runs first in each).
+
 The pod of each request is translated once per pod (`translate.PodRequestCache`) and the encoded reply
 is memoized per hook value (`translate.adjustment_bytes`).
 """
@@ -33,7 +38,7 @@ from typing import TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from hookserver.api import nri_pb2
-from hookserver.dispatch import DispatchResult, HookDispatcher, HookRejected
+from hookserver.dispatch import Deferred, DispatchResult, HookDispatcher, HookRejected
 from hookserver.errors import HookServerError
 from hookserver.hooks.context import ContainerRequest
 from hookserver.hooks.deadline import CallDeadline
@@ -89,11 +94,25 @@ class InlineHotPath:
         self._watchdog = watchdog
         self._deadline = deadline
         self._pods = PodRequestCache()
+        self._later: list[Deferred] = []
 
     def methods(self) -> dict[str, InlineHandler]:
         return {"CreateContainer": self.create_container, "UpdateContainer": self.update_container}
 
+    def after_reply(self) -> None:
+        """Keep the books of the calls answered since the last time (the connection calls this right
+        after it wrote an inline reply)."""
+        if self._later:
+            self._keep_books()
+
+    def _keep_books(self) -> None:
+        failed = self._dispatcher.record_later(self._later)
+        if failed:
+            self._status.errors += failed
+
     def create_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
+        if self._later:
+            self._keep_books()  # a caller that did not call after_reply: the last call's books first
         if self._dispatcher.breakers.needs_guard():
             return None  # a hook is suspect: take the protected path (worker + deadline) for now
         self._status.calls["CreateContainer"] += 1
@@ -105,6 +124,8 @@ class InlineHotPath:
         return adjustment_bytes(result.resources, result.envs)
 
     def update_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
+        if self._later:
+            self._keep_books()
         if self._dispatcher.breakers.needs_guard():
             return None
         self._status.calls["UpdateContainer"] += 1
@@ -133,7 +154,7 @@ class InlineHotPath:
         armed = deadline is not None and deadline.arm(self._budget(deadline_s))
         started = time.perf_counter()
         try:
-            result = self._dispatcher.dispatch_container(stage, creq, door=DOOR, rpc=rpc)
+            result = self._dispatcher.dispatch_container(stage, creq, door=DOOR, rpc=rpc, later=self._later)
         except HookRejected as exc:
             if armed and self._timed_out(rpc, creq, started):
                 raise StatusError(Code.DEADLINE_EXCEEDED, f"{rpc}: {exc}") from exc

@@ -167,7 +167,8 @@ class NriPlugin:
             clock=self._store.clock, watchdog=self.watchdog, deadline=self.deadline,
         )
         server = TtrpcServer(
-            mux, PLUGIN_SERVICE_CONN, PLUGIN_SERVICE, service.methods(), inline=service.inline_methods()
+            mux, PLUGIN_SERVICE_CONN, PLUGIN_SERVICE, service.methods(), inline=service.inline_methods(),
+            after_inline=service.after_inline_reply,
         )
         client = TtrpcClient(mux, RUNTIME_SERVICE_CONN)
         mux.open(PLUGIN_SERVICE_CONN, server.feed)
