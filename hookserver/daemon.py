@@ -9,6 +9,7 @@ the loops a grace period, cancel what is left, report.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -29,6 +30,7 @@ from hookserver.informer import Informer, build_informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.nri import NriPlugin
 from hookserver.observability import HealthState, MetricsHttpServer
+from hookserver.observability.gcpauses import GcPauses, freeze_startup_heap
 from hookserver.observability.koordlet_metrics import KoordletHookMetrics, register_store_series
 from hookserver.observability.metrics import HookMetrics
 from hookserver.predictor import (
@@ -72,6 +74,7 @@ class Daemon:
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
+        self.gc_pauses = GcPauses().register(self.prometheus)
         self.metrics = HookMetrics(
             self.prometheus, koordlet=KoordletHookMetrics(self.prometheus, node=settings.node_name)
         )
@@ -261,6 +264,7 @@ class Daemon:
                 "reconcilers": sorted(self.qos.reconcilers),
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
+            "gc": self.gc_pauses.status(),
         }
 
     def _predictor_status(self) -> dict[str, Any]:
@@ -284,6 +288,9 @@ class Daemon:
             self.health.set_ready("proxy", True)
             await asyncio.to_thread(self.debug.start)
             self.health.set_ready("debug", True)
+            # Everything imported and built: keep full collections off the start-up heap (gcpauses.py).
+            self.gc_pauses.attach()
+            freeze_startup_heap()
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
@@ -310,6 +317,8 @@ class Daemon:
             await tasks.shutdown(SHUTDOWN_GRACE_S)
             await asyncio.to_thread(self.debug.stop, 1.0)
             self.http.stop()
+            self.gc_pauses.detach()
+            gc.unfreeze()  # a process that goes on (tests, an embedding) collects that heap again
         if tasks.failed:
             log.error("stopped because: %s", "; ".join(f"{k}: {v}" for k, v in tasks.failed.items()))
             return 1

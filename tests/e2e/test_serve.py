@@ -49,6 +49,25 @@ def _accepts(path: Path) -> bool:
     return True
 
 
+def _find_key(tree: object, key: str) -> dict[str, object]:
+    """The first mapping under `key` anywhere in a decoded JSON tree."""
+    if isinstance(tree, dict):
+        if isinstance(tree.get(key), dict):
+            return tree[key]  # type: ignore[no-any-return]
+        for value in tree.values():
+            try:
+                return _find_key(value, key)
+            except KeyError:
+                continue
+    elif isinstance(tree, list):
+        for value in tree:
+            try:
+                return _find_key(value, key)
+            except KeyError:
+                continue
+    raise KeyError(key)
+
+
 class Agent:
     def __init__(self, tmp: Path, *extra: str) -> None:
         self.tmp = tmp
@@ -141,6 +160,10 @@ def test_be_pod_gets_kernel_values_and_hookctl_explains(
         assert any(str(r.get("value")) == "2048" and "cpu.shares" in r.get("path", "") for r in rows)
         code, out = agent.hookctl("status", "-o", "json", capsys=capsys)
         assert code == 0 and "e2e-node" in out
+        gc_status = _find_key(json.loads(out), "gc")
+        # The running agent froze its start-up heap (imports, descriptors) out of full collections.
+        assert gc_status["frozen_objects"] > 10_000, gc_status
+        assert set(gc_status["generations"]) == {"0", "1", "2"}
     finally:
         code = agent.stop()
     assert code == 0, (tmp_path / "agent.log").read_text()
