@@ -319,6 +319,12 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
         NriSettings(socket="/nonexistent/nri.sock", backoff_initial_s=60, backoff_max_s=60), dispatcher=dispatcher,
         store=store, registry=registry, environ={"NRI_PLUGIN_SOCKET": str(fd)},
     )
+    try:
+        from hookserver.observability.gcpauses import freeze_startup_heap
+    except ImportError:  # code before the daemon froze its start-up heap
+        pass
+    else:
+        freeze_startup_heap()  # as the daemon does once its servers are up
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await plugin.run(stop)
