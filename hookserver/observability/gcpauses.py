@@ -18,7 +18,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -48,7 +48,7 @@ def freeze_startup_heap() -> tuple[int, float]:
 class GcPauses(Collector):
     """Counts and times collections per generation. `attach()` once; `detach()` on shutdown."""
 
-    def __init__(self, clock: Any = time.perf_counter) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._started: float | None = None
