@@ -189,23 +189,24 @@ class HookDispatcher:
         """Do the bookkeeping `dispatch_container` left in `later`, in call order, and empty it. A record
         that fails is logged and skipped (its reply is long gone); returns how many failed."""
         failed = 0
-        pending = later[:]
-        later.clear()
         store, metrics = self.store, self.metrics
-        for request, snap, door, rpc, result, latency in pending:
+        audit = store.audit
+        for request, snap, door, rpc, result, latency in later:
             outcome = result.outcome
             assert outcome is not None  # only "ok" calls are deferred
             pod = request.pod
             try:
-                self._learn_container(outcome.stage, request, snap)
-                now = store.clock()
-                store.audit.add_decisions(now, door, outcome.stage.wire, pod.key, pod.uid, request.name, outcome.outcomes)
-                store.audit.add_event(now, door, rpc, pod.key, request.name, latency, "ok", "")
+                stage = outcome.stage
+                self._learn_container(stage, request, snap)
+                now, pod_key, wire = store.clock(), pod.key, stage.wire
+                audit.add_decisions(now, door, wire, pod_key, pod.uid, request.name, outcome.outcomes)
+                audit.add_event(now, door, rpc, pod_key, request.name, latency, "ok", "")
                 if metrics is not None:
-                    metrics.queue_call(door, rpc, "ok", latency, outcome.stage.wire, outcome.outcomes)
+                    metrics.queue_call(door, rpc, "ok", latency, wire, outcome.outcomes)
             except Exception:  # noqa: BLE001 - bookkeeping after the reply: nothing left to fail but the record
                 failed += 1
                 log.exception("%s %s for %s: recording the call failed", door, rpc, pod.key)
+        later.clear()
         return failed
 
     # -- decisions only (the reconciler) ----------------------------------------------------------
@@ -333,13 +334,13 @@ class HookDispatcher:
 
     def _learn_container(self, stage: Stage, request: ContainerRequest, snap: StoreSnapshot) -> None:
         pod = request.pod
+        store = self.store
         if pod.uid and pod.uid not in snap.pods:
-            self.store.upsert_pod(_pod_record(pod, self.store.clock()))
+            store.upsert_pod(_pod_record(pod, store.clock()))
         key = request.container_id or pending_container_id(pod.uid, request.name)
         if stage is Stage.POST_STOP_CONTAINER:
-            self.store.remove_container(key)
+            store.remove_container(key)
             return
-        store = self.store
         if request.container_id and store.pending_containers:
             # the ID has arrived: the record filed while it was pending goes (NRI, always with IDs, skips this)
             store.remove_container(pending_container_id(pod.uid, request.name))
@@ -350,15 +351,15 @@ class HookDispatcher:
             and known.pod_uid == pod.uid
             and known.cgroup_parent == cgroup_parent
             and (known.resources is request.resources or known.resources == request.resources)
-            and known.source == request.source.value
+            and known.source == request.source.wire
         ):
             return  # nothing new: skip the write, so readers keep their cached snapshot
-        self.store.upsert_container(
+        store.upsert_container(
             # (id, pod_uid, name, sandbox_id, cgroup_parent, state, pid, resources, source, updated_at),
             # positional: a new container on every CreateContainer makes this the hot path's own record
             ContainerRecord(
                 key, pod.uid, request.name, pod.sandbox_id, cgroup_parent, "", 0, request.resources,
-                request.source.value, self.store.clock(),
+                request.source.wire, store.clock(),
             )
         )
 

@@ -125,6 +125,17 @@ class RequestSource(enum.Enum):
     NRI = "nri"
     RECONCILER = "reconciler"
 
+    # As `Stage`: identity hashing is exact for singletons, and Enum's is a Python call.
+    __hash__ = object.__hash__
+
+    @property
+    def wire(self) -> str:
+        """= `value`, without Enum's descriptor (~0.3 us): every hook call files its container's source."""
+        return _SOURCE_WIRE[self]
+
+
+_SOURCE_WIRE = {source: source.value for source in RequestSource}
+
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
