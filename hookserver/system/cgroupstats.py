@@ -126,6 +126,11 @@ _NUMA_LINE = re.compile(rb"\nhierarchical_(anon|unevictable|file)=(\S+)")
 _NUMA_ORDERED = re.compile(
     rb"\nhierarchical_file=(\d+)[^\n]*\nhierarchical_anon=(\d+)[^\n]*\nhierarchical_unevictable=(\d+)"
 )
+# The kernel lists the LRU counters as consecutive lines in this order (memory.stat on v2 since 4.x):
+# one search reads what `usage` needs without the per-line scan of `_V2_LINE`, which stays for any other order.
+_V2_LRU = re.compile(
+    rb"(?:^|\n)inactive_anon (\d+)\nactive_anon (\d+)\ninactive_file \d+\nactive_file \d+\nunevictable (\d+)\n"
+)
 _V2_LINE = re.compile(rb"^(inactive_anon|active_anon|unevictable|file|active_file|inactive_file) (\S+)$", re.M)
 
 
@@ -354,14 +359,24 @@ class CgroupStatReader:
         """`memory` on v2 for `usage`: one regex pass over memory.stat, bytes throughout, no dataclass."""
         path = paths[2]
         data = self._read_bytes(path)
-        if not data or not data.strip():
+        if not data or data.isspace():
             return -1, -1
+        current_text = self._read_bytes(paths[3])
+        if current_text is not None:
+            lru = _V2_LRU.search(data)
+            if lru is not None:
+                inactive_anon, active_anon, unevictable = lru.groups()
+                try:
+                    return int(inactive_anon) + int(active_anon) + int(unevictable), int(current_text)
+                except ValueError:
+                    raise SystemFileError(
+                        f"{paths[3]}: expected an integer, got {current_text.strip()[:64]!r}", path=paths[3]
+                    ) from None
         found = dict(_V2_LINE.findall(data))
         try:
             without = int(found.get(b"inactive_anon", 0)) + int(found.get(b"active_anon", 0)) + int(
                 found.get(b"unevictable", 0)
             )
-            current_text = self._read_bytes(paths[3])
             if current_text is not None:
                 return without, int(current_text)
             files = found.get(b"file")

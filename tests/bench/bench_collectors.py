@@ -64,13 +64,17 @@ def _cycle_rows(pods: int, version: int, *, containers: bool = True, as_cgroupfs
             reader = sched._on_cycle.__self__  # type: ignore[union-attr]  # the CgroupStatReader build_collectors wired
             reader.files.kernel_prefixes = (str(host.cgroup) + "/",)
         sched.probe()
+        _freeze_heap()
         samples: list[float] = []
         kept = 0
-        for _ in range(40):
-            clock.advance(1.0)
-            start = time.perf_counter()
-            kept = sched.run_group(USAGE_GROUP, 1.0)
-            samples.append(time.perf_counter() - start)
+        try:
+            for _ in range(40):
+                clock.advance(1.0)
+                start = time.perf_counter()
+                kept = sched.run_group(USAGE_GROUP, 1.0)
+                samples.append(time.perf_counter() - start)
+        finally:
+            gc.unfreeze()
         stats = summarize(samples[5:])
         load = os.getloadavg()[0]
         per = {name: (state.last_duration_s or 0.0) * 1000 for name, state in sched.states().items() if name in USAGE_GROUP}

@@ -128,8 +128,9 @@ class FakeHost:
         if self.version == 2:
             _write(
                 self._dir("", rel) / "memory.stat",
-                f"anon {active_anon + inactive_anon}\nfile {files}\nkernel 4096\nactive_anon {active_anon}\n"
-                f"inactive_anon {inactive_anon}\nactive_file {active_file}\ninactive_file {inactive_file}\n"
+                # The kernel's order: the LRU counters are consecutive, inactive before active.
+                f"anon {active_anon + inactive_anon}\nfile {files}\nkernel 4096\ninactive_anon {inactive_anon}\n"
+                f"active_anon {active_anon}\ninactive_file {inactive_file}\nactive_file {active_file}\n"
                 f"unevictable {unevictable}\n",
             )
             if current is not None:

@@ -143,6 +143,24 @@ def test_v2_usage_gives_what_memory_gives(tmp_path: Path, current: str | None) -
     assert reader.throttle_counts("pod") == (4, 1)
 
 
+_LRU = {"inactive_anon": 30, "active_anon": 20, "inactive_file": 60, "active_file": 5, "unevictable": 4}
+
+
+@pytest.mark.parametrize("order", [tuple(_LRU), ("active_anon", "inactive_anon", "active_file", "inactive_file", "unevictable"),
+                                   ("unevictable", "inactive_file", "active_file", "inactive_anon", "active_anon")])
+def test_v2_lru_lines_in_any_order_give_the_same_usage(tmp_path: Path, order: tuple[str, ...]) -> None:
+    # The kernel's order (the first) takes one search; any other takes the per-line scan.
+    stat = "anon 50\nfile 70\nkernel 8\n" + "".join(f"{name} {_LRU[name]}\n" for name in order) + "slab 9\n"
+    reader = _v2(tmp_path, stat, "999\n")
+    assert reader.usage("pod") == (500_000, 54, 999)
+
+
+def test_v2_garbage_memory_current_names_the_file(tmp_path: Path) -> None:
+    reader = _v2(tmp_path, V2_STAT, "lots\n")
+    with pytest.raises(SystemFileError, match=r"memory\.current: expected an integer"):
+        reader.usage("pod")
+
+
 def test_v2_garbage_memory_counter_names_the_file(tmp_path: Path) -> None:
     reader = _v2(tmp_path, V2_STAT.replace("active_anon 20", "active_anon twenty"), "999\n")
     with pytest.raises(SystemFileError, match=r"memory\.stat: a memory counter is not an integer"):
