@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from hookserver.config import CgroupSettings, Settings
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import series_key
 from hookserver.system.roots import SystemRoots
+from tests.cgroupchild import spawn_inside
 from tests.collectors.fakehost import make_pod
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -68,6 +68,37 @@ def _v1_writable() -> str:
     return ""
 
 
+@pytest.mark.cgroup
+def test_a_child_spawned_inside_is_charged_from_its_first_page() -> None:
+    # tests/cgroupchild.py's promise, with the parent slow on purpose: nothing the child allocates escapes.
+    reason = _v1_writable()
+    if reason:
+        pytest.skip(reason)
+    cgroup = CGROUP_ROOT / "memory" / f"hookserver-test-spawn-{uuid.uuid4().hex[:10]}"
+    cgroup.mkdir()
+    child: subprocess.Popen[bytes] | None = None
+    try:
+        child = spawn_inside(
+            [cgroup / "cgroup.procs"], "import time\nx = b'x' * (32 << 20)\nprint('ready', flush=True)\ntime.sleep(60)",
+            stdout=subprocess.PIPE,
+        )
+        time.sleep(0.5)  # a parent this slow used to move the child after its 32 MiB were charged elsewhere
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        assert int((cgroup / "memory.usage_in_bytes").read_text()) >= 32 << 20
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while cgroup.exists():
+            try:
+                cgroup.rmdir()
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+
 @pytest.fixture
 def busy_cgroup() -> Iterator[tuple[str, int]]:
     reason = _v1_writable()
@@ -81,9 +112,7 @@ def busy_cgroup() -> Iterator[tuple[str, int]]:
             path = CGROUP_ROOT / controller / name
             path.mkdir()
             made.append(path)
-        child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for path in made:
-            (path / "cgroup.procs").write_text(f"{child.pid}\n")
+        child = spawn_inside([path / "cgroup.procs" for path in made], "while True: pass")
         yield name, child.pid
     finally:
         if child is not None:
@@ -145,11 +174,10 @@ def test_numa_stat_and_memory_stat_agree_on_a_real_v1_cgroup() -> None:
     pod.mkdir()
     try:
         ctr.mkdir()
-        child = subprocess.Popen(
-            [sys.executable, "-c", "import sys, time\nx = b'x' * (64 << 20)\nprint('ready', flush=True)\ntime.sleep(60)"],
+        child = spawn_inside(
+            [ctr / "cgroup.procs"], "import sys, time\nx = b'x' * (64 << 20)\nprint('ready', flush=True)\ntime.sleep(60)",
             stdout=subprocess.PIPE,
         )
-        (ctr / "cgroup.procs").write_text(f"{child.pid}\n")
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
         reader = CgroupStatReader(SystemRoots(), CgroupVersion.V1)
         try:

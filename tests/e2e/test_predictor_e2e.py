@@ -8,8 +8,6 @@ Needs root and writable cgroup v1 cpu, cpuacct and memory hierarchies; it create
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hookserver.api import runtime_hook_pb2 as pb
+from tests.cgroupchild import spawn_inside
 from tests.e2e.pod_cgroup import pod_cgroup_subtree
 from tests.e2e.test_serve import Agent
 
@@ -39,10 +38,8 @@ collectors:
 @pytest.fixture
 def busy_be_pod() -> Iterator[str]:
     with pod_cgroup_subtree(CONTROLLERS, prefix="hookserver-test", leaf=f"besteffort/pod{UID}") as pod:
-        child = subprocess.Popen([sys.executable, "-c", "x = bytearray(32 << 20)\nwhile True: pass"])
+        child = spawn_inside([path / "cgroup.procs" for path in pod.paths], "x = bytearray(32 << 20)\nwhile True: pass")
         try:
-            for path in pod.paths:
-                (path / "cgroup.procs").write_text(f"{child.pid}\n")
             yield pod.rel
         finally:
             child.kill()
