@@ -288,9 +288,10 @@ class Daemon:
             self.health.set_ready("proxy", True)
             await asyncio.to_thread(self.debug.start)
             self.health.set_ready("debug", True)
-            # Everything imported and built: keep full collections off the start-up heap (gcpauses.py).
-            self.gc_pauses.attach()
+            # Everything imported and built: keep full collections off the start-up heap (gcpauses.py). The
+            # freeze's own collection is logged, not counted: the metrics show the pauses of a running agent.
             freeze_startup_heap()
+            self.gc_pauses.attach()
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
