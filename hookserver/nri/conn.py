@@ -4,7 +4,10 @@ The server (conn 1, the Plugin service) runs each request in its own task, as Go
 each in a goroutine, so requests may be answered out of order; it replies on the request's stream
 id. A method may also have an *inline* handler: it runs right where the request frame is read and its
 reply is queued at once, with no task and no loop turn in between (the hot path: CreateContainer and
-UpdateContainer); `after_inline` then runs what the handler left for after the reply (its bookkeeping). An inline handler returns None to pass the request on to the task path. The client (conn 2, the Runtime service) allocates odd, increasing stream ids (1, 3, 5, ...) and
+UpdateContainer); `after_inline` then runs what the handler left for after the reply (its bookkeeping).
+An inline handler returns None to pass the request on to the task path.
+
+The client (conn 2, the Runtime service) allocates odd, increasing stream ids (1, 3, 5, ...) and
 sends in the same synchronous step, so ids reach the wire in order, as ttrpc >= 1.2 servers demand.
 """
 
