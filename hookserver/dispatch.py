@@ -28,6 +28,7 @@ from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
 from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, frozen_map
+from hookserver.hooks.memo import StageMemo
 from hookserver.hooks.outcome import FailurePolicy, StageOutcome
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.runner import run_stage
@@ -65,9 +66,9 @@ class DispatchResult:
     pod_writes: ApplyReport | None = None
 
 
-# A call `dispatch_container` answered but has not kept books for yet:
-# (request as received, the call's snapshot, door, rpc, result, latency in seconds).
-Deferred = tuple[ContainerRequest, StoreSnapshot, str, str, DispatchResult, float]
+# A call `dispatch_container` answered but has not kept books for yet: (request as received, the call's
+# snapshot, door, rpc, result, latency in seconds, whether the hooks ran (False: a memoized outcome)).
+Deferred = tuple[ContainerRequest, StoreSnapshot, str, str, DispatchResult, float, bool]
 
 
 class HookDispatcher:
@@ -143,7 +144,8 @@ class HookDispatcher:
 
     # -- containers ------------------------------------------------------------------------------
     def dispatch_container(
-        self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str, later: list[Deferred] | None = None
+        self, stage: Stage, request: ContainerRequest, *, door: str, rpc: str, later: list[Deferred] | None = None,
+        memo: StageMemo | None = None,
     ) -> DispatchResult:
         """Run the stage's hooks for one container and do the call's bookkeeping (learn, audit, count).
 
@@ -151,7 +153,12 @@ class HookDispatcher:
         first): an "ok" call's bookkeeping is appended there instead, and `record_later(later)` does it,
         exactly as it would have been done here, before the caller's next call. The hooks never see the
         call's own bookkeeping either way (they read a snapshot taken before it). Skips and failures keep
-        their books at once."""
+        their books at once.
+
+        `memo` (only with `later`, one caller thread): a stage whose hooks all declare `pure_decision`
+        reuses the outcome of the same pod, container name, resources, NodeSLO and node (`hooks.memo`).
+        A reused outcome is audited like a run one (its decisions are the run's that made them); the
+        breakers and the plugin-duration metrics see only real runs."""
         started = self._perf()
         # One snapshot for the whole call: pods, node and NodeSLO current, containers not copied (see the module doc).
         snap = self.store.pods_snapshot()
@@ -167,15 +174,26 @@ class HookDispatcher:
             if later is not None:
                 self._learn_container(stage, learnt, snap)
             return self._finish(DispatchResult(stage, result="skipped"), door, rpc, pod_key, request.name, started)
-        outcome = run_stage(
-            self.registry, stage, request, self._views.of(snap), stop_on_error=self.policy is FailurePolicy.FAIL,
-            breakers=self.breakers,
-        )
+        view = self._views.of(snap)
+        reused: StageOutcome | None = None
+        handlers = None
+        if memo is not None and later is not None and self.registry.memoizable(stage):
+            handlers = self.registry.handlers(stage)
+            reused = memo.get(stage, handlers, request, view)
+        if reused is None:
+            outcome = run_stage(
+                self.registry, stage, request, view, stop_on_error=self.policy is FailurePolicy.FAIL,
+                breakers=self.breakers,
+            )
+            if memo is not None and handlers is not None and not self.breakers.needs_guard():
+                memo.put(stage, handlers, request, view, outcome)  # no breaker suspect: no skip in this outcome
+        else:
+            outcome = reused
         # (stage, resources, envs, result, error, outcome), positional: the hot path's cheapest call
         result = DispatchResult(stage, outcome.resources, outcome.envs, "ok", "", outcome)
         if later is not None:
             if not outcome.failed:
-                later.append((learnt, snap, door, rpc, result, self._perf() - started))
+                later.append((learnt, snap, door, rpc, result, self._perf() - started, reused is None))
                 return result
             self._learn_container(stage, learnt, snap)
         self.store.audit.add_decisions(
@@ -191,7 +209,7 @@ class HookDispatcher:
         failed = 0
         store, metrics = self.store, self.metrics
         audit = store.audit
-        for request, snap, door, rpc, result, latency in later:
+        for request, snap, door, rpc, result, latency, ran in later:
             outcome = result.outcome
             assert outcome is not None  # only "ok" calls are deferred
             pod = request.pod
@@ -202,7 +220,7 @@ class HookDispatcher:
                 audit.add_decisions(now, door, wire, pod_key, pod.uid, request.name, outcome.outcomes)
                 audit.add_event(now, door, rpc, pod_key, request.name, latency, "ok", "")
                 if metrics is not None:
-                    metrics.queue_call(door, rpc, "ok", latency, wire, outcome.outcomes)
+                    metrics.queue_call(door, rpc, "ok", latency, wire, outcome.outcomes if ran else ())
             except Exception:  # noqa: BLE001 - bookkeeping after the reply: nothing left to fail but the record
                 failed += 1
                 log.exception("%s %s for %s: recording the call failed", door, rpc, pod.key)

@@ -29,7 +29,12 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class HookPlugin(Protocol):
-    """Every plugin has a name; hooks in a stage run sorted by it (byte order, as koordlet does)."""
+    """Every plugin has a name; hooks in a stage run sorted by it (byte order, as koordlet does).
+
+    A plugin may also set `pure_decision = True`: its container hooks depend only on the request's pod,
+    the container's name and resources, and the view's NodeSLO and node (`hookserver.hooks.memo`), so the
+    NRI hot path may reuse a stage's outcome for the same inputs instead of running the hooks again.
+    """
 
     name: str
 
@@ -49,6 +54,7 @@ class HookRegistry:
         self._plugins: dict[str, HookPlugin] = {}
         self._by_stage: dict[Stage, list[tuple[str, Any]]] = {}
         self._active: dict[Stage, tuple[tuple[str, Any], ...]] = {}  # what `handlers` hands out, rebuilt on change
+        self._pure: frozenset[Stage] = frozenset()  # stages whose every active plugin sets pure_decision
         self._disabled: frozenset[Stage] = frozenset()
         for plugin in plugins:
             self.register(plugin)
@@ -99,10 +105,18 @@ class HookRegistry:
         """(plugin name, stage method) in run order; () for a disabled stage. Precomputed: this is the hot path."""
         return self._active.get(stage, ())
 
+    def memoizable(self, stage: Stage) -> bool:
+        """Whether every active hook of `stage` declares `pure_decision` (see `HookPlugin`)."""
+        return stage in self._pure
+
     def _rebuild(self) -> None:
         self._active = {
             stage: tuple(handlers) for stage, handlers in self._by_stage.items() if stage not in self._disabled
         }
+        self._pure = frozenset(
+            stage for stage, handlers in self._active.items()
+            if handlers and all(getattr(self._plugins[name], "pure_decision", False) is True for name, _ in handlers)
+        )
 
     @property
     def plugins(self) -> Mapping[str, HookPlugin]:

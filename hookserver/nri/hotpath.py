@@ -24,8 +24,10 @@ audit and metrics in `later`, and the connection calls `after_reply` once the re
 runtime (which holds its plugin lock until it has the answer) waits for the hooks, not for the books.
 A call's books are always kept before the next call is decided (`_keep_books` runs first in each).
 
-The pod of each request is translated once per pod (`translate.PodRequestCache`) and the encoded reply
-is memoized per hook value (`translate.adjustment_bytes`).
+The pod of each request is translated once per pod (`translate.PodRequestCache`), a stage whose hooks
+all declare `pure_decision` reuses its outcome for the same pod, container name, resources, NodeSLO and node
+(`hooks.memo.StageMemo`, one per connection), and the encoded reply is memoized per hook value
+(`translate.adjustment_bytes`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from hookserver.dispatch import Deferred, DispatchResult, HookDispatcher, HookRe
 from hookserver.errors import HookServerError
 from hookserver.hooks.context import ContainerRequest
 from hookserver.hooks.deadline import CallDeadline
+from hookserver.hooks.memo import StageMemo
 from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.stages import Stage
 from hookserver.nri.conn import InlineHandler
@@ -95,6 +98,8 @@ class InlineHotPath:
         self._deadline = deadline
         self._pods = PodRequestCache()
         self._later: list[Deferred] = []
+        self.memo = StageMemo()
+        status.memo = self.memo  # `hookctl nri`: decision_memo
 
     def methods(self) -> dict[str, InlineHandler]:
         return {"CreateContainer": self.create_container, "UpdateContainer": self.update_container}
@@ -154,7 +159,9 @@ class InlineHotPath:
         armed = deadline is not None and deadline.arm(self._budget(deadline_s))
         started = time.perf_counter()
         try:
-            result = self._dispatcher.dispatch_container(stage, creq, door=DOOR, rpc=rpc, later=self._later)
+            result = self._dispatcher.dispatch_container(
+                stage, creq, door=DOOR, rpc=rpc, later=self._later, memo=self.memo
+            )
         except HookRejected as exc:
             if armed and self._timed_out(rpc, creq, started):
                 raise StatusError(Code.DEADLINE_EXCEEDED, f"{rpc}: {exc}") from exc

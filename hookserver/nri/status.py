@@ -54,6 +54,8 @@ class NriStatus:
     timeouts: int = 0
     errors: int = 0
     rejections: int = 0
+    # The current connection's stage memo (`hooks.memo.StageMemo`, set by the hot path): hits, misses, entries.
+    memo: Any = None
 
     def error(self, message: str, now: float) -> None:
         self.last_error = message
@@ -90,6 +92,7 @@ class NriStatus:
             "timeouts": self.timeouts,
             "errors": self.errors,
             "rejections": self.rejections,
+            "decision_memo": self.memo.status() if self.memo is not None else None,
         }
 
 

@@ -70,6 +70,9 @@ def _rule_inputs(view: NodeView) -> tuple[bool, float | None]:
 
 class BatchResourcePlugin:
     name = "BatchResource"
+    # Decided from the pod's labels and spec annotation, the container's name, and the quota rule (NodeSLO,
+    # the node's normalization ratio): never other pods, the container's id, annotations or env.
+    pure_decision = True
 
     def pre_run_pod_sandbox(self, request: PodRequest, view: NodeView) -> HookResult:
         text = _be_spec_text(request.labels, request.annotations)
