@@ -27,7 +27,7 @@ from hookserver.system.cgroupnames import (
     runtime_of,
 )
 from hookserver.quantity import parse_quantity
-from hookserver.store.records import ContainerRecord, PodRecord, started_containers
+from hookserver.store.records import ContainerRecord, PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import Labels, make_labels
 
@@ -131,10 +131,7 @@ class TargetResolver:
         cached = self._cached
         if cached is not None and cached[0] == snap.version:
             return cached[1]
-        by_pod: dict[str, list[ContainerRecord]] = {}
-        for c in snap.containers.values():
-            if c.id and not c.id.startswith("pending:"):
-                by_pod.setdefault(c.pod_uid, []).append(c)
+        by_pod = named_containers_by_pod(snap.containers.values())
         pods: list[PodTarget] = []
         problems: list[str] = []
         for pod in snap.pods.values():

@@ -162,17 +162,14 @@ class HookDispatcher:
         started = self._perf()
         # One snapshot for the whole call: pods, node and NodeSLO current, containers not copied (see the module doc).
         snap = self.store.pods_snapshot()
-        learnt = request
-        if later is None:
-            self._learn_container(stage, request, snap)
+        learnt = request  # the store learns the container as the door sent it, gaps unfilled
         filled = self._fill_pod_gaps(request.pod, snap)
         if filled is not request.pod:
             request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
         pod = request.pod
         pod_key = pod.key
         if pod.skips_hooks():
-            if later is not None:
-                self._learn_container(stage, learnt, snap)
+            self._learn_container(stage, learnt, snap)
             return self._finish(DispatchResult(stage, result="skipped"), door, rpc, pod_key, request.name, started)
         view = self._views.of(snap)
         reused: StageOutcome | None = None
@@ -191,11 +188,10 @@ class HookDispatcher:
             outcome = reused
         # (stage, resources, envs, result, error, outcome), positional: the hot path's cheapest call
         result = DispatchResult(stage, outcome.resources, outcome.envs, "ok", "", outcome)
-        if later is not None:
-            if not outcome.failed:
-                later.append((learnt, snap, door, rpc, result, self._perf() - started, reused is None))
-                return result
-            self._learn_container(stage, learnt, snap)
+        if later is not None and not outcome.failed:
+            later.append((learnt, snap, door, rpc, result, self._perf() - started, reused is None))
+            return result
+        self._learn_container(stage, learnt, snap)
         self.store.audit.add_decisions(
             self.store.clock(), door, stage.wire, pod_key, pod.uid, request.name, outcome.outcomes
         )

@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
-from hookserver.store.records import ContainerRecord, PodRecord, started_containers
+from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -301,10 +301,7 @@ class KernelReader:
     def _pods(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, cfs: bool, tasks: bool) -> dict[str, PodKernel]:
         throttled = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_THROTTLED) if ts >= now - 5}
         usage = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_CPU) if ts >= now - 5}
-        by_pod: dict[str, list[ContainerRecord]] = {}
-        for c in snap.containers.values():
-            if c.id and not c.id.startswith("pending:"):
-                by_pod.setdefault(c.pod_uid, []).append(c)
+        by_pod = named_containers_by_pod(snap.containers.values())
         out: dict[str, PodKernel] = {}
         for pod in snap.pods.values():
             if pod.deletion_timestamp or pod.phase in ("Succeeded", "Failed"):

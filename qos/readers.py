@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
-from hookserver.store.records import PodRecord, started_containers
+from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -221,10 +221,7 @@ class SnapshotBuilder:
         """Every pod; one this agent evicted within the cool-down counts as terminating (planners skip it)."""
         cpu = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_CPU, now)}
         mem = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_MEMORY, now)}
-        by_pod: dict[str, list[Any]] = {}
-        for c in snap.containers.values():
-            if c.id and not c.id.startswith("pending:"):
-                by_pod.setdefault(c.pod_uid, []).append(c)
+        by_pod = named_containers_by_pod(snap.containers.values())
         out: list[PodFacts] = []
         for pod in snap.pods.values():
             batch, cpu_req = self._requests_of(pod)

@@ -22,7 +22,7 @@ outside, so a hook that runs long makes *that* call late. Fail-open is kept anot
 The reply goes out before the call's bookkeeping: the dispatcher leaves an answered call's learning,
 audit and metrics in `later`, and the connection calls `after_reply` once the reply is written, so the
 runtime (which holds its plugin lock until it has the answer) waits for the hooks, not for the books.
-A call's books are always kept before the next call is decided (`_keep_books` runs first in each).
+A call's books are always kept before the next call is decided (`after_reply` runs first in each).
 
 The pod of each request is translated once per pod (`translate.PodRequestCache`), a stage whose hooks
 all declare `pure_decision` reuses its outcome for the same pod, container name, resources, NodeSLO and node
@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 
 DOOR = "nri"
 _M = TypeVar("_M", bound=Message)
-_T = TypeVar("_T")
 # (rpc, pod key, container, result, error, started) -> None: the door's audit + metrics of a call it ends.
 Record = Callable[[str, str, str, str, str, float], None]
 
@@ -106,18 +105,12 @@ class InlineHotPath:
 
     def after_reply(self) -> None:
         """Keep the books of the calls answered since the last time (the connection calls this right
-        after it wrote an inline reply)."""
+        after it wrote an inline reply; each call calls it first, for callers that do not)."""
         if self._later:
-            self._keep_books()
-
-    def _keep_books(self) -> None:
-        failed = self._dispatcher.record_later(self._later)
-        if failed:
-            self._status.errors += failed
+            self._status.errors += self._dispatcher.record_later(self._later)
 
     def create_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
-        if self._later:
-            self._keep_books()  # a caller that did not call after_reply: the last call's books first
+        self.after_reply()  # for a caller that did not call it: the last call's books first
         if self._dispatcher.breakers.needs_guard():
             return None  # a hook is suspect: take the protected path (worker + deadline) for now
         self._status.calls["CreateContainer"] += 1
@@ -129,8 +122,7 @@ class InlineHotPath:
         return adjustment_bytes(result.resources, result.envs)
 
     def update_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
-        if self._later:
-            self._keep_books()
+        self.after_reply()
         if self._dispatcher.breakers.needs_guard():
             return None
         self._status.calls["UpdateContainer"] += 1

@@ -10,7 +10,10 @@ from hookserver.fastinit import fast_frozen_init
 from hookserver.resources import Resources
 from hookserver.system.cgroupnames import strip_runtime_prefix
 
-__all__ = ["ContainerRecord", "NodeRecord", "PodRecord", "started_containers"]
+__all__ = [
+    "PENDING_PREFIX", "ContainerRecord", "NodeRecord", "PodRecord", "named_containers_by_pod", "pending_container_id",
+    "started_containers",
+]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -77,6 +80,16 @@ PENDING_PREFIX = "pending:"
 def pending_container_id(pod_uid: str, name: str) -> str:
     """The store key of a container of `pod_uid` that has no runtime ID yet."""
     return f"{PENDING_PREFIX}{pod_uid}/{name}"
+
+
+def named_containers_by_pod(containers: Iterable[ContainerRecord]) -> dict[str, list[ContainerRecord]]:
+    """The containers the runtime has named (pending ones set aside), by pod UID: what readers of the store
+    pass on to `started_containers`."""
+    by_pod: dict[str, list[ContainerRecord]] = {}
+    for c in containers:
+        if c.id and not c.id.startswith(PENDING_PREFIX):
+            by_pod.setdefault(c.pod_uid, []).append(c)
+    return by_pod
 
 
 @dataclass(frozen=True, slots=True)

@@ -333,13 +333,6 @@ class CgroupStatReader:
         if self.numa_stat:
             data = read(paths[4])
             if data:
-                # _numa_usage's common case, inlined: this runs for every pod and container each cycle.
-                ordered = _NUMA_ORDERED.search(data)
-                if ordered is not None:
-                    files, anon, unevictable = ordered.groups()
-                    page = self._page_size
-                    without = (int(anon) + int(unevictable)) * page
-                    return cpu, without, without + int(files) * page
                 found = _numa_usage(data, paths[4])
                 if found is not None:
                     page = self._page_size

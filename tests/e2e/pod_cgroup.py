@@ -8,15 +8,15 @@ skipped with the reason, since no tmp_path tree can stand in for the kernel here
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.cgroupchild import rmdir_patiently
 
 __all__ = ["CGROUP_V1", "PodCgroup", "pod_cgroup_subtree", "unwritable_reason"]
 
@@ -72,15 +72,12 @@ def pod_cgroup_subtree(
 
 
 def _remove_up_to(path: Path, top: Path) -> None:
-    """rmdir `path` and its parents up to `top`, waiting out EBUSY from tasks that are still leaving."""
+    """rmdir `path` and its parents up to `top`, waiting out EBUSY from tasks that are still leaving; a level
+    that will not go is left (best effort: the test's own assertions have run)."""
     for level in (path, *path.parents):
-        deadline = time.monotonic() + _RMDIR_PATIENCE_S
-        while level.exists():
-            try:
-                level.rmdir()
-            except OSError as exc:
-                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                    break
-                time.sleep(0.02)
+        try:
+            rmdir_patiently(level, _RMDIR_PATIENCE_S)
+        except OSError:
+            pass
         if level == top:
             return

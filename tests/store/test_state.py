@@ -39,3 +39,16 @@ def test_the_store_counts_pending_container_records_through_every_removal() -> N
     assert store.pending_containers == 1
     store.remove_pod("u1")  # takes its containers, pending ones included
     assert store.pending_containers == 0 and store.snapshot().containers == {}
+
+
+def test_readers_group_only_the_containers_the_runtime_has_named() -> None:
+    from hookserver.store.records import ContainerRecord, named_containers_by_pod, pending_container_id
+
+    records = [
+        ContainerRecord(id="abc", pod_uid="u1", name="a"),
+        ContainerRecord(id=pending_container_id("u1", "b"), pod_uid="u1", name="b"),  # not named yet
+        ContainerRecord(id="", pod_uid="u2", name="c"),  # no ID at all
+        ContainerRecord(id="def", pod_uid="u2", name="d"),
+    ]
+    grouped = named_containers_by_pod(records)
+    assert {uid: [c.id for c in cs] for uid, cs in grouped.items()} == {"u1": ["abc"], "u2": ["def"]}
