@@ -34,7 +34,7 @@ from hookserver.predictor.series import (
     SYSTEM_CPU,
     SYSTEM_MEMORY,
 )
-from hookserver.predictor.wire import cpu_quantity, format_go_duration, memory_quantity, parse_go_duration
+from hookserver.kubewire import cpu_quantity, format_go_duration, memory_quantity, parse_go_duration
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import SeriesKey, TimeSeriesStore, WindowStats
 

@@ -23,7 +23,7 @@ from hookserver.predictor.metrics import PredictorMetrics
 from hookserver.predictor.nodemetric_status import ReportPolicy, build_status, report_policy
 from hookserver.predictor.service import PredictorService
 from hookserver.predictor.settings import PredictorSettings
-from hookserver.predictor.wire import iso_time
+from hookserver.kubewire import iso_time
 
 __all__ = ["Delivery", "FileStatusSink", "NodeMetricReporter", "StatusSink"]
 

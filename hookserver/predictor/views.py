@@ -11,7 +11,7 @@ from hookserver.predictor.models import NODE_UID, PERCENTILES, SYSTEM_UID, Predi
 from hookserver.predictor.predictors import PredictorResult, ReclaimableReport
 from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, pod_priority_class
 from hookserver.predictor.service import PredictorService
-from hookserver.predictor.wire import iso_time
+from hookserver.kubewire import iso_time
 
 __all__ = ["predict_view", "reclaimable_view"]
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from hookserver.slo._base import SLOModel, canonical_json
+from hookserver.slo.colocation import COLOCATION_KEY, ColocationConfig, parse_colocation_config
 from hookserver.slo.merge import merge_json
 from hookserver.slo.model import PARTS, CPUBurstStrategy, HostApplicationSpec, NodeSLOSpec, SystemStrategy
 from hookserver.slo.qos import ResourceQOSStrategy
@@ -31,7 +32,6 @@ from hookserver.slo.validation import problems_of, raise_problems, validate_part
 __all__ = [
     "CONFIGMAP_KEYS",
     "HOST_APPLICATION_KEY",
-    "IGNORED_KEYS",
     "ResolvedSLO",
     "SLOConfigMap",
     "parse_slo_configmap",
@@ -47,10 +47,6 @@ CONFIGMAP_KEYS: Mapping[str, tuple[str, type[SLOModel]]] = MappingProxyType({
     "system-config": ("systemStrategy", SystemStrategy),
 })
 HOST_APPLICATION_KEY = "host-application-config"
-# Keys that belong to the same ConfigMap but not to NodeSLO: parsed for syntax, then set aside.
-IGNORED_KEYS: Mapping[str, str] = MappingProxyType({
-    "colocation-config": "koord-manager's colocation settings (NodeMetric / batch resources), not NodeSLO",
-})
 _PROFILE_KEYS = ("name", "nodeSelector", "id")
 _HOST_APPS = TypeAdapter(tuple[HostApplicationSpec, ...])
 
@@ -89,6 +85,8 @@ class SLOConfigMap:
     origin: str
     parts: Mapping[str, _Part]
     ignored: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # `colocation-config` (koord-manager's NodeMetric and batch/mid capacity settings); None when absent.
+    colocation: ColocationConfig | None = None
 
     def resolve(self, node_labels: Mapping[str, str]) -> ResolvedSLO:
         values: dict[str, Any] = {}
@@ -210,21 +208,24 @@ def parse_slo_configmap(data: Mapping[str, Any], *, origin: str) -> SLOConfigMap
     problems: list[str] = []
     parts: dict[str, _Part] = {}
     ignored: dict[str, str] = {}
+    colocation: ColocationConfig | None = None
     for key, raw in data.items():
         key = str(key)
-        if key in CONFIGMAP_KEYS or key == HOST_APPLICATION_KEY:
+        if key == COLOCATION_KEY:
+            doc = _decode(key, raw, problems)
+            if doc is not None:
+                colocation = parse_colocation_config(doc, origin=origin, problems=problems)
+        elif key in CONFIGMAP_KEYS or key == HOST_APPLICATION_KEY:
             doc = _decode(key, raw, problems)
             if doc is None:
                 continue
             part = _strategy_part(key, doc, problems) if key in CONFIGMAP_KEYS else _host_apps_part(doc, problems)
             if part is not None:
                 parts[part.part] = part
-        elif key in IGNORED_KEYS:
-            _decode(key, raw, problems)
-            ignored[key] = IGNORED_KEYS[key]
         else:
             log.info("%s: ignoring unknown ConfigMap key %r", origin, key)
             ignored[key] = "unknown key"
     raise_problems(origin, problems)
-    return SLOConfigMap(origin=origin, parts=MappingProxyType(parts), ignored=MappingProxyType(ignored))
+    return SLOConfigMap(origin=origin, parts=MappingProxyType(parts), ignored=MappingProxyType(ignored),
+                        colocation=colocation)
 

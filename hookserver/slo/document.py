@@ -26,11 +26,11 @@ from hookserver.slo._base import canonical_json
 from hookserver.slo.configmap import (
     CONFIGMAP_KEYS,
     HOST_APPLICATION_KEY,
-    IGNORED_KEYS,
     ResolvedSLO,
     SLOConfigMap,
     parse_slo_configmap,
 )
+from hookserver.slo.colocation import COLOCATION_KEY, ResolvedColocation, default_colocation
 from hookserver.slo.model import PARTS, NodeSLOSpec
 from hookserver.slo.validation import problems_of
 
@@ -80,16 +80,26 @@ class SLODocument:
             return self.spec
         return default_slo()
 
+    def colocation(
+        self, node_labels: Mapping[str, str], node_annotations: Mapping[str, str] | None = None
+    ) -> ResolvedColocation:
+        """The node's effective `colocation-config` (defaults, colocation off, when the document has none:
+        a NodeSLO object never carries it)."""
+        if self.configmap is not None and self.configmap.colocation is not None:
+            return self.configmap.colocation.resolve(node_labels, node_annotations)
+        return default_colocation()
+
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"origin": self.origin, "kind": self.kind}
         if self.configmap is not None:
             out["ignored_keys"] = dict(self.configmap.ignored)
+            out["colocation_config"] = self.configmap.colocation is not None
         return out
 
 
 def _looks_like_configmap_data(doc: Mapping[str, Any]) -> bool:
     keys = set(map(str, doc))
-    known = set(CONFIGMAP_KEYS) | {HOST_APPLICATION_KEY} | set(IGNORED_KEYS)
+    known = set(CONFIGMAP_KEYS) | {HOST_APPLICATION_KEY, COLOCATION_KEY}
     return bool(keys) and bool(keys & known) and all("-" in k for k in keys)
 
 

@@ -101,6 +101,11 @@ class NodeRecord:
     allocatable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     source: str = ""
     updated_at: float = 0.0
+    # For each batch/mid resource koord-manager (or hookserver's capacity publisher) writes into the status:
+    # the field managers that own it in capacity or allocatable (metadata.managedFields), sorted. How the
+    # publisher notices a second writer from the watch, before it writes.
+    published_owners: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    resource_version: str = ""
 
 
 def started_containers(pod: PodRecord, hooked: Iterable[ContainerRecord]) -> list[ContainerRecord]:

@@ -44,6 +44,9 @@ class StoreSnapshot:
     node_slo_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     stale: bool = False
     node_metric: Any = None
+    # The node's effective colocation-config (hookserver.slo.ResolvedColocation), None until the informer
+    # has published one; the capacity publisher and the NodeMetric keeper read it.
+    colocation: Any = None
 
     def pod_by_key(self, namespace: str, name: str) -> PodRecord | None:
         return self.pods_by_key.get(f"{namespace}/{name}")
@@ -67,6 +70,7 @@ class StateStore:
         self._node_slo_sources: dict[str, str] = {}
         self._stale = False
         self._node_metric: Any = None
+        self._colocation: Any = None
         self._pod_listeners: tuple[PodListener, ...] = ()
         self._snapshot: StoreSnapshot | None = None
         self._containers_base: StoreSnapshot | None = None  # see _bump_containers
@@ -197,6 +201,12 @@ class StateStore:
             self._node_metric = spec
             self._bump()
 
+    def set_colocation(self, resolved: Any) -> None:
+        """The node's effective colocation-config, resolved for its labels and annotations (informer)."""
+        with self._lock:
+            self._colocation = resolved
+            self._bump()
+
     def set_stale(self, stale: bool) -> None:
         with self._lock:
             if self._stale != stale:
@@ -246,6 +256,7 @@ class StateStore:
                 node_slo_sources=MappingProxyType(dict(self._node_slo_sources)),
                 stale=self._stale,
                 node_metric=self._node_metric,
+                colocation=self._colocation,
             )
             self._snapshot = snap
             return snap

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hookserver.predictor import FileStatusSink, NodeMetricReporter, build_status, report_policy
-from hookserver.predictor.wire import cpu_quantity, format_go_duration, memory_quantity, parse_go_duration
+from hookserver.kubewire import cpu_quantity, format_go_duration, memory_quantity, parse_go_duration
 from hookserver.slo.nodemetric import NodeMetricSpec
 from hookserver.store.timeseries import make_labels
 from tests.predictor.conftest import feed, feed_node

@@ -20,8 +20,8 @@ ANOLIS = {"kubernetes.io/kernel": "anolis"}
 def test_full_example_on_a_plain_node_and_on_an_anolis_node() -> None:
     document = read_slo_file(str(EXAMPLE))
     assert document.kind == "configmap"
-    assert document.describe()["ignored_keys"] == {
-        "colocation-config": "koord-manager's colocation settings (NodeMetric / batch resources), not NodeSLO"}
+    assert document.describe()["ignored_keys"] == {}
+    assert document.describe()["colocation_config"] is True
 
     plain = document.resolve({"kubernetes.io/kernel": "centos"})
     t = plain.spec.resource_used_threshold_with_be

@@ -1,4 +1,5 @@
-"""Kubernetes wire formats the NodeMetric status needs: canonical quantities and Go durations.
+"""Kubernetes wire formats shared by the NodeMetric status, the colocation config and the Node capacity
+writer: canonical quantities, Go durations and times. A shared helper outside the layers (every area may use it).
 
 Quantities are printed the way apimachinery's `resource.Quantity` canonicalises what koordlet builds:
 CPU as `NewMilliQuantity(milli, DecimalSI)` ("1500m", "2", "0") and memory as `NewQuantity(bytes, BinarySI)`

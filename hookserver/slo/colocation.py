@@ -1,0 +1,286 @@
+"""`colocation-config`: koord-manager's colocation strategy, resolved for one node, and the NodeMetric spec from it.
+
+The key sits in the same `slo-controller-config` ConfigMap as the NodeSLO parts. koord-manager reads it to
+create every node's NodeMetric and to turn NodeMetric into `kubernetes.io/batch-*` / `mid-*` on the Node;
+hookserver reads it to do both for its own node when no koord-manager runs (hookserver.capacity).
+
+Shape (`apis/configuration/slo_controller_config.go`): the cluster strategy's fields inline, plus
+`nodeConfigs: [{name, nodeSelector, <strategy fields>}]`. Every field has koordinator's default
+(`DefaultColocationStrategy`); fields koordinator leaves nil (`midReclaimMode`, `batch*ThresholdPercent`)
+stay None. A node's effective strategy, as `GetNodeColocationStrategy` and `UpdateColocationStrategyForNode`
+build it:
+
+1. defaults < the cluster strategy;
+2. < the FIRST `nodeConfigs` entry whose nodeSelector matches the node's labels (its fields over the cluster's);
+3. < the node's `node.koordinator.sh/colocation-strategy` annotation (JSON of a strategy);
+4. < the node labels `node.koordinator.sh/{cpu,memory}-reclaim-ratio` and
+   `node.koordinator.sh/mid-static-{cpu,memory}-reserved-ratio` (a ratio; percent = int(ratio * 100)).
+
+Colocation is on for the node only when both the cluster strategy and the node's merged strategy say
+`enable: true` (`isColocationCfgDisabled`). Validation follows koord-manager's webhook (`validate:` tags:
+`metricAggregateDurationSeconds >= 1`, `resourceDiffThreshold` in (0, 1], mid percents in [0, 100], ...) and
+also refuses what the controller would silently misread: an unknown calculate policy or mid mode, a reclaim
+percent above 100 (a negative safety margin), an empty nodeSelector (the webhook refuses it too). A bad field
+anywhere fails the whole document with one line per problem, so a typo never half-applies; node-level
+annotation or label overrides that do not parse are ignored with a note, as koordinator does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from hookserver.errors import InputError
+from hookserver.kubewire import format_go_duration, parse_go_duration
+from hookserver.slo._base import SLOModel, canonical_json
+from hookserver.slo.merge import merge_json
+from hookserver.slo.selector import LabelSelector
+from hookserver.slo.validation import problems_of
+
+__all__ = [
+    "ANNOTATION_COLOCATION_STRATEGY",
+    "COLOCATION_KEY",
+    "LABEL_RATIO_OVERRIDES",
+    "ColocationConfig",
+    "ColocationStrategy",
+    "MetricAggregatePolicy",
+    "ResolvedColocation",
+    "default_colocation",
+    "node_metric_spec",
+    "parse_colocation_config",
+]
+
+COLOCATION_KEY = "colocation-config"
+ANNOTATION_COLOCATION_STRATEGY = "node.koordinator.sh/colocation-strategy"
+# Node label (a ratio, e.g. "0.5") -> the strategy field it overrides (as percent), in koordinator's order.
+LABEL_RATIO_OVERRIDES: tuple[tuple[str, str], ...] = (
+    ("node.koordinator.sh/cpu-reclaim-ratio", "cpuReclaimThresholdPercent"),
+    ("node.koordinator.sh/memory-reclaim-ratio", "memoryReclaimThresholdPercent"),
+    ("node.koordinator.sh/mid-static-cpu-reserved-ratio", "midStaticCPUReservedPercent"),
+    ("node.koordinator.sh/mid-static-memory-reserved-ratio", "midStaticMemoryReservedPercent"),
+)
+_PROFILE_KEYS = ("name", "nodeSelector")
+_Percent100 = Field(ge=0, le=100)
+
+
+class MetricAggregatePolicy(SLOModel):
+    """`metricAggregatePolicy.durations`: Go durations ("5m"), each positive."""
+
+    durations: tuple[str, ...] = ("5m", "10m", "30m")
+
+    @field_validator("durations")
+    @classmethod
+    def _go_durations(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for index, text in enumerate(values):
+            try:
+                seconds = parse_go_duration(str(text), field=f"durations[{index}]")
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+            if seconds <= 0:
+                raise ValueError(f"durations[{index}]: must be positive, got {text!r}")
+        return values
+
+
+class ColocationStrategy(SLOModel):
+    """Every field of koordinator's ColocationStrategy, with its default (`DefaultColocationStrategy`)."""
+
+    enable: bool = False
+    metric_aggregate_duration_seconds: int = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
+    metric_report_interval_seconds: int = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
+    metric_aggregate_policy: MetricAggregatePolicy = Field(
+        default_factory=MetricAggregatePolicy, alias="metricAggregatePolicy"
+    )
+    metric_memory_collect_policy: Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"] = (
+        Field(default="usageWithoutPageCache", alias="metricMemoryCollectPolicy")
+    )
+    cpu_reclaim_threshold_percent: int = Field(default=60, ge=0, le=100, alias="cpuReclaimThresholdPercent")
+    # koordinator documents usage and maxUsageRequest for CPU (`request` is memory only).
+    cpu_calculate_policy: Literal["usage", "maxUsageRequest"] = Field(default="usage", alias="cpuCalculatePolicy")
+    memory_reclaim_threshold_percent: int = Field(default=65, ge=0, le=100, alias="memoryReclaimThresholdPercent")
+    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] = Field(
+        default="usage", alias="memoryCalculatePolicy"
+    )
+    degrade_time_minutes: int = Field(default=15, ge=1, alias="degradeTimeMinutes")
+    update_time_threshold_seconds: int = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
+    resource_diff_threshold: float = Field(default=0.1, gt=0, le=1, alias="resourceDiffThreshold")
+    mid_reclaim_mode: Literal["static"] | None = Field(default=None, alias="midReclaimMode")
+    mid_cpu_threshold_percent: int = Field(default=100, ge=0, le=100, alias="midCPUThresholdPercent")
+    mid_memory_threshold_percent: int = Field(default=100, ge=0, le=100, alias="midMemoryThresholdPercent")
+    mid_unallocated_percent: int = Field(default=0, ge=0, le=100, alias="midUnallocatedPercent")
+    mid_static_cpu_reserved_percent: int = Field(default=0, ge=0, le=100, alias="midStaticCPUReservedPercent")
+    mid_static_memory_reserved_percent: int = Field(default=0, ge=0, le=100, alias="midStaticMemoryReservedPercent")
+    batch_cpu_threshold_percent: int | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
+    batch_memory_threshold_percent: int | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON, every field (defaults included; unset optional fields omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+_DEFAULT_STRATEGY = ColocationStrategy()
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedColocation:
+    """The effective strategy of one node, whether colocation is on there, and how it was put together."""
+
+    strategy: ColocationStrategy
+    enabled: bool
+    layers: tuple[str, ...]  # where each layer came from, lowest first
+    notes: tuple[str, ...] = ()  # node-level overrides that were ignored, and why
+
+    def describe(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "layers": list(self.layers), "notes": list(self.notes),
+                "strategy": self.strategy.to_json()}
+
+
+def default_colocation(origin: str = "default") -> ResolvedColocation:
+    """No colocation-config anywhere: koordinator's defaults, colocation off."""
+    return ResolvedColocation(strategy=_DEFAULT_STRATEGY, enabled=False, layers=(origin,))
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeConfig:
+    label: str  # "nodeConfigs[anolis]" or "nodeConfigs[2]"
+    selector: LabelSelector
+    merged: dict[str, Any]  # canonical JSON of cluster < this entry (already validated)
+
+
+@dataclass(frozen=True, slots=True)
+class ColocationConfig:
+    """A parsed, validated `colocation-config`, not yet tied to a node."""
+
+    origin: str
+    cluster: dict[str, Any]  # canonical JSON of the cluster strategy (what the document says)
+    nodes: tuple[_NodeConfig, ...] = field(default=())
+
+    def resolve(self, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> ResolvedColocation:
+        """The node's effective strategy (module docstring, steps 1-4)."""
+        layers = [f"{self.origin}: {COLOCATION_KEY} cluster"]
+        cluster_enabled = ColocationStrategy.model_validate(self.cluster).enable
+        merged = self.cluster
+        for node in self.nodes:
+            if not node.selector.is_empty() and node.selector.matches(labels):
+                merged = node.merged
+                layers.append(f"{COLOCATION_KEY} {node.label}")
+                break
+        strategy, notes = _node_overrides(ColocationStrategy.model_validate(merged), merged, labels,
+                                          annotations or {}, layers)
+        return ResolvedColocation(strategy=strategy, enabled=cluster_enabled and strategy.enable,
+                                  layers=tuple(layers), notes=tuple(notes))
+
+
+def _node_overrides(
+    strategy: ColocationStrategy, merged: dict[str, Any], labels: Mapping[str, str],
+    annotations: Mapping[str, str], layers: list[str],
+) -> tuple[ColocationStrategy, list[str]]:
+    notes: list[str] = []
+    raw = annotations.get(ANNOTATION_COLOCATION_STRATEGY)
+    if raw:
+        override = _annotation_strategy(raw, notes)
+        if override is not None:
+            candidate = merge_json(merged, override)
+            try:
+                strategy = ColocationStrategy.model_validate(candidate)
+                merged = candidate
+                layers.append(f"node annotation {ANNOTATION_COLOCATION_STRATEGY}")
+            except ValidationError as exc:
+                notes.append(f"annotation {ANNOTATION_COLOCATION_STRATEGY} ignored: "
+                             + "; ".join(problems_of(exc, "")))
+    percents: dict[str, int] = {}
+    for label, wire in LABEL_RATIO_OVERRIDES:
+        text = labels.get(label)
+        if text is None:
+            continue
+        try:
+            ratio = float(text)
+        except ValueError:
+            notes.append(f"label {label}={text!r} ignored: not a number")
+            continue
+        if ratio < 0 or ratio != ratio:
+            notes.append(f"label {label}={text!r} ignored: must not be negative")
+            continue
+        percents[wire] = int(ratio * 100)
+        layers.append(f"node label {label}={text}")
+    if percents:
+        try:
+            strategy = ColocationStrategy.model_validate(merge_json(merged, percents))
+        except ValidationError as exc:
+            notes.append("node ratio labels ignored: " + "; ".join(problems_of(exc, "")))
+            del layers[len(layers) - len(percents):]
+    return strategy, notes
+
+
+def _annotation_strategy(raw: str, notes: list[str]) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        notes.append(f"annotation {ANNOTATION_COLOCATION_STRATEGY} ignored: not JSON: {exc}")
+        return None
+    if not isinstance(value, Mapping):
+        notes.append(f"annotation {ANNOTATION_COLOCATION_STRATEGY} ignored: not a JSON object")
+        return None
+    return dict(canonical_json(ColocationStrategy, value))
+
+
+def parse_colocation_config(doc: Mapping[str, Any], *, origin: str, problems: list[str]) -> ColocationConfig | None:
+    """Validate a decoded `colocation-config` value. Problems (one per bad field, with its path) are appended;
+    None when there was any."""
+    before = len(problems)
+    body = {k: v for k, v in doc.items() if k != "nodeConfigs"}
+    cluster = canonical_json(ColocationStrategy, body)
+    if _validate(cluster, COLOCATION_KEY, problems) is None:
+        return None
+    nodes: list[_NodeConfig] = []
+    raw_nodes = doc.get("nodeConfigs") or []
+    if not isinstance(raw_nodes, list):
+        problems.append(f"{COLOCATION_KEY}.nodeConfigs: must be a list, got {type(raw_nodes).__name__}")
+        raw_nodes = []
+    for index, raw in enumerate(raw_nodes):
+        where = f"{COLOCATION_KEY}.nodeConfigs[{index}]"
+        if not isinstance(raw, Mapping):
+            problems.append(f"{where}: must be an object, got {type(raw).__name__}")
+            continue
+        name = raw.get("name")
+        label = f"nodeConfigs[{name}]" if isinstance(name, str) and name else f"nodeConfigs[{index}]"
+        try:
+            selector = LabelSelector.model_validate(raw.get("nodeSelector") or {})
+        except ValidationError as exc:
+            problems.extend(problems_of(exc, f"{where}.nodeSelector"))
+            continue
+        if selector.is_empty():
+            problems.append(f"{where}.nodeSelector: must not be empty (it would match no node; "
+                            "koord-manager's webhook refuses it too)")
+            continue
+        entry = canonical_json(ColocationStrategy, {k: v for k, v in raw.items() if k not in _PROFILE_KEYS})
+        merged = merge_json(cluster, entry)
+        if _validate(merged, where, problems) is not None:
+            nodes.append(_NodeConfig(label=label, selector=selector, merged=merged))
+    if len(problems) > before:
+        return None
+    return ColocationConfig(origin=origin, cluster=cluster, nodes=tuple(nodes))
+
+
+def _validate(data: dict[str, Any], where: str, problems: list[str]) -> ColocationStrategy | None:
+    try:
+        return ColocationStrategy.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(problems_of(exc, where))
+        return None
+
+
+def node_metric_spec(resolved: ResolvedColocation) -> dict[str, Any]:
+    """The NodeMetric spec koord-manager renders for the node (`collect_policy.go`): the strategy's collect
+    policy when colocation is on there, the defaults otherwise. Durations as `metav1.Duration` prints them."""
+    s = resolved.strategy if resolved.enabled else _DEFAULT_STRATEGY
+    durations = [format_go_duration(parse_go_duration(d)) for d in s.metric_aggregate_policy.durations]
+    return {"metricCollectPolicy": {
+        "aggregateDurationSeconds": s.metric_aggregate_duration_seconds,
+        "reportIntervalSeconds": s.metric_report_interval_seconds,
+        "nodeAggregatePolicy": {"durations": durations},
+        "nodeMemoryCollectPolicy": s.metric_memory_collect_policy,
+    }}
