@@ -29,6 +29,9 @@ POD_FIELDS_FROM_API = frozenset({
     "created_at",
     "deletion_timestamp",
     "container_ids",
+    "init_container_specs",
+    "overhead",
+    "pod_level_requests",
 })
 
 
@@ -138,6 +141,7 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
             _quantities(resources, "requests", f"{where}.resources"),
             _quantities(resources, "limits", f"{where}.resources"),
         )
+    init_specs = _init_containers(spec)
     return PodRecord(
         uid=uid,
         namespace=namespace,
@@ -158,7 +162,29 @@ def pod_from_json(obj: Any, *, source: str, now: float) -> PodRecord:
         created_at=_timestamp(meta, "creationTimestamp", "metadata"),
         deletion_timestamp=_str(meta, "deletionTimestamp", "metadata"),
         container_ids=_container_ids(status),
+        init_container_specs=init_specs,
+        overhead=_quantities(spec, "overhead", "spec"),
+        pod_level_requests=_quantities(_mapping(spec, "resources", "spec"), "requests", "spec.resources"),
     )
+
+
+def _init_containers(spec: Mapping[str, Any]) -> tuple[tuple[str, Mapping[str, str], bool], ...]:
+    """(name, requests, sidecar) per init container, in spec order; a sidecar has restartPolicy Always."""
+    raw = spec.get("initContainers")
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError(f"must be a list, got {type(raw).__name__}", field="spec.initContainers")
+    out = []
+    for index, container in enumerate(raw):
+        where = f"spec.initContainers[{index}]"
+        if not isinstance(container, Mapping):
+            raise InputError(f"must be an object, got {type(container).__name__}", field=where)
+        resources = _mapping(container, "resources", where)
+        out.append((_str(container, "name", where, required=True),
+                    _quantities(resources, "requests", f"{where}.resources"),
+                    container.get("restartPolicy") == "Always"))
+    return tuple(out)
 
 
 def _timestamp(obj: Mapping[str, Any], key: str, where: str) -> float:

@@ -21,8 +21,8 @@ from typing import Any
 from hookserver.errors import InputError
 from hookserver.predictor.histogram import format_go_time
 from hookserver.predictor.predictors import ReclaimableReport
-from hookserver.predictor.priority import pod_priority_class, pod_qos_class
-from hookserver.predictor.series import (
+from hookserver.podclass import pod_priority_class, pod_qos_class
+from hookserver.seriesnames import (
     HOST_APP_CPU,
     HOST_APP_MEMORY,
     NODE_CPU,

@@ -20,7 +20,7 @@ from typing import Any
 
 from hookserver.errors import InputError
 from hookserver.predictor.models import SYSTEM_UID, Prediction, priority_uid
-from hookserver.predictor.priority import (
+from hookserver.podclass import (
     NodeAllocatable,
     is_terminated,
     pod_priority_class,

@@ -21,8 +21,8 @@ from hookserver.predictor.checkpoint import CheckpointProblem, Checkpointer, enc
 from hookserver.predictor.metrics import PredictorMetrics
 from hookserver.predictor.models import SYSTEM_UID, Model, ModelTable, priority_uid
 from hookserver.predictor.predictors import ReclaimableReport, compute_reclaimable
-from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, node_allocatable
-from hookserver.predictor.series import POD_CPU, POD_MEMORY
+from hookserver.podclass import KNOWN_PRIORITY_CLASSES, node_allocatable
+from hookserver.seriesnames import POD_CPU, POD_MEMORY
 from hookserver.predictor.settings import PredictorSettings
 from hookserver.predictor.training import TrainingRound, collect_training_round
 from hookserver.store.state import StateStore

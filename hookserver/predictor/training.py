@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hookserver.predictor.models import NODE_UID, SYSTEM_UID, priority_uid
-from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, pod_priority_class
-from hookserver.predictor.series import NODE_CPU, NODE_MEMORY, POD_CPU, POD_MEMORY
+from hookserver.podclass import KNOWN_PRIORITY_CLASSES, pod_priority_class
+from hookserver.seriesnames import NODE_CPU, NODE_MEMORY, POD_CPU, POD_MEMORY
 from hookserver.store.records import PodRecord
 from hookserver.store.timeseries import TimeSeriesStore, percentile
 

@@ -9,7 +9,7 @@ from typing import Any
 from hookserver.errors import InputError
 from hookserver.predictor.models import NODE_UID, PERCENTILES, SYSTEM_UID, Prediction, model_kind, priority_uid
 from hookserver.predictor.predictors import PredictorResult, ReclaimableReport
-from hookserver.predictor.priority import KNOWN_PRIORITY_CLASSES, pod_priority_class
+from hookserver.podclass import KNOWN_PRIORITY_CLASSES, pod_priority_class
 from hookserver.predictor.service import PredictorService
 from hookserver.kubewire import iso_time
 

@@ -56,7 +56,12 @@ def hook_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
 
 def pod_changed_fields(old: PodRecord, new: PodRecord) -> frozenset[str]:
     changed: set[str] = set()
-    if old.container_specs != new.container_specs:
+    if (
+        old.container_specs != new.container_specs
+        or old.init_container_specs != new.init_container_specs
+        or old.overhead != new.overhead
+        or old.pod_level_requests != new.pod_level_requests
+    ):
         changed.add("resources")
     if (
         old.labels.get(LABEL_QOS_CLASS) != new.labels.get(LABEL_QOS_CLASS)
@@ -76,7 +81,7 @@ def pod_changed_fields(old: PodRecord, new: PodRecord) -> frozenset[str]:
 
 
 def _empty(value: Any) -> bool:
-    return value is None or value == "" or (isinstance(value, Mapping) and not value)
+    return value is None or value == "" or (isinstance(value, Mapping | tuple) and not value)
 
 
 _KEEP_OLD_ALWAYS = frozenset({"first_seen"})

@@ -51,6 +51,11 @@ class PodRecord:
     # Container name -> runtime-prefixed ID (`containerd://<hash>`) from status.containerStatuses and
     # initContainerStatuses: how the reconciler finds container cgroups of a pod whose hooks it missed.
     container_ids: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # What else the scheduler counts in the pod's request (k8s PodRequests): init containers in spec order as
+    # (name, requests, restartPolicy Always = a sidecar), spec.overhead and pod-level spec.resources.requests.
+    init_container_specs: tuple[tuple[str, Mapping[str, str], bool], ...] = ()
+    overhead: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    pod_level_requests: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     @property
     def key(self) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from hookserver.predictor.models import SYSTEM_UID, priority_uid
 from hookserver.predictor.predictors import MIN_PREDICTOR, compute_reclaimable
-from hookserver.predictor.priority import node_allocatable, pod_priority_class, pod_qos_class, pod_requests
+from hookserver.podclass import node_allocatable, pod_priority_class, pod_qos_class, pod_requests
 from tests.predictor.helpers import DAY, GI, MI, NOW, node, pod, prediction
 
 PROD = {"koordinator.sh/priority-class": "koord-prod"}

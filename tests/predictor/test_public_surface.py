@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hookserver.predictor as predictor
 from collectors.names import METRICS
-from hookserver.predictor import series
+from hookserver import seriesnames as series
 from prometheus_client import CollectorRegistry
 
 from hookserver.predictor.metrics import PredictorMetrics

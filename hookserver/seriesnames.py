@@ -1,5 +1,6 @@
-"""Names of the collectors' series the predictor and the NodeMetric report read (see collectors/names.py;
-the areas layer may not import collectors, so the names are repeated here and a test keeps them in step)."""
+"""Names of the collectors' series that other areas read: the predictor, the NodeMetric report and the capacity
+publisher (see collectors/names.py; areas may not import collectors, so the names are repeated here, in a shared
+helper outside the layers, and a test keeps them in step)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What the predictor needs to know about a pod or the node: koordinator priority class and QoS, requests,
+"""What the predictor and the capacity publisher need to know about a pod or the node (a shared helper outside
+the layers, over the store's records): koordinator priority class and QoS, requests,
 age, and the node's allocatable, with koordinator's exact rules (apis/extension priority.go, qos_utils.go,
 priority_utils.go, node_resource_amplification.go).
 
@@ -24,6 +25,7 @@ __all__ = [
     "LABEL_PRIORITY_CLASS",
     "NodeAllocatable",
     "PodRequests",
+    "effective_requests",
     "is_terminated",
     "node_allocatable",
     "pod_priority_class",
@@ -121,6 +123,43 @@ def pod_requests(pod: PodRecord) -> PodRequests:
             cpu += parse_quantity(requests["cpu"], field=f"{name}.requests[cpu]").milli_value()
         if "memory" in requests:
             memory += parse_quantity(requests["memory"], field=f"{name}.requests[memory]").value()
+    return PodRequests(cpu, memory)
+
+
+def _milli_and_bytes(requests: Mapping[str, str], where: str) -> tuple[int, int]:
+    cpu = parse_quantity(requests["cpu"], field=f"{where}[cpu]").milli_value() if "cpu" in requests else 0
+    memory = parse_quantity(requests["memory"], field=f"{where}[memory]").value() if "memory" in requests else 0
+    return cpu, memory
+
+
+def effective_requests(pod: PodRecord) -> PodRequests:
+    """What the scheduler counts for the pod (k8s `resource.PodRequests`, which koord-manager's batch formula
+    uses): the containers' sum, with sidecars (init containers with restartPolicy Always) running beside them,
+    at least the largest init container plus the sidecars started before it; pod-level `spec.resources`
+    requests replace the aggregate where set; `spec.overhead` on top. InputError names a bad quantity."""
+    cpu = memory = 0
+    for name, (requests, _limits) in pod.container_specs.items():
+        c, m = _milli_and_bytes(requests, f"{name}.requests")
+        cpu, memory = cpu + c, memory + m
+    sidecar_cpu = sidecar_memory = 0
+    init_cpu = init_memory = 0
+    for name, requests, sidecar in pod.init_container_specs:
+        c, m = _milli_and_bytes(requests, f"initContainers.{name}.requests")
+        if sidecar:
+            cpu, memory = cpu + c, memory + m
+            sidecar_cpu, sidecar_memory = sidecar_cpu + c, sidecar_memory + m
+            c, m = sidecar_cpu, sidecar_memory
+        else:
+            c, m = c + sidecar_cpu, m + sidecar_memory
+        init_cpu, init_memory = max(init_cpu, c), max(init_memory, m)
+    cpu, memory = max(cpu, init_cpu), max(memory, init_memory)
+    if pod.pod_level_requests:
+        level_cpu, level_memory = _milli_and_bytes(pod.pod_level_requests, "spec.resources.requests")
+        cpu = level_cpu if "cpu" in pod.pod_level_requests else cpu
+        memory = level_memory if "memory" in pod.pod_level_requests else memory
+    if pod.overhead:
+        over_cpu, over_memory = _milli_and_bytes(pod.overhead, "spec.overhead")
+        cpu, memory = cpu + over_cpu, memory + over_memory
     return PodRequests(cpu, memory)
 
 
