@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from collectors.settings import CollectorSettings
+from hookserver.capacity.settings import CapacitySettings
 from hookserver.errors import ConfigError
 from hookserver.informer.settings import InformerSettings
 from hookserver.predictor.settings import PredictorSettings
@@ -138,6 +139,7 @@ class Settings(_Frozen):
     predictor: PredictorSettings = PredictorSettings()
     qos: QoSSettings = QoSSettings()
     reconciler: ReconcilerSettings = ReconcilerSettings()
+    capacity: CapacitySettings = CapacitySettings()
     # koordlet's --feature-gates: `Name=true,...` or a mapping. Values are checked here, names by the QoS
     # gate registry at startup (it knows which gates exist).
     feature_gates: dict[str, bool] = Field(default_factory=dict)

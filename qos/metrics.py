@@ -1,47 +1,19 @@
 """QoS metrics: koordlet's names where koordlet has one, `hookserver_qos_*` for the rest.
 
-koordlet's `koordlet_pod_eviction{node,reason}` is a Go counter without a `_total` suffix. prometheus_client
-names every counter `<name>_total` in the text format (it even renames the TYPE line of a custom counter), so
-the series is exported by a small collector under koordlet's exact sample name, typed `untyped`: dashboards
-and `rate()` over `koordlet_pod_eviction` keep working. `hookserver_qos_evictions_total` is the typed counter.
+koordlet's `koordlet_pod_eviction{node,reason}` is a Go counter without a `_total` suffix: it is exported under
+koordlet's exact sample name, typed `untyped` (hookserver/observability/unsuffixed.py), so dashboards and
+`rate()` over `koordlet_pod_eviction` keep working. `hookserver_qos_evictions_total` is the typed counter.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
+
+from hookserver.observability.unsuffixed import UnsuffixedCounter
 
 __all__ = ["QoSMetrics"]
 
 _PLAN_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
-
-
-class _PodEvictionCounter(Collector):
-    """`koordlet_pod_eviction{node, reason}` under koordlet's sample name (monotonic; exported untyped)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[tuple[str, str], float] = {}
-
-    def inc(self, node: str, reason: str) -> None:
-        with self._lock:
-            self._values[(node, reason)] = self._values.get((node, reason), 0.0) + 1.0
-
-    def value(self, node: str, reason: str) -> float:
-        with self._lock:
-            return self._values.get((node, reason), 0.0)
-
-    def collect(self) -> Iterator[Metric]:
-        metric = Metric("koordlet_pod_eviction", "Number of eviction launched by koordlet", "unknown")
-        with self._lock:
-            items = sorted(self._values.items())
-        for (node, reason), value in items:
-            metric.add_sample("koordlet_pod_eviction", {"node": node, "reason": reason}, value)
-        yield metric
 
 
 class QoSMetrics:
@@ -55,7 +27,8 @@ class QoSMetrics:
             "Number of cpu cores used by LS. We consider non-BE pods and podMeta-missing pods as LS.",
             ["node"], registry=registry,
         )
-        self.pod_eviction = _PodEvictionCounter()
+        self.pod_eviction = UnsuffixedCounter(
+            "koordlet_pod_eviction", "Number of eviction launched by koordlet", ("node", "reason"))
         if registry is not None:
             registry.register(self.pod_eviction)
         self.plan_duration = Histogram(

@@ -114,6 +114,12 @@ class _Ring:
         idx = (self.head - 1) % len(self.v) if len(self.v) == self.cap else len(self.v) - 1
         return self.base + self.t[idx] / 1000.0, self.v[idx]
 
+    def first(self) -> tuple[float, float] | None:
+        if not self.v:
+            return None
+        idx = self.head if len(self.v) == self.cap else 0
+        return self.base + self.t[idx] / 1000.0, self.v[idx]
+
     def nbytes(self) -> int:
         return len(self.t) * self.t.itemsize + len(self.v) * self.v.itemsize
 
@@ -306,6 +312,12 @@ class TimeSeriesStore:
             ring = self._series.get(key)
             return None if ring is None else ring.last()
 
+    def first(self, key: SeriesKey) -> tuple[float, float] | None:
+        """(timestamp, value) of the oldest sample still held, or None."""
+        with self._lock:
+            ring = self._series.get(key)
+            return None if ring is None else ring.first()
+
     def latest(self, metric: str | None = None) -> list[tuple[SeriesKey, float, float, float]]:
         """(key, timestamp, value, interval_s) of the newest sample of every series (of one metric), one lock."""
         out: list[tuple[SeriesKey, float, float, float]] = []
@@ -332,6 +344,30 @@ class TimeSeriesStore:
         """Only the values with now - window <= ts <= now, oldest first: the predictor's per-minute read,
         without building the timestamps it does not need."""
         return self._window(key, window_s, now, with_times=False)[1]
+
+    def averages(self, key: KeyLike, windows_s: tuple[float, ...], *, now: float | None = None) -> list[float | None]:
+        """The mean of the samples in each trailing window (now - w <= ts <= now), None where a window holds
+        none; one copy of the ring for all of them. For readers that need only means over a few windows (the
+        capacity publisher reads a report window and a short one per pod, every few seconds)."""
+        end = self._clock() if now is None else now
+        for w in windows_s:
+            if w < 0 or not math.isfinite(w):
+                raise StoreError(f"window must be a non-negative number of seconds, got {w!r}")
+        with self._lock:
+            ring = cast("Callable[[KeyLike], _Ring | None]", self._series.get)(key)
+            if ring is None:
+                return [None] * len(windows_s)
+            base, t, v = ring.copy()
+        end_off = math.floor(round((end - base) * 1000.0, 6))
+        hi = len(t)
+        while hi > 0 and t[hi - 1] > end_off:
+            hi -= 1
+        out: list[float | None] = []
+        for w in windows_s:
+            span = min(w, self._retention_s)
+            lo = bisect_left(t, math.ceil(round((end - span - base) * 1000.0, 6)), 0, hi)
+            out.append(math.fsum(v[lo:hi]) / (hi - lo) if hi > lo else None)
+        return out
 
     def window(self, key: SeriesKey, window_s: float | None = None, *, now: float | None = None) -> WindowStats | None:
         """avg/min/max/last/count/p50/p90/p95/p99 over the window, or None when it holds no sample."""

@@ -1,0 +1,88 @@
+"""`hookctl capacity` (and, standalone, the explanation in the state dir's capacity document): what the Node is
+offered, every term of the formula with its number and source, the policy, the state and why, the last and the
+next write. Numbers are integers in milli-cores and bytes; `-o json` is the whole document.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hookserver.kubewire import iso_time
+
+if TYPE_CHECKING:
+    from hookserver.capacity.publisher import CapacityPublisher
+
+__all__ = ["capacity_report"]
+
+
+def _next_write(publisher: CapacityPublisher) -> str:
+    last = publisher.last
+    decision = publisher.last_decision
+    if last is None:
+        return "after the first tick"
+    if last.state in ("off", "koord-manager", "yielded"):
+        return "none: this agent does not write"
+    if last.state == "warming-up":
+        return last.reason
+    strategy = publisher.last_colocation.strategy
+    rule = (f"checked every {publisher.settings.interval_s:g} s: a change above {strategy.resource_diff_threshold:.0%} "
+            f"goes out at once (a rise only once it has lasted {publisher.settings.grow_hold_s:g} s), a smaller one "
+            f"{strategy.update_time_threshold_seconds} s after the last write")
+    if decision is not None and decision.action == "hold":
+        return f"{rule}; now: {decision.reason}"
+    return rule
+
+
+def capacity_report(publisher: CapacityPublisher) -> dict[str, Any]:
+    last = publisher.last
+    result = publisher.last_result
+    colocation = publisher.last_colocation
+    strategy = colocation.strategy
+    fresh = publisher.last_freshness
+    now = publisher.clock()
+    keeper = publisher.nodemetric
+    doc: dict[str, Any] = {
+        "state": last.state if last is not None else "starting",
+        "reason": last.reason if last is not None else "no tick yet",
+        "publisher": {"setting": publisher.settings.publisher, "why": publisher.last_who or None,
+                      "field_manager": publisher.settings.field_manager,
+                      "take_over_from": list(publisher.settings.take_over_from)},
+        "target": {"kind": publisher.sink.target, "where": publisher.sink.where},
+        "offer": dict(publisher.ours),
+        "computed": result.node_values() if result is not None else None,
+        "target": dict(publisher.last_target),  # the computed offer after the growth hold
+        "policy": {
+            "enabled": colocation.enabled, "layers": list(colocation.layers), "notes": list(colocation.notes),
+            "cpu": strategy.cpu_calculate_policy, "memory": strategy.memory_calculate_policy,
+            "cpu_reclaim_threshold_percent": strategy.cpu_reclaim_threshold_percent,
+            "memory_reclaim_threshold_percent": strategy.memory_reclaim_threshold_percent,
+            "batch_cpu_threshold_percent": strategy.batch_cpu_threshold_percent,
+            "batch_memory_threshold_percent": strategy.batch_memory_threshold_percent,
+            "mid_reclaim_mode": strategy.mid_reclaim_mode or "dynamic",
+            "resource_diff_threshold": strategy.resource_diff_threshold,
+            "update_time_threshold_seconds": strategy.update_time_threshold_seconds,
+            "degrade_time_minutes": strategy.degrade_time_minutes,
+            "report_window_s": max(float(strategy.metric_aggregate_duration_seconds), 60.0),
+            "fast_window_s": publisher.settings.fast_window_s,
+        },
+        "formula": [o.as_dict() for o in result.resources] if result is not None else [],
+        "sums": {k: v.as_dict() for k, v in result.sums.items()} if result is not None else {},
+        "pods": [line.as_dict() for line in result.pods] if result is not None else [],
+        "samples": {
+            "newest_at": iso_time(fresh.newest_at or 0.0),
+            "age_s": round(now - fresh.newest_at, 1) if fresh.newest_at else None,
+            "history_s": round(now - fresh.first_at, 1) if fresh.first_at else 0.0,
+        },
+        "notes": list(publisher.last_notes),
+        "last_tick": ({"at": iso_time(last.at), "action": last.action, "result": last.result or None,
+                       "detail": last.detail or None, "duration_ms": round(last.duration_s * 1000, 3)}
+                      if last is not None else None),
+        "last_write": publisher.writes[-1].as_dict() if publisher.writes else None,
+        "next_write": _next_write(publisher),
+        "writes": [w.as_dict() for w in list(publisher.writes)[-10:]],
+        "writes_last_hour": publisher.writes_in_last_hour(now),
+        "ticks": publisher.ticks,
+        "errors": publisher.errors,
+        "nodemetric": keeper.view() if keeper is not None else None,
+    }
+    return doc
