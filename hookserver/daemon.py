@@ -20,6 +20,14 @@ from prometheus_client import CollectorRegistry
 from collectors import CollectorScheduler, build_collectors, query_report, top_report
 from hookserver import __version__
 from hookserver.aio.tasks import RootTasks
+from hookserver.capacity import (
+    CapacityMetrics,
+    CapacityPublisher,
+    CapacitySink,
+    LocalCapacitySink,
+    NodeMetricKeeper,
+    Pair,
+)
 from hookserver.config import Settings
 from hookserver.debug import DebugServer
 from hookserver.dispatch import HookDispatcher
@@ -109,6 +117,10 @@ class Daemon:
         if settings.predictor.enabled:
             self.predictor, self.reporter = self._build_predictor(settings)
         self.qos = self._build_qos(settings)
+        self.capacity: CapacityPublisher | None = None
+        if settings.capacity.enabled:
+            self.capacity = self._build_capacity(settings)
+            self.health.add_liveness_check("capacity", self.capacity.hung)
         self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
@@ -143,6 +155,9 @@ class Daemon:
             )
             if reporter is not None:
                 providers["nodemetric"] = lambda args: reporter.view() if reporter is not None else {}
+        if self.capacity is not None:
+            capacity = self.capacity
+            providers["capacity"] = lambda args: capacity.view()
         providers["version"] = lambda args: server_version(
             node=settings.node_name, started_at=self.started_at,
             nri_status=self.nri.status() if self.nri is not None else None,
@@ -182,6 +197,61 @@ class Daemon:
         else:
             sink = FileStatusSink(os.path.join(settings.state_dir, ps.status_file), node_name=settings.node_name)
         return service, NodeMetricReporter(service, sink, settings=ps, metrics=metrics)
+
+    def _build_capacity(self, settings: Settings) -> CapacityPublisher:
+        """The batch/mid capacity publisher: to the Node's status through the informer's server-side-apply writer
+        when the agent talks to an apiserver, else to a document under --state-dir."""
+        cs = settings.capacity
+        metrics = CapacityMetrics(self.prometheus, node=settings.node_name)
+        transport = self.informer.transport
+        standalone = transport is None or self.informer.mode == "standalone"
+        sink: CapacitySink
+        keeper: NodeMetricKeeper | None = None
+        document = ""
+        if standalone or transport is None:
+            document = os.path.join(settings.state_dir, cs.status_file)
+            sink = LocalCapacitySink(document)
+        else:
+            from hookserver.informer.node_capacity import NodeCapacityWriter
+            from hookserver.informer.nodemetric_spec import NodeMetricSpecWriter
+
+            sink = NodeCapacityWriter(transport, node_name=settings.node_name, field_manager=cs.field_manager,
+                                      timeout_s=cs.write_timeout_s)
+            if cs.manage_nodemetric:
+                keeper = NodeMetricKeeper(
+                    NodeMetricSpecWriter(transport, node_name=settings.node_name, field_manager=cs.field_manager,
+                                         timeout_s=cs.write_timeout_s),
+                    watched=settings.informer.watch_nodemetric, on_result=metrics.record_nodemetric,
+                )
+        return CapacityPublisher(
+            store=self.store, settings=cs, sink=sink, standalone=standalone, prod_reclaimable=self._prod_reclaimable,
+            disabled_collectors=self._disabled_collectors, koord_manager_evidence=self._koord_manager_evidence,
+            nodemetric=keeper, document_path=document, metrics=metrics,
+        )
+
+    def _prod_reclaimable(self) -> Pair | None:
+        """The predictor's last published prod-reclaimable figure (mid capacity's input), None when none."""
+        report = self.reporter.last_reclaimable if self.reporter is not None else None
+        if report is None or not report.published.ok:
+            return None
+        return Pair(report.published.cpu_milli, report.published.memory_bytes)
+
+    def _disabled_collectors(self) -> list[str]:
+        """Collectors the capacity formula needs that are switched off: no fresh usage will ever come."""
+        states = self.collectors.status().get("collectors", {})
+        out = []
+        for name in ("node_resource", "pod_resource", "system_resource"):
+            state = states.get(name)
+            if isinstance(state, dict) and not state.get("enabled", True):
+                out.append(f"{name}: {state.get('disabled_reason') or 'disabled'}")
+        return out
+
+    def _koord_manager_evidence(self) -> str:
+        """What says koord-manager runs: a NodeSLO object for this node (koord-manager renders one per node)."""
+        for source in self.informer.status().get("sources", []):
+            if isinstance(source, dict) and source.get("resource") == "nodeslo" and source.get("objects"):
+                return f"a NodeSLO named {self.settings.node_name} exists (koord-manager renders one per node)"
+        return ""
 
     def _build_qos(self, settings: Settings) -> QoSRunner:
         """The reconcilers, their gates (an unknown --feature-gates name raises ConfigError here, before
@@ -264,8 +334,17 @@ class Daemon:
                 "reconcilers": sorted(self.qos.reconcilers),
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
+            "capacity": self._capacity_status(),
             "gc": self.gc_pauses.status(),
         }
+
+    def _capacity_status(self) -> dict[str, Any]:
+        if self.capacity is None:
+            return {"state": "disabled"}
+        last = self.capacity.last
+        return {"state": last.state if last is not None else "starting", "reason": last.reason if last else "",
+                "target": self.capacity.sink.target, "where": self.capacity.sink.where,
+                "offer": dict(self.capacity.ours)}
 
     def _predictor_status(self) -> dict[str, Any]:
         if self.predictor is None:
@@ -302,6 +381,8 @@ class Daemon:
                 tasks.spawn("predictor", self.predictor.run(stop))
             if self.reporter is not None:
                 tasks.spawn("nodemetric-reporter", self.reporter.run(stop))
+            if self.capacity is not None:
+                tasks.spawn("capacity", self.capacity.run(stop))
             if self.settings.qos.enabled:
                 tasks.spawn("qos", self.qos.run(stop))
             log.info(

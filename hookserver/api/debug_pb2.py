@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ahookserver/api/debug.proto\x12\x13hookserver.debug.v1\"\x0f\n\rStatusRequest\"\r\n\x0bPodsRequest\"1\n\x0e\x45xplainRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x1e\n\rEventsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"5\n\rWritesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x15\n\rpath_contains\x18\x02 \x01(\t\"\x0c\n\nSloRequest\"$\n\nTopRequest\x12\x16\n\x0ewindow_seconds\x18\x01 \x01(\r\"\x1f\n\x0eMetricsRequest\x12\r\n\x05query\x18\x01 \x01(\t\"\x0c\n\nNriRequest\"a\n\x0ePredictRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08priority\x18\x03 \x01(\t\x12\x0c\n\x04node\x18\x04 \x01(\x08\x12\x0e\n\x06system\x18\x05 \x01(\x08\"\x14\n\x12ReclaimableRequest\"\x13\n\x11NodeMetricRequest\"\x0c\n\nQosRequest\"H\n\x0eQosPlanRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cslo_document\x18\x02 \x01(\t\x12\x12\n\nslo_source\x18\x03 \x01(\t\"\x10\n\x0eVersionRequest\"\x1a\n\nDebugReply\x12\x0c\n\x04json\x18\x01 \x01(\t2\xa8\t\n\x05\x44\x65\x62ug\x12M\n\x06Status\x12\".hookserver.debug.v1.StatusRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12I\n\x04Pods\x12 .hookserver.debug.v1.PodsRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07\x45xplain\x12#.hookserver.debug.v1.ExplainRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12M\n\x06\x45vents\x12\".hookserver.debug.v1.EventsRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12M\n\x06Writes\x12\".hookserver.debug.v1.WritesRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Slo\x12\x1f.hookserver.debug.v1.SloRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Top\x12\x1f.hookserver.debug.v1.TopRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07Metrics\x12#.hookserver.debug.v1.MetricsRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Nri\x12\x1f.hookserver.debug.v1.NriRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07Predict\x12#.hookserver.debug.v1.PredictRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12W\n\x0bReclaimable\x12\'.hookserver.debug.v1.ReclaimableRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12U\n\nNodeMetric\x12&.hookserver.debug.v1.NodeMetricRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Qos\x12\x1f.hookserver.debug.v1.QosRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07QosPlan\x12#.hookserver.debug.v1.QosPlanRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07Version\x12#.hookserver.debug.v1.VersionRequest\x1a\x1f.hookserver.debug.v1.DebugReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ahookserver/api/debug.proto\x12\x13hookserver.debug.v1\"\x0f\n\rStatusRequest\"\r\n\x0bPodsRequest\"1\n\x0e\x45xplainRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x1e\n\rEventsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"5\n\rWritesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\x12\x15\n\rpath_contains\x18\x02 \x01(\t\"\x0c\n\nSloRequest\"$\n\nTopRequest\x12\x16\n\x0ewindow_seconds\x18\x01 \x01(\r\"\x1f\n\x0eMetricsRequest\x12\r\n\x05query\x18\x01 \x01(\t\"\x0c\n\nNriRequest\"a\n\x0ePredictRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08priority\x18\x03 \x01(\t\x12\x0c\n\x04node\x18\x04 \x01(\x08\x12\x0e\n\x06system\x18\x05 \x01(\x08\"\x14\n\x12ReclaimableRequest\"\x13\n\x11NodeMetricRequest\"\x11\n\x0f\x43\x61pacityRequest\"\x0c\n\nQosRequest\"H\n\x0eQosPlanRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cslo_document\x18\x02 \x01(\t\x12\x12\n\nslo_source\x18\x03 \x01(\t\"\x10\n\x0eVersionRequest\"\x1a\n\nDebugReply\x12\x0c\n\x04json\x18\x01 \x01(\t2\xfb\t\n\x05\x44\x65\x62ug\x12M\n\x06Status\x12\".hookserver.debug.v1.StatusRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12I\n\x04Pods\x12 .hookserver.debug.v1.PodsRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07\x45xplain\x12#.hookserver.debug.v1.ExplainRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12M\n\x06\x45vents\x12\".hookserver.debug.v1.EventsRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12M\n\x06Writes\x12\".hookserver.debug.v1.WritesRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Slo\x12\x1f.hookserver.debug.v1.SloRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Top\x12\x1f.hookserver.debug.v1.TopRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07Metrics\x12#.hookserver.debug.v1.MetricsRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Nri\x12\x1f.hookserver.debug.v1.NriRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07Predict\x12#.hookserver.debug.v1.PredictRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12W\n\x0bReclaimable\x12\'.hookserver.debug.v1.ReclaimableRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12U\n\nNodeMetric\x12&.hookserver.debug.v1.NodeMetricRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12G\n\x03Qos\x12\x1f.hookserver.debug.v1.QosRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07QosPlan\x12#.hookserver.debug.v1.QosPlanRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12O\n\x07Version\x12#.hookserver.debug.v1.VersionRequest\x1a\x1f.hookserver.debug.v1.DebugReply\x12Q\n\x08\x43\x61pacity\x12$.hookserver.debug.v1.CapacityRequest\x1a\x1f.hookserver.debug.v1.DebugReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,14 +55,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECLAIMABLEREQUEST']._serialized_end=439
   _globals['_NODEMETRICREQUEST']._serialized_start=441
   _globals['_NODEMETRICREQUEST']._serialized_end=460
-  _globals['_QOSREQUEST']._serialized_start=462
-  _globals['_QOSREQUEST']._serialized_end=474
-  _globals['_QOSPLANREQUEST']._serialized_start=476
-  _globals['_QOSPLANREQUEST']._serialized_end=548
-  _globals['_VERSIONREQUEST']._serialized_start=550
-  _globals['_VERSIONREQUEST']._serialized_end=566
-  _globals['_DEBUGREPLY']._serialized_start=568
-  _globals['_DEBUGREPLY']._serialized_end=594
-  _globals['_DEBUG']._serialized_start=597
-  _globals['_DEBUG']._serialized_end=1789
+  _globals['_CAPACITYREQUEST']._serialized_start=462
+  _globals['_CAPACITYREQUEST']._serialized_end=479
+  _globals['_QOSREQUEST']._serialized_start=481
+  _globals['_QOSREQUEST']._serialized_end=493
+  _globals['_QOSPLANREQUEST']._serialized_start=495
+  _globals['_QOSPLANREQUEST']._serialized_end=567
+  _globals['_VERSIONREQUEST']._serialized_start=569
+  _globals['_VERSIONREQUEST']._serialized_end=585
+  _globals['_DEBUGREPLY']._serialized_start=587
+  _globals['_DEBUGREPLY']._serialized_end=613
+  _globals['_DEBUG']._serialized_start=616
+  _globals['_DEBUG']._serialized_end=1891
 # @@protoc_insertion_point(module_scope)

@@ -76,6 +76,10 @@ class NodeMetricRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class CapacityRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class QosRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -37,6 +37,7 @@ from typing import Any
 
 from hookserver.capacity.inputs import NodeFacts, PodInput, UsageFacts
 from hookserver.capacity.quantities import ZERO, Pair, scale
+from hookserver.fastinit import fast_frozen_init
 from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from hookserver.kubewire import memory_quantity
 from hookserver.slo.colocation import ColocationStrategy
@@ -78,6 +79,7 @@ class ResourceOutcome:
                 "formula": self.formula, "terms": [t.as_dict() for t in self.terms]}
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class PodLine:
     """How one pod entered the sums."""
@@ -149,49 +151,69 @@ def _host_apps(usage: UsageFacts, classes: frozenset[str]) -> Pair:
 
 
 def _pod_lines(pods: Sequence[PodInput], dangling: Iterable[PodInput]) -> tuple[list[PodLine], Pair, Pair, Pair]:
-    """Per pod, and the sums HP request, HP used, sum of max(used, request)."""
+    """Per pod, and the sums HP request, HP used, sum of max(used, request). Runs once per pod per tick: sums
+    are kept in plain integers and a pod's own Pair objects are reused, not rebuilt."""
     lines: list[PodLine] = []
-    hp_request = hp_used = hp_max = ZERO
+    append = lines.append
+    req_c = req_m = used_c = used_m = max_c = max_m = 0
     for pod in pods:
-        usage = pod.usage.effective if pod.usage is not None else None
-        set_by = pod.usage.set_by if pod.usage is not None else ""
+        window = pod.usage
+        usage = window.effective if window is not None else None
+        set_by = window.set_by if window is not None else ""
+        request = pod.request
         if pod.phase not in _RUNNING_PHASES:
             if usage is not None and pod.priority_class not in _NOT_HP:
                 # koord-manager lists Running/Pending pods only: a finished pod's usage is a dangling metric
-                hp_used, hp_max = hp_used + usage, hp_max + usage
-                lines.append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
-                                     f"dangling:phase {pod.phase}", pod.request, usage, set_by, usage, usage))
+                used_c, used_m, max_c, max_m = used_c + usage.cpu, used_m + usage.memory, max_c + usage.cpu, \
+                    max_m + usage.memory
+                append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
+                               f"dangling:phase {pod.phase}", request, usage, set_by, usage, usage))
             else:
-                lines.append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
-                                     f"skipped:phase {pod.phase}", pod.request, usage, set_by, ZERO, ZERO))
+                append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
+                               f"skipped:phase {pod.phase}", request, usage, set_by, ZERO, ZERO))
             continue
         if pod.priority_class in _NOT_HP:
-            lines.append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
-                                 f"skipped:{pod.priority_class}", pod.request, usage, set_by, ZERO, ZERO))
+            append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
+                           _SKIPPED.get(pod.priority_class) or f"skipped:{pod.priority_class}", request, usage,
+                           set_by, ZERO, ZERO))
             continue
-        hp_request = hp_request + pod.request
+        req_c += request.cpu
+        req_m += request.memory
         if usage is None:
-            used, most, how = pod.request, pod.request, "request:no-sample"
+            used, most, how = request, request, "request:no-sample"
         elif pod.qos == "LSE":
-            used, most, how = Pair(pod.request.cpu, usage.memory), usage.max(pod.request), "lse:cpu-at-request"
+            used, most, how = Pair(request.cpu, usage.memory), _larger(usage, request), "lse:cpu-at-request"
         else:
-            used, most, how = usage, usage.max(pod.request), "usage"
-        hp_used = hp_used + used
-        hp_max = hp_max + most
-        lines.append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase, how, pod.request, usage,
-                             set_by, used, most))
+            used, most, how = usage, _larger(usage, request), "usage"
+        used_c += used.cpu
+        used_m += used.memory
+        max_c += most.cpu
+        max_m += most.memory
+        append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase, how, request, usage, set_by, used,
+                       most))
     for pod in dangling:
         usage = pod.usage.effective if pod.usage is not None else ZERO
         set_by = pod.usage.set_by if pod.usage is not None else ""
         if pod.priority_class in _NOT_HP:
-            lines.append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
-                                 f"skipped:dangling {pod.priority_class}", ZERO, usage, set_by, ZERO, ZERO))
+            append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase,
+                           f"skipped:dangling {pod.priority_class}", ZERO, usage, set_by, ZERO, ZERO))
             continue
-        hp_used = hp_used + usage
-        hp_max = hp_max + usage
-        lines.append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase, "dangling", ZERO, usage,
-                             set_by, usage, usage))
-    return lines, hp_request, hp_used, hp_max
+        used_c, used_m, max_c, max_m = used_c + usage.cpu, used_m + usage.memory, max_c + usage.cpu, max_m + usage.memory
+        append(PodLine(pod.key, pod.uid, pod.priority_class, pod.qos, pod.phase, "dangling", ZERO, usage, set_by,
+                       usage, usage))
+    return lines, Pair(req_c, req_m), Pair(used_c, used_m), Pair(max_c, max_m)
+
+
+_SKIPPED = {name: f"skipped:{name}" for name in _NOT_HP}
+
+
+def _larger(a: Pair, b: Pair) -> Pair:
+    """max per resource, reusing an argument when it is the larger in both."""
+    if a.cpu >= b.cpu and a.memory >= b.memory:
+        return a
+    if b.cpu >= a.cpu and b.memory >= a.memory:
+        return b
+    return Pair(max(a.cpu, b.cpu), max(a.memory, b.memory))
 
 
 def _cpu_ratio_up(milli: int, ratio: float) -> int:
@@ -302,10 +324,12 @@ def _mid(strategy: ColocationStrategy, node: NodeFacts, usage: UsageFacts, pods:
     base = prod.min(unused).clamp0()
     system = usage.system.effective if usage.system is not None else ZERO
     reserved = node.reserved.max(system + _host_apps(usage, _HOST_APP_PROD))
-    requests = ZERO
+    req_c = req_m = 0
     for pod in pods:
         if pod.phase in _RUNNING_PHASES and pod.priority_class not in _NOT_MID_HP:
-            requests = requests + pod.request
+            req_c += pod.request.cpu
+            req_m += pod.request.memory
+    requests = Pair(req_c, req_m)
     unallocated = (cap - reserved - requests).clamp0()
     share = _percent(strategy.mid_unallocated_percent)
     extra = unallocated.scaled(share, share)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from hookserver.capacity.quantities import ZERO, Pair
+from hookserver.fastinit import fast_frozen_init
 
 __all__ = ["HostAppUsage", "NodeFacts", "PodInput", "UsageFacts", "WindowedUsage"]
 
@@ -18,25 +19,26 @@ _NO_VALUES: Mapping[str, int] = MappingProxyType({})
 _NO_OWNERS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class WindowedUsage:
     """Usage averaged over the report window (what koord-manager reads from NodeMetric) and over the short
-    fast window (None when it is off or holds no sample). The formula counts the larger of the two per
-    resource: a step up in usage shrinks the offer within the fast window, a step down grows it only as
-    the long average follows."""
+    fast window (None when it is off or holds no sample). The formula counts `effective`, the larger of the
+    two per resource: a step up in usage shrinks the offer within the fast window, a step down grows it only
+    as the long average follows. Build it with `WindowedUsage.of`."""
 
     avg: Pair
-    fast: Pair | None = None
+    fast: Pair | None
+    effective: Pair
+    set_by: str  # window | fast: which window set the effective figure (either resource)
 
-    @property
-    def effective(self) -> Pair:
-        return self.avg if self.fast is None else self.avg.max(self.fast)
-
-    @property
-    def set_by(self) -> str:
-        if self.fast is None:
-            return "window"
-        return "fast" if (self.fast.cpu > self.avg.cpu or self.fast.memory > self.avg.memory) else "window"
+    @classmethod
+    def of(cls, avg: Pair, fast: Pair | None = None) -> WindowedUsage:
+        if fast is None or (fast.cpu <= avg.cpu and fast.memory <= avg.memory):
+            return cls(avg, fast, avg, "window")
+        if fast.cpu >= avg.cpu and fast.memory >= avg.memory:
+            return cls(avg, fast, fast, "fast")
+        return cls(avg, fast, avg.max(fast), "fast")
 
 
 @dataclass(frozen=True, slots=True)

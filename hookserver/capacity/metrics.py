@@ -10,11 +10,11 @@ koord-manager (`pkg/slo-controller/metrics`, subsystem `slo_controller`):
 The two counters are Go counters without `_total`: exported under that exact name, untyped.
 
 hookserver:
-    hookserver_capacity_offer{resource}           what this agent has on the Node now (absent when withdrawn)
-    hookserver_capacity_computed{resource}        the last computed value (what would be published)
-    hookserver_capacity_state{state}              1 for the current state (published, holding, degraded, ...)
-    hookserver_capacity_yielded{manager}          1 while another field manager owns the fields
-    hookserver_capacity_writes_total{action,result}
+    hookserver_capacity_offer{node,resource}      what this agent has on the Node now (absent when withdrawn)
+    hookserver_capacity_computed{node,resource}   the last computed value (what would be published)
+    hookserver_capacity_state{node,state}         1 for the current state (published, holding, degraded, ...)
+    hookserver_capacity_yielded{node,manager}     1 while another field manager owns the fields
+    hookserver_capacity_writes_total{node,action,result}
     hookserver_capacity_compute_seconds           one tick's gather + formula
     hookserver_capacity_last_write_timestamp_seconds
 """
@@ -49,29 +49,32 @@ class CapacityMetrics:
             registry.register(self.node_resource_reconcile)
             registry.register(self.nodemetric_reconcile)
         self.offer = Gauge("hookserver_capacity_offer",
-                           "Batch/mid capacity this agent has on its Node (status.allocatable); absent when withdrawn",
-                           ["resource"], registry=registry)
-        self.computed = Gauge("hookserver_capacity_computed", "The last computed batch/mid capacity",
-                              ["resource"], registry=registry)
+                           "Batch/mid capacity this agent has on its Node (status.allocatable; milli-cores, bytes); "
+                           "absent when withdrawn", ["node", "resource"], registry=registry)
+        self.computed = Gauge("hookserver_capacity_computed",
+                              "The last computed batch/mid capacity (milli-cores, bytes)", ["node", "resource"],
+                              registry=registry)
         self.state = Gauge("hookserver_capacity_state", "The capacity publisher's state (1 for the current one)",
-                           ["state"], registry=registry)
+                           ["node", "state"], registry=registry)
         self.yielded = Gauge("hookserver_capacity_yielded",
-                             "1 while another field manager owns the batch/mid fields of the Node", ["manager"],
+                             "1 while another field manager owns the batch/mid fields of the Node", ["node", "manager"],
                              registry=registry)
         self.writes = Counter("hookserver_capacity_writes", "Node status writes of the capacity publisher",
-                              ["action", "result"], registry=registry)
+                              ["node", "action", "result"], registry=registry)
         self.compute_seconds = Histogram("hookserver_capacity_compute_seconds",
                                          "One capacity tick: inputs gathered and the formula computed",
                                          buckets=_BUCKETS_S, registry=registry)
         self.last_write = Gauge("hookserver_capacity_last_write_timestamp_seconds",
                                 "When the publisher last changed the Node (unix seconds)", registry=registry)
+        for action in ("write", "withdraw"):  # series from the start (0), so rate() and dashboards see them
+            self.writes.labels(node, action, "ok")
         self._yielded_to: set[str] = set()
         self._offered: set[str] = set()
         self.set_state("off")
 
     def record_computed(self, values: Mapping[str, int], internal: Mapping[str, int]) -> None:
         for resource, value in values.items():
-            self.computed.labels(resource).set(value)
+            self.computed.labels(self.node, resource).set(value)
         for resource, value in internal.items():
             memory = resource in (BATCH_MEMORY, MID_MEMORY)
             self.internal.labels(self.node, resource, "byte" if memory else "integer").set(
@@ -81,13 +84,13 @@ class CapacityMetrics:
         """What the Node holds of ours now; resources no longer there lose their series."""
         offered = {r for r in values if r in PUBLISHED_RESOURCES}
         for resource in self._offered - offered:
-            self.offer.remove(resource)
+            self.offer.remove(self.node, resource)
         for resource in offered:
-            self.offer.labels(resource).set(values[resource])
+            self.offer.labels(self.node, resource).set(values[resource])
         self._offered = offered
 
     def record_write(self, action: str, result: str, at: float) -> None:
-        self.writes.labels(action, result).inc()
+        self.writes.labels(self.node, action, result).inc()
         self.node_resource_reconcile.inc("succeeded" if result == "ok" else "failed", "updateNodeStatus")
         if result == "ok":
             self.last_write.set(at)
@@ -101,12 +104,12 @@ class CapacityMetrics:
 
     def set_state(self, state: str) -> None:
         for name in STATES:
-            self.state.labels(name).set(1 if name == state else 0)
+            self.state.labels(self.node, name).set(1 if name == state else 0)
 
     def set_yielded(self, managers: Iterable[str]) -> None:
         wanted = set(managers)
         for gone in self._yielded_to - wanted:
-            self.yielded.remove(gone)
+            self.yielded.remove(self.node, gone)
         for manager in wanted:
-            self.yielded.labels(manager).set(1)
+            self.yielded.labels(self.node, manager).set(1)
         self._yielded_to = wanted

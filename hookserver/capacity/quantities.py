@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hookserver.fastinit import fast_frozen_init
+
 __all__ = ["ZERO", "Pair", "scale"]
 
 
@@ -17,6 +19,7 @@ def scale(value: int, ratio: float) -> int:
     return int(float(value) * ratio)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Pair:
     """CPU milli-cores and memory bytes."""

@@ -47,7 +47,7 @@ def capacity_report(publisher: CapacityPublisher) -> dict[str, Any]:
         "publisher": {"setting": publisher.settings.publisher, "why": publisher.last_who or None,
                       "field_manager": publisher.settings.field_manager,
                       "take_over_from": list(publisher.settings.take_over_from)},
-        "target": {"kind": publisher.sink.target, "where": publisher.sink.where},
+        "destination": {"kind": publisher.sink.target, "where": publisher.sink.where},
         "offer": dict(publisher.ours),
         "computed": result.node_values() if result is not None else None,
         "target": dict(publisher.last_target),  # the computed offer after the growth hold

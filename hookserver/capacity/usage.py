@@ -79,7 +79,7 @@ def _windowed(averages: _Averages, cpu: Iterable[SeriesKey], memory: Iterable[Se
     fast = None
     if len(windows) > 1 and cpu_avg[1] >= 0 and memory_avg[1] >= 0:
         fast = Pair(int(cpu_avg[1] * 1000), int(memory_avg[1]))
-    return WindowedUsage(avg=avg, fast=fast)
+    return WindowedUsage.of(avg, fast)
 
 
 def _by_label(series: TimeSeriesStore, metric: str, label: str) -> dict[str, list[SeriesKey]]:

@@ -2,7 +2,7 @@
 
     hookctl [--socket PATH] status | pods | explain NS/NAME | events | writes   [-o json]
             slo | top [--window S] | metrics QUERY | nri
-            predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric
+            predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric | capacity
             qos | qos plan NAME [--slo FILE] | version
 
 Talks to the debug API on a unix socket (default /var/run/hookserver/debug.sock, or $HOOKCTL_SOCKET).
@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from hookserver.debug.client import DEFAULT_SOCKET, DEFAULT_TIMEOUT_S, DebugCallError, DebugClient
 from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render, render_nodemetric, render_predict, render_reclaimable, render_top
+from hookserver.debug.render_capacity import render_capacity
 from hookserver.debug.render_qos import render_qos, render_qos_plan
 from hookserver.errors import InputError
 
@@ -73,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--system", action="store_true", help="the system model (node minus pods)")
     sub.add_parser("reclaimable", parents=[output], help="reclaimable resources per predictor, and why")
     sub.add_parser("nodemetric", parents=[output], help="the NodeMetric status last reported")
+    sub.add_parser("capacity", parents=[output],
+                   help="batch/mid capacity: the offer, each term of the formula, state, last and next write")
     qos = sub.add_parser("qos", parents=[output], help="QoS reconcilers; `qos plan NAME` replays one")
     qos_sub = qos.add_subparsers(dest="qos_command", required=False, metavar="plan")
     plan = qos_sub.add_parser("plan", parents=[output], help="what a reconciler would do now, without doing it")
@@ -124,6 +127,7 @@ def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]
         "nri": client.nri,
         "reclaimable": client.reclaimable,
         "nodemetric": client.nodemetric,
+        "capacity": client.capacity,
         "qos": client.qos,
     }
     return simple[command]
@@ -159,6 +163,8 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None
         out.write(render_reclaimable(doc) + "\n")
     elif command == "nodemetric":
         out.write(render_nodemetric(doc) + "\n")
+    elif command == "capacity":
+        out.write(render_capacity(doc) + "\n")
     elif command == "qos":
         out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:

@@ -99,6 +99,9 @@ class DebugClient:
     def nodemetric(self) -> str:
         return self._call("NodeMetric", debug_pb2.NodeMetricRequest())
 
+    def capacity(self) -> str:
+        return self._call("Capacity", debug_pb2.CapacityRequest())
+
     def qos(self) -> str:
         return self._call("Qos", debug_pb2.QosRequest())
 

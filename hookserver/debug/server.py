@@ -55,6 +55,7 @@ _MISSING: Mapping[str, str] = {
     "qos": "the QoS reconcilers are not running (no 'qos' provider is registered)",
     "qos_plan": "the QoS reconcilers are not running (no 'qos_plan' provider is registered)",
     "version": "no 'version' provider is registered",
+    "capacity": "the capacity publisher is not running (capacity.enabled: false)",
 }
 PROVIDER_NAMES = frozenset(_MISSING)
 
@@ -150,6 +151,9 @@ class _Servicer:
 
     def NodeMetric(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "NodeMetric", lambda: self._provide("nodemetric", {}))
+
+    def Capacity(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "Capacity", lambda: self._provide("capacity", {}))
 
     def Qos(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "Qos", lambda: self._provide("qos", {}))

@@ -3,15 +3,17 @@
 Readiness is a set of named checks that the parts of the daemon set themselves ("proxy", "nri",
 "informer"): ready only when every one is. Liveness asks the daemon's event loop to run a no-op and
 waits briefly for it, so a loop that is wedged (a blocking call on the hot path, a deadlock) fails the
-probe even though the HTTP thread itself still answers. Both are read from the HTTP server's threads
-and written from the loop, so state sits behind a lock and is copied out.
+probe even though the HTTP thread itself still answers; parts whose work runs off the loop add their own
+liveness checks (the capacity publisher: a tick stuck on a hung apiserver call must get the agent
+restarted, or the offer it can no longer vouch for would stay on the Node). Both are read from the HTTP
+server's threads and written from the loop, so state sits behind a lock and is copied out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 __all__ = ["HealthState", "Readiness"]
@@ -44,6 +46,7 @@ class HealthState:
         }
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_timeout_s = loop_timeout_s
+        self._liveness_checks: dict[str, Callable[[], tuple[bool, str]]] = {}
 
     # -- readiness ---------------------------------------------------------------------------------
     def set_ready(self, name: str, ready: bool, reason: str = "") -> None:
@@ -70,10 +73,21 @@ class HealthState:
         with self._lock:
             self._loop = loop
 
+    def add_liveness_check(self, name: str, hung: Callable[[], tuple[bool, str]]) -> None:
+        """A part that works off the loop: `hung()` returns (True, why) when it is stuck; /healthz then fails."""
+        with self._lock:
+            self._liveness_checks[name] = hung
+
     def liveness(self) -> tuple[bool, str]:
-        """(alive, reason). Without an attached loop, a process that answers is alive."""
+        """(alive, reason). Without an attached loop, a process that answers is alive (unless a part's
+        liveness check says it is stuck)."""
         with self._lock:
             loop = self._loop
+            checks = list(self._liveness_checks.values())
+        for check in checks:
+            hung, why = check()
+            if hung:
+                return False, why
         if loop is None:
             return True, "ok"
         if loop.is_closed():

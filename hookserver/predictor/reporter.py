@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from hookserver.aio.periodic import sleep_or_stop
 from hookserver.predictor.metrics import PredictorMetrics
 from hookserver.predictor.nodemetric_status import ReportPolicy, build_status, report_policy
+from hookserver.predictor.predictors import ReclaimableReport
 from hookserver.predictor.service import PredictorService
 from hookserver.predictor.settings import PredictorSettings
 from hookserver.kubewire import iso_time
@@ -102,6 +103,9 @@ class NodeMetricReporter:
         self.metrics = metrics
         self.clock = clock
         self.last_status: dict[str, Any] | None = None
+        # The last prod-reclaimable computation: the capacity publisher's mid input (as koord-manager reads
+        # status.prodReclaimableMetric).
+        self.last_reclaimable: ReclaimableReport | None = None
         self.last_built_at = 0.0
         self.last_ok_at = 0.0
         self.last_result = ""
@@ -123,6 +127,7 @@ class NodeMetricReporter:
         for problem in policy.problems:
             log.debug("NodeMetric spec: %s", problem)
         reclaimable = self.service.reclaimable(window_s=policy.aggregate_s, now=now)
+        self.last_reclaimable = reclaimable
         status = build_status(self.service.store.snapshot(), self.service.store.series, now=now, policy=policy,
                               reclaimable=reclaimable)
         if self.metrics is not None:

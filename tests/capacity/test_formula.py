@@ -25,7 +25,7 @@ CPU_MARGIN = 3200  # 8000 x (100 - 60) %
 
 
 def _u(cpu: int, memory: int, fast: Pair | None = None) -> WindowedUsage:
-    return WindowedUsage(avg=Pair(cpu, memory), fast=fast)
+    return WindowedUsage.of(Pair(cpu, memory), fast)
 
 
 def _pod(name: str, cls: str, qos: str, request: Pair, usage: WindowedUsage | None, phase: str = "Running") -> PodInput:

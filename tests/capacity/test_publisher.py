@@ -143,8 +143,8 @@ def test_another_writer_is_never_overwritten() -> None:
         outcome = publisher.tick()
         assert outcome.state == "yielded" and "koordinator-manager" in outcome.reason
     assert len(world.sink.calls) == calls
-    assert registry.get_sample_value("hookserver_capacity_yielded", {"manager": "koordinator-manager"}) == 1
-    assert registry.get_sample_value("hookserver_capacity_state", {"state": "yielded"}) == 1
+    assert registry.get_sample_value("hookserver_capacity_yielded", {"node": "node-a", "manager": "koordinator-manager"}) == 1
+    assert registry.get_sample_value("hookserver_capacity_state", {"node": "node-a", "state": "yielded"}) == 1
 
 
 def test_a_conflict_from_the_apiserver_yields_too() -> None:

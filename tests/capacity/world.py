@@ -10,6 +10,7 @@ from typing import Any
 
 from hookserver.capacity import CapacityDelivery, CapacityPublisher, CapacitySettings
 from hookserver.koord_resources import PUBLISHED_RESOURCES
+from hookserver.quantity import parse_quantity
 from hookserver.slo.colocation import ColocationStrategy, ResolvedColocation
 from hookserver.store.records import NodeRecord, PodRecord
 from hookserver.store.state import StateStore
@@ -17,6 +18,14 @@ from hookserver.store.timeseries import make_labels
 
 GI = 1 << 30
 T0 = 1_800_000_000.0
+
+
+def _milli(text: str) -> int:
+    return parse_quantity(text).milli_value()
+
+
+def _bytes(text: str) -> int:
+    return parse_quantity(text).value()
 
 
 class Clock:
@@ -71,12 +80,15 @@ class FakeSink:
 class World:
     """One node: 8 cores / 32 GiB, kubelet reserving 500m / 2 GiB; a clock; collector samples on demand."""
 
-    def __init__(self, *, node_cpu: str = "8", node_memory: str = "32Gi") -> None:
+    def __init__(self, *, node_cpu: str = "8", node_memory: str = "32Gi", reserved_cpu_milli: int = 500,
+                 reserved_memory: int = 2 * GI) -> None:
         self.clock = Clock()
         self.store = StateStore(clock=self.clock)
         self.store.series.configure(retention_s=1800.0)
         self.node = NodeRecord(name="node-a", capacity=MappingProxyType({"cpu": node_cpu, "memory": node_memory}),
-                               allocatable=MappingProxyType({"cpu": "7500m", "memory": "30Gi"}), resource_version="1")
+                               allocatable=MappingProxyType({"cpu": f"{_milli(node_cpu) - reserved_cpu_milli}m",
+                                                            "memory": str(_bytes(node_memory) - reserved_memory)}),
+                               resource_version="1")
         self.store.set_node(self.node)
         self.store.set_colocation(colocation())
         self.sink = FakeSink(node=self)
