@@ -30,9 +30,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, Strict, ValidationError
 
 from hookserver.errors import InputError
 from hookserver.kubewire import format_go_duration, parse_go_duration
@@ -64,57 +64,63 @@ LABEL_RATIO_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("node.koordinator.sh/mid-static-memory-reserved-ratio", "midStaticMemoryReservedPercent"),
 )
 _PROFILE_KEYS = ("name", "nodeSelector")
-_Percent100 = Field(ge=0, le=100)
+
+
+def _positive_go_duration(text: str) -> str:
+    try:
+        seconds = parse_go_duration(text)
+    except InputError:
+        raise ValueError("not a Go duration (use e.g. 5m, 1h30m, 90s)") from None
+    if seconds <= 0:
+        raise ValueError("must be a positive duration")
+    return text
+
+
+# Go's encoding/json refuses a string for a bool or an int64 and a fraction for an int64: koord-manager then
+# keeps its previous config. Pydantic's lax mode would take "true" and "60", so a config the cluster
+# rejects would switch colocation on here; strict scalars refuse what Go refuses (an int is still a float).
+_Bool = Annotated[bool, Strict()]
+_Int = Annotated[int, Strict()]
+_Float = Annotated[float, Strict()]
+_GoDuration = Annotated[str, Strict(), AfterValidator(_positive_go_duration)]
 
 
 class MetricAggregatePolicy(SLOModel):
-    """`metricAggregatePolicy.durations`: Go durations ("5m"), each positive."""
+    """`metricAggregatePolicy.durations`: Go durations ("5m"), each positive; a bad one is named by index."""
 
-    durations: tuple[str, ...] = ("5m", "10m", "30m")
-
-    @field_validator("durations")
-    @classmethod
-    def _go_durations(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        for index, text in enumerate(values):
-            try:
-                seconds = parse_go_duration(str(text), field=f"durations[{index}]")
-            except InputError as exc:
-                raise ValueError(str(exc)) from None
-            if seconds <= 0:
-                raise ValueError(f"durations[{index}]: must be positive, got {text!r}")
-        return values
+    durations: tuple[_GoDuration, ...] = ("5m", "10m", "30m")
 
 
 class ColocationStrategy(SLOModel):
     """Every field of koordinator's ColocationStrategy, with its default (`DefaultColocationStrategy`)."""
 
-    enable: bool = False
-    metric_aggregate_duration_seconds: int = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
-    metric_report_interval_seconds: int = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
+    enable: _Bool = False
+    metric_aggregate_duration_seconds: _Int = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
+    metric_report_interval_seconds: _Int = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
     metric_aggregate_policy: MetricAggregatePolicy = Field(
         default_factory=MetricAggregatePolicy, alias="metricAggregatePolicy"
     )
     metric_memory_collect_policy: Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"] = (
         Field(default="usageWithoutPageCache", alias="metricMemoryCollectPolicy")
     )
-    cpu_reclaim_threshold_percent: int = Field(default=60, ge=0, le=100, alias="cpuReclaimThresholdPercent")
+    cpu_reclaim_threshold_percent: _Int = Field(default=60, ge=0, le=100, alias="cpuReclaimThresholdPercent")
     # koordinator documents usage and maxUsageRequest for CPU (`request` is memory only).
     cpu_calculate_policy: Literal["usage", "maxUsageRequest"] = Field(default="usage", alias="cpuCalculatePolicy")
-    memory_reclaim_threshold_percent: int = Field(default=65, ge=0, le=100, alias="memoryReclaimThresholdPercent")
+    memory_reclaim_threshold_percent: _Int = Field(default=65, ge=0, le=100, alias="memoryReclaimThresholdPercent")
     memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] = Field(
         default="usage", alias="memoryCalculatePolicy"
     )
-    degrade_time_minutes: int = Field(default=15, ge=1, alias="degradeTimeMinutes")
-    update_time_threshold_seconds: int = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
-    resource_diff_threshold: float = Field(default=0.1, gt=0, le=1, alias="resourceDiffThreshold")
+    degrade_time_minutes: _Int = Field(default=15, ge=1, alias="degradeTimeMinutes")
+    update_time_threshold_seconds: _Int = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
+    resource_diff_threshold: _Float = Field(default=0.1, gt=0, le=1, alias="resourceDiffThreshold")
     mid_reclaim_mode: Literal["static"] | None = Field(default=None, alias="midReclaimMode")
-    mid_cpu_threshold_percent: int = Field(default=100, ge=0, le=100, alias="midCPUThresholdPercent")
-    mid_memory_threshold_percent: int = Field(default=100, ge=0, le=100, alias="midMemoryThresholdPercent")
-    mid_unallocated_percent: int = Field(default=0, ge=0, le=100, alias="midUnallocatedPercent")
-    mid_static_cpu_reserved_percent: int = Field(default=0, ge=0, le=100, alias="midStaticCPUReservedPercent")
-    mid_static_memory_reserved_percent: int = Field(default=0, ge=0, le=100, alias="midStaticMemoryReservedPercent")
-    batch_cpu_threshold_percent: int | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
-    batch_memory_threshold_percent: int | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
+    mid_cpu_threshold_percent: _Int = Field(default=100, ge=0, le=100, alias="midCPUThresholdPercent")
+    mid_memory_threshold_percent: _Int = Field(default=100, ge=0, le=100, alias="midMemoryThresholdPercent")
+    mid_unallocated_percent: _Int = Field(default=0, ge=0, le=100, alias="midUnallocatedPercent")
+    mid_static_cpu_reserved_percent: _Int = Field(default=0, ge=0, le=100, alias="midStaticCPUReservedPercent")
+    mid_static_memory_reserved_percent: _Int = Field(default=0, ge=0, le=100, alias="midStaticMemoryReservedPercent")
+    batch_cpu_threshold_percent: _Int | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
+    batch_memory_threshold_percent: _Int | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON, every field (defaults included; unset optional fields omitted)."""

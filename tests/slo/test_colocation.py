@@ -131,6 +131,10 @@ def test_set_fields_keep_the_others_at_their_defaults() -> None:
         ({"metricReportIntervalSeconds": 0}, "colocation-config.metricReportIntervalSeconds", "0"),
         ({"degradeTimeMinutes": 0}, "colocation-config.degradeTimeMinutes", "0"),
         ({"updateTimeThresholdSeconds": -3}, "colocation-config.updateTimeThresholdSeconds", "-3"),
+        ({"metricAggregatePolicy": {"durations": ["5m", "fivem"]}},
+         "colocation-config.metricAggregatePolicy.durations[1]", "'fivem'"),
+        ({"metricAggregatePolicy": {"durations": ["0s"]}},
+         "colocation-config.metricAggregatePolicy.durations[0]", "'0s'"),
         ({"nodeConfigs": [{"name": "a", "nodeSelector": {}}]}, "colocation-config.nodeConfigs[0].nodeSelector", ""),
         ({"nodeConfigs": [{"name": "a", "cpuReclaimThresholdPercent": 50}]},
          "colocation-config.nodeConfigs[0].nodeSelector", ""),
@@ -148,6 +152,26 @@ def test_one_clear_error_per_bad_field(doc: dict[str, Any], path: str, value: st
     assert len(problems) == 1, problems
     assert problems[0].startswith(path + ":"), problems
     assert value in problems[0].removeprefix(path), problems
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        # Go's encoding/json refuses these types outright (koord-manager keeps its previous config then); a
+        # string "true" must never switch colocation on here.
+        ({"enable": "true"}, "colocation-config.enable"),
+        ({"enable": 1}, "colocation-config.enable"),
+        ({"cpuReclaimThresholdPercent": "60"}, "colocation-config.cpuReclaimThresholdPercent"),
+        ({"cpuReclaimThresholdPercent": 60.5}, "colocation-config.cpuReclaimThresholdPercent"),
+        ({"degradeTimeMinutes": True}, "colocation-config.degradeTimeMinutes"),
+        ({"resourceDiffThreshold": "0.1"}, "colocation-config.resourceDiffThreshold"),
+        ({"resourceDiffThreshold": True}, "colocation-config.resourceDiffThreshold"),
+        ({"metricAggregatePolicy": {"durations": [300]}}, "colocation-config.metricAggregatePolicy.durations[0]"),
+    ],
+)
+def test_wrong_json_types_are_refused_as_go_refuses_them(doc: dict[str, Any], path: str) -> None:
+    problems = problems_of(doc)
+    assert len(problems) == 1 and problems[0].startswith(path + ":"), problems
 
 
 def test_integers_are_fine_where_go_has_a_float() -> None:
@@ -294,6 +318,7 @@ def test_the_annotation_can_switch_a_node_off_but_not_on() -> None:
         ("null", "not a JSON object"),
         ('{"cpuReclaimThresholdPercent": 500}', "cpuReclaimThresholdPercent"),
         ('{"cpuCalculatePolicy": "nope"}', "cpuCalculatePolicy"),
+        ('{"enable": "false"}', "enable"),
     ],
 )
 def test_a_bad_annotation_is_ignored_with_a_note(raw: str, note: str) -> None:
