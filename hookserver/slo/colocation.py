@@ -234,41 +234,66 @@ def _annotation_strategy(raw: str, notes: list[str]) -> dict[str, Any] | None:
 
 
 def parse_colocation_config(doc: Mapping[str, Any], *, origin: str, problems: list[str]) -> ColocationConfig | None:
-    """Validate a decoded `colocation-config` value. Problems (one per bad field, with its path) are appended;
-    None when there was any."""
+    """Validate a decoded `colocation-config` value. Problems (one per bad field, with its path) are appended,
+    all of them: a bad cluster field does not hide a bad nodeConfigs entry. None when there was any."""
     before = len(problems)
-    body = {k: v for k, v in doc.items() if k != "nodeConfigs"}
+    (raw_nodes,), body = _take_keys(doc, ("nodeConfigs",))
     cluster = canonical_json(ColocationStrategy, body)
-    if _validate(cluster, COLOCATION_KEY, problems) is None:
-        return None
-    nodes: list[_NodeConfig] = []
-    raw_nodes = doc.get("nodeConfigs") or []
+    cluster_ok = _validate(cluster, COLOCATION_KEY, problems) is not None
+    if raw_nodes is None:
+        raw_nodes = []
     if not isinstance(raw_nodes, list):
         problems.append(f"{COLOCATION_KEY}.nodeConfigs: must be a list, got {type(raw_nodes).__name__}")
         raw_nodes = []
+    nodes: list[_NodeConfig] = []
     for index, raw in enumerate(raw_nodes):
-        where = f"{COLOCATION_KEY}.nodeConfigs[{index}]"
-        if not isinstance(raw, Mapping):
-            problems.append(f"{where}: must be an object, got {type(raw).__name__}")
-            continue
-        name = raw.get("name")
-        label = f"nodeConfigs[{name}]" if isinstance(name, str) and name else f"nodeConfigs[{index}]"
-        try:
-            selector = LabelSelector.model_validate(raw.get("nodeSelector") or {})
-        except ValidationError as exc:
-            problems.extend(problems_of(exc, f"{where}.nodeSelector"))
-            continue
-        if selector.is_empty():
-            problems.append(f"{where}.nodeSelector: must not be empty (it would match no node; "
-                            "koord-manager's webhook refuses it too)")
-            continue
-        entry = canonical_json(ColocationStrategy, {k: v for k, v in raw.items() if k not in _PROFILE_KEYS})
-        merged = merge_json(cluster, entry)
-        if _validate(merged, where, problems) is not None:
-            nodes.append(_NodeConfig(label=label, selector=selector, merged=merged))
+        node = _node_config(raw, index, cluster, problems)
+        if node is not None and cluster_ok:
+            nodes.append(node)
     if len(problems) > before:
         return None
     return ColocationConfig(origin=origin, cluster=cluster, nodes=tuple(nodes))
+
+
+def _node_config(raw: Any, index: int, cluster: dict[str, Any], problems: list[str]) -> _NodeConfig | None:
+    """One `nodeConfigs` entry: `{name, nodeSelector, <strategy fields>}`. Its own fields are validated alone
+    (every check is per field), so its problems are reported once, under its path, whatever the cluster's."""
+    where = f"{COLOCATION_KEY}.nodeConfigs[{index}]"
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be an object, got {type(raw).__name__}")
+        return None
+    (name, raw_selector), body = _take_keys(raw, _PROFILE_KEYS)
+    label = f"nodeConfigs[{name}]" if isinstance(name, str) and name else f"nodeConfigs[{index}]"
+    entry = canonical_json(ColocationStrategy, body)
+    entry_ok = _validate(entry, where, problems) is not None
+    try:
+        selector = LabelSelector.model_validate(raw_selector or {})
+    except ValidationError as exc:
+        problems.extend(problems_of(exc, f"{where}.nodeSelector"))
+        return None
+    if selector.is_empty():
+        problems.append(f"{where}.nodeSelector: must not be empty (it would match no node; "
+                        "koord-manager's webhook refuses it too)")
+        return None
+    if not entry_ok:
+        return None
+    return _NodeConfig(label=label, selector=selector, merged=merge_json(cluster, entry))
+
+
+def _take_keys(raw: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The values of `keys` (matched as Go's encoding/json matches them: the exact spelling, else any case;
+    None when absent) and the rest of `raw`. `NodeConfigs` or `NodeSelector` must neither be lost nor
+    become an unknown strategy field."""
+    folded = {key.lower(): key for key in keys}
+    found: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for raw_key, value in raw.items():
+        key = folded.get(str(raw_key).lower())
+        if key is None:
+            rest[str(raw_key)] = value
+        elif raw_key == key or key not in found:
+            found[key] = value
+    return tuple(found.get(key) for key in keys), rest
 
 
 def _validate(data: dict[str, Any], where: str, problems: list[str]) -> ColocationStrategy | None:

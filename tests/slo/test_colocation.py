@@ -144,6 +144,7 @@ def test_set_fields_keep_the_others_at_their_defaults() -> None:
          "colocation-config.nodeConfigs[0].cpuReclaimThresholdPercent", "101"),
         ({"nodeConfigs": "all"}, "colocation-config.nodeConfigs", "str"),
         ({"nodeConfigs": {"nodeSelector": selector(a="b")}}, "colocation-config.nodeConfigs", "dict"),
+        ({"nodeConfigs": {}}, "colocation-config.nodeConfigs", "dict"),
         ({"nodeConfigs": [7]}, "colocation-config.nodeConfigs[0]", "int"),
     ],
 )
@@ -176,6 +177,30 @@ def test_wrong_json_types_are_refused_as_go_refuses_them(doc: dict[str, Any], pa
 
 def test_integers_are_fine_where_go_has_a_float() -> None:
     assert parse({"resourceDiffThreshold": 1}).resolve({}).strategy.resource_diff_threshold == 1.0
+
+
+def test_every_problem_of_the_document_is_reported_together() -> None:
+    doc = {
+        "cpuCalculatePolicy": "bogus",
+        "resourceDiffThreshold": 0,
+        "nodeConfigs": [
+            {"name": "ok", "nodeSelector": selector(pool="a"), "midCPUThresholdPercent": 50},
+            {"name": "no-selector", "enable": True},
+            {"name": "bad", "nodeSelector": selector(pool="b"), "metricAggregatePolicy": {"durations": ["1x"]}},
+        ],
+    }
+    problems = problems_of(doc)
+    assert [p.split(": ")[0] for p in problems] == [
+        "colocation-config.cpuCalculatePolicy", "colocation-config.resourceDiffThreshold",
+        "colocation-config.nodeConfigs[1].nodeSelector",
+        "colocation-config.nodeConfigs[2].metricAggregatePolicy.durations[0]",
+    ], problems
+    with pytest.raises(ConfigError) as info:
+        parse_slo_configmap({COLOCATION_KEY: json.dumps(doc)}, origin="configmap koordinator-system/slo")
+    message = str(info.value)
+    assert message.startswith("configmap koordinator-system/slo: invalid SLO configuration: ")
+    for problem in problems:
+        assert problem in message
 
 
 def test_a_colocation_problem_fails_the_whole_configmap_with_the_other_keys() -> None:
@@ -384,6 +409,21 @@ def test_labels_override_the_annotation_and_the_annotation_the_node_config() -> 
 
 
 # -- Go-like key matching ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["cpuReclaimThresholdPercent", "CPUReclaimThresholdPercent",
+                                 "cpureclaimthresholdpercent", "CPURECLAIMTHRESHOLDPERCENT"])
+def test_keys_match_case_insensitively_everywhere(key: str) -> None:
+    config = parse({"Enable": True, key: 10, "NodeConfigs": [
+        {"Name": "x", "NodeSelector": selector(pool="x"), key: 20, "MetricAggregatePolicy": {"Durations": ["2m"]}}]})
+    assert config.resolve({}).strategy.cpu_reclaim_threshold_percent == 10
+    on_x = config.resolve({"pool": "x"})
+    assert on_x.enabled and on_x.strategy.cpu_reclaim_threshold_percent == 20
+    assert on_x.strategy.metric_aggregate_policy.durations == ("2m",)
+    assert on_x.layers[-1] == "colocation-config nodeConfigs[x]"
+    # the profile keys are not strategy fields: nothing unknown leaks into the strategy
+    assert set(on_x.strategy.to_json()) == set(KOORDINATOR_DEFAULTS)
+    assert config.resolve({}, {ANN: json.dumps({key: 30})}).strategy.cpu_reclaim_threshold_percent == 30
 
 
 def test_unknown_keys_are_kept_not_refused() -> None:
