@@ -28,6 +28,7 @@ annotation or label overrides that do not parse are ignored with a note, as koor
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -197,28 +198,40 @@ def _node_overrides(
             except ValidationError as exc:
                 notes.append(f"annotation {ANNOTATION_COLOCATION_STRATEGY} ignored: "
                              + "; ".join(problems_of(exc, "")))
-    percents: dict[str, int] = {}
     for label, wire in LABEL_RATIO_OVERRIDES:
         text = labels.get(label)
         if text is None:
             continue
-        try:
-            ratio = float(text)
-        except ValueError:
-            notes.append(f"label {label}={text!r} ignored: not a number")
-            continue
-        if ratio < 0 or ratio != ratio:
-            notes.append(f"label {label}={text!r} ignored: must not be negative")
-            continue
-        percents[wire] = int(ratio * 100)
-        layers.append(f"node label {label}={text}")
-    if percents:
-        try:
-            strategy = ColocationStrategy.model_validate(merge_json(merged, percents))
-        except ValidationError as exc:
-            notes.append("node ratio labels ignored: " + "; ".join(problems_of(exc, "")))
-            del layers[len(layers) - len(percents):]
+        percent, problem = _ratio_percent(text)
+        if percent is not None:
+            candidate = merge_json(merged, {wire: percent})
+            try:
+                strategy = ColocationStrategy.model_validate(candidate)
+            except ValidationError as exc:
+                problem = f"{wire} " + "; ".join(e["msg"] for e in exc.errors(include_url=False))
+            else:
+                merged = candidate
+                layers.append(f"node label {label}={text}")
+                continue
+        # One label at a time: a bad one is named and skipped, the others still apply.
+        notes.append(f"label {label}={text!r} ignored: {problem}")
     return strategy, notes
+
+
+def _ratio_percent(text: str) -> tuple[int | None, str]:
+    """koordinator's `int64(strconv.ParseFloat(v) * 100)`, or None and why not. Python's float() also takes
+    underscores and spaces, which Go refuses; a non-finite ratio has no percent (int() would raise)."""
+    try:
+        if "_" in text or text != text.strip():
+            raise ValueError(text)
+        ratio = float(text)
+    except ValueError:
+        return None, "not a number"
+    if not math.isfinite(ratio * 100):
+        return None, "not a finite number"
+    if ratio < 0:
+        return None, "must not be negative"
+    return int(ratio * 100), ""
 
 
 def _annotation_strategy(raw: str, notes: list[str]) -> dict[str, Any] | None:

@@ -382,7 +382,9 @@ def test_ratio_labels_override_percents_like_go(label: str, text: str, wire: str
 
 @pytest.mark.parametrize(
     ("text", "note"),
-    [("half", "not a number"), ("-0.1", "must not be negative")],
+    [("half", "not a number"), ("0_5", "not a number"), ("-0.1", "must not be negative"),
+     ("nan", "not a finite number"), ("inf", "not a finite number"), ("-Infinity", "not a finite number"),
+     ("1.5", "cpuReclaimThresholdPercent"), ("1e300", "cpuReclaimThresholdPercent")],
 )
 def test_a_bad_ratio_label_is_ignored_with_a_note_and_the_others_still_apply(text: str, note: str) -> None:
     config = parse({"enable": True, "cpuReclaimThresholdPercent": 55})
