@@ -160,7 +160,7 @@ class Informer:
         if self._host_node_factory is not None:
             node = self._host_node_factory()
             self.store.set_node(node)
-            self.slo.set_node_labels(node.labels)
+            self.slo.set_node_metadata(node.labels, node.annotations)
         if self.slo_file is not None:
             await asyncio.to_thread(self.slo_file.load_if_changed)
         self.started_at = time.time()
