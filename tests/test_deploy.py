@@ -19,6 +19,7 @@ import yaml
 
 from hookserver import __version__
 from hookserver.config import load_settings
+from hookserver.informer import InformerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +50,23 @@ def test_the_configmaps_config_is_valid_for_this_build(tmp_path: Path) -> None:
         for configured in (settings.cgroup.root, settings.proc_root, settings.hook.registration_dir):
             assert configured in mounts, configured
         assert any(settings.hook.socket.startswith(m + "/") for m in mounts)
+
+
+def test_the_slo_config_role_grants_one_configmap_in_koordinators_namespace() -> None:
+    """The Role is what the informer's ConfigMap source needs, and its binding names the agent's account;
+    that the grant works and nothing more (tests/kube/test_rbac.py) depends on this shape."""
+    manifest = (ROOT / "deploy" / "hookserver.yaml").read_text()
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(manifest) if d}
+    role = docs[("Role", "hookserver-slo-config")]
+    binding = docs[("RoleBinding", "hookserver-slo-config")]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "koordinator-system"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["slo-controller-config"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "hookserver-slo-config"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "hookserver", "namespace": "hookserver-system"}]
+    assert "Namespace" not in {kind for kind, name in docs if name == "koordinator-system"}
+    assert InformerSettings().slo_configmap == "koordinator-system/slo-controller-config"
 
 
 def test_the_containerfile_defines_a_non_root_image_with_the_agent_as_entrypoint() -> None:

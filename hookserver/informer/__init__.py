@@ -1,5 +1,6 @@
 """Informer layer (beside hooks | qos | executor; only this package imports `kubernetes`): pods, the
-node, NodeSLO and NodeMetric from the apiserver, the kubelet or local files, into the state store.
+node, NodeSLO, NodeMetric and the slo-controller-config ConfigMap from the apiserver, the kubelet or local
+files, into the state store.
 
     informer = build_informer(settings, store=store, registry=registry)
     await informer.run(stop)      # never raises for outages: marks the store stale, reconnects
@@ -32,6 +33,7 @@ __all__ = [
     "PodHandler",
     "Reflector",
     "ResourceKind",
+    "SLOConfigMapHandler",
     "SLOFileSource",
     "SLOState",
     "Source",
@@ -59,6 +61,7 @@ _LAZY = {
     "PodHandler": "handlers",
     "Reflector": "reflector",
     "ResourceKind": "reflector",
+    "SLOConfigMapHandler": "slo_configmap",
     "SLOFileSource": "slo_file",
     "SLOState": "slo_state",
 }

@@ -108,7 +108,8 @@ class PodHandler:
 
 
 class NodeHandler:
-    """The one Node named `node_name`; its labels also drive ConfigMap nodeSelector matching."""
+    """The one Node named `node_name`; its labels and annotations also drive the ConfigMap's nodeSelector
+    matching, the colocation-strategy annotation and the reclaim-ratio labels (SLOState)."""
 
     def __init__(self, store: StateStore, slo: SLOState, *, node_name: str, source: str) -> None:
         self._store = store
@@ -138,7 +139,7 @@ class NodeHandler:
             return  # keep the last node we saw: hooks still need its annotations while it comes back
         node = node_from_json(obj, source=self._source, now=self._store.clock())
         self._store.set_node(node)
-        self._slo.set_node_labels(node.labels)
+        self._slo.set_node_metadata(node.labels, node.annotations)
         self._present = True
 
     def absent(self) -> None:
@@ -190,7 +191,8 @@ class _NodeNamedHandler:
 
 
 class NodeSLOHandler(_NodeNamedHandler):
-    """The NodeSLO named after this node, laid over the defaults. No NodeSLO (or no CRD): defaults."""
+    """The NodeSLO named after this node, laid over the defaults. No NodeSLO (or no CRD): the ConfigMap
+    rendered for this node when it is known, else defaults (SLOState decides)."""
 
     def __init__(self, slo: SLOState, *, node_name: str) -> None:
         super().__init__(node_name=node_name)
@@ -210,7 +212,7 @@ class NodeSLOHandler(_NodeNamedHandler):
         self._slo.set_document(SLODocument(origin=name, kind="nodeslo", spec=resolved), input_name=f"apiserver {name}")
 
     def _clear(self) -> None:
-        self._slo.set_document(None, input_name=f"apiserver (no NodeSLO {self._node_name}): defaults")
+        self._slo.set_document(None, input_name=f"apiserver: no NodeSLO {self._node_name}")
 
 
 class NodeMetricHandler(_NodeNamedHandler):

@@ -2,9 +2,10 @@
 
 Modes (InformerSettings.source; `auto` picks standalone when Settings.standalone, else apiserver when a
 kubeconfig or in-cluster credentials exist, else standalone):
-  * apiserver: list+watch Pods (spec.nodeName=<node>), the Node, NodeSLO and NodeMetric;
-  * kubelet: Pods polled from the kubelet; Node/NodeSLO/NodeMetric from the apiserver when credentials
-    exist, else as in standalone;
+  * apiserver: list+watch Pods (spec.nodeName=<node>), the Node, NodeSLO, NodeMetric and the
+    slo-controller-config ConfigMap (by name; informer.slo_configmap);
+  * kubelet: Pods polled from the kubelet; Node/NodeSLO/NodeMetric/the ConfigMap from the apiserver when
+    credentials exist, else as in standalone;
   * standalone: Node from the local host, NodeSLO from --slo-file (reloaded on change) or defaults, pods
     from hook and NRI events (the front doors write them; nothing to do here).
 `run(stop)` never raises for an outage: sources retry with backoff and the store is marked stale while
@@ -32,6 +33,7 @@ from hookserver.informer.kubelet import KubeletPodSource
 from hookserver.informer.metrics import InformerMetrics
 from hookserver.informer.reflector import Reflector, ResourceKind
 from hookserver.informer.settings import InformerSettings
+from hookserver.informer.slo_configmap import SLOConfigMapHandler, slo_configmap_kind
 from hookserver.informer.slo_file import SLOFileSource
 from hookserver.informer.slo_state import SLOState
 from hookserver.informer.transport import ApiClientTransport, KubeTransport, load_client_configuration
@@ -160,7 +162,7 @@ class Informer:
         if self._host_node_factory is not None:
             node = self._host_node_factory()
             self.store.set_node(node)
-            self.slo.set_node_labels(node.labels)
+            self.slo.set_node_metadata(node.labels, node.annotations)
         if self.slo_file is not None:
             await asyncio.to_thread(self.slo_file.load_if_changed)
         self.started_at = time.time()
@@ -255,6 +257,10 @@ def _api_reflectors(
     if informer.watch_nodemetric:
         plan.append((ResourceKind("nodemetric", f"{SLO_GROUP}/nodemetrics", by_name, optional=True),
                      NodeMetricHandler(store, node_name=node_name)))
+    configmap = informer.slo_configmap_ref
+    if configmap is not None:
+        namespace, name = configmap
+        plan.append((slo_configmap_kind(namespace, name), SLOConfigMapHandler(slo, namespace=namespace, name=name)))
     return [
         Reflector(kind, transport=transport, handler=handler, settings=informer, metrics=metrics)
         for kind, handler in plan

@@ -48,10 +48,18 @@ _Outcome = Literal["ended", "expired", "stopped", "resync", "idle"]
 
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
-    name: str  # "pods", "node", "nodeslo", "nodemetric"
+    name: str  # "pods", "node", "nodeslo", "nodemetric", "slo-configmap"
     path: str  # "/api/v1/pods"
     field_selector: str = ""
     optional: bool = False  # a 404 means "CRD not installed": not an outage
+    # More statuses that mean "not available to this agent" rather than an outage (403: the RBAC grant is
+    # missing, e.g. an older manifest): handled like a missing optional resource (the handler's fallback,
+    # healthy, first sync done, looked at again later), with `hint` (what to grant) in `last_error`.
+    tolerated: frozenset[int] = frozenset()
+    hint: str = ""
+
+    def absent_on(self, status: int) -> bool:
+        return (status == 404 and self.optional) or status in self.tolerated
 
 
 class Reflector:
@@ -164,6 +172,12 @@ class Reflector:
                     watch_started = self._clock()
                     outcome = await self._watch_once(stop)
                 except InformerError as exc:
+                    if self.kind.absent_on(exc.status):  # the watch refused (a grant withdrawn): as on a list
+                        self._mark_absent(exc)
+                        if await sleep_or_stop(stop, backoff.next_delay() + self._settings.backoff_max_s):
+                            return
+                        need_list, reason = True, "absent"
+                        continue
                     self._failed(exc)
                     if exc.status == 410:
                         need_list, reason = True, "expired"
@@ -223,7 +237,7 @@ class Reflector:
             try:
                 body = self._transport.get_json(self.kind.path, params, timeout_s=self._settings.list_timeout_s)
             except InformerError as exc:
-                if exc.status == 404 and self.kind.optional:
+                if self.kind.absent_on(exc.status):
                     self._mark_absent(exc)
                     return
                 if exc.status == 410 and "continue" in params:  # the continue token expired: start over
@@ -257,11 +271,16 @@ class Reflector:
                   reason)
 
     def _mark_absent(self, exc: InformerError) -> None:
-        if not self.absent:
+        if exc.status in self.kind.tolerated:
+            self.last_error = f"{exc}; {self.kind.hint}" if self.kind.hint else str(exc)
+            if not self.absent:
+                log.warning("informer %s: %s", self.kind.name, self.last_error)
+        elif not self.absent:
             log.info("informer %s: %s is not served (%s); using defaults", self.kind.name, self.kind.path, exc)
         self.absent = True
         self._handler.absent()
         self.last_sync = self._clock()
+        self._set_connected(False)
         if self.on_health is not None:
             self.on_health()
 

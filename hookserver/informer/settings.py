@@ -7,11 +7,17 @@ Collected into `hookserver.config.Settings.informer`. Defaults follow koordlet's
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["InformerSettings", "KubeletSettings"]
+__all__ = ["DEFAULT_SLO_CONFIGMAP", "InformerSettings", "KubeletSettings"]
+
+DEFAULT_SLO_CONFIGMAP = "koordinator-system/slo-controller-config"
+# A namespace is a DNS label, a ConfigMap name a DNS subdomain (apimachinery's validation).
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class KubeletSettings(BaseModel):
@@ -42,6 +48,10 @@ class InformerSettings(BaseModel):
     # reachable); these switch the custom resources off for clusters without Koordinator's CRDs.
     watch_nodeslo: bool = True
     watch_nodemetric: bool = True
+    # koordinator's slo-controller-config ConfigMap, `<namespace>/<name>` ("" switches the source off):
+    # watched by name in apiserver mode (and kubelet mode with credentials) for the colocation-config and,
+    # when no NodeSLO object exists, the NodeSLO rendered here. Not readable (403) means defaults, not an outage.
+    slo_configmap: str = DEFAULT_SLO_CONFIGMAP
     # Full relist every resync period (catches anything a watch could have missed); 0 disables it.
     resync_period_s: float = Field(default=1800.0, ge=0)
     # Server-side watch timeout; each watch picks a random value in [min, 2*min) like client-go.
@@ -77,6 +87,27 @@ class InformerSettings(BaseModel):
     # Standalone: labels of this node, for matching ConfigMap nodeStrategies (the host has no Node object).
     node_labels: dict[str, str] = Field(default_factory=dict)
     kubelet: KubeletSettings = KubeletSettings()
+
+    @field_validator("slo_configmap")
+    @classmethod
+    def _namespace_slash_name(cls, value: str) -> str:
+        if value == "":
+            return value
+        namespace, _, name = value.partition("/")
+        if not (_NAMESPACE.fullmatch(namespace) and _NAME.fullmatch(name)):
+            raise ValueError(
+                f"expected <namespace>/<name> of a ConfigMap (e.g. {DEFAULT_SLO_CONFIGMAP}), or \"\" to switch the "
+                f"source off; got {value!r}"
+            )
+        return value
+
+    @property
+    def slo_configmap_ref(self) -> tuple[str, str] | None:
+        """(namespace, name) of the slo-controller-config ConfigMap, None when the source is off."""
+        if not self.slo_configmap:
+            return None
+        namespace, _, name = self.slo_configmap.partition("/")
+        return namespace, name
 
     @model_validator(mode="after")
     def _backoff_order(self) -> InformerSettings:

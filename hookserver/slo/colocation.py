@@ -28,11 +28,12 @@ annotation or label overrides that do not parse are ignored with a note, as koor
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, Strict, ValidationError
 
 from hookserver.errors import InputError
 from hookserver.kubewire import format_go_duration, parse_go_duration
@@ -64,57 +65,63 @@ LABEL_RATIO_OVERRIDES: tuple[tuple[str, str], ...] = (
     ("node.koordinator.sh/mid-static-memory-reserved-ratio", "midStaticMemoryReservedPercent"),
 )
 _PROFILE_KEYS = ("name", "nodeSelector")
-_Percent100 = Field(ge=0, le=100)
+
+
+def _positive_go_duration(text: str) -> str:
+    try:
+        seconds = parse_go_duration(text)
+    except InputError:
+        raise ValueError("not a Go duration (use e.g. 5m, 1h30m, 90s)") from None
+    if seconds <= 0:
+        raise ValueError("must be a positive duration")
+    return text
+
+
+# Go's encoding/json refuses a string for a bool or an int64 and a fraction for an int64: koord-manager then
+# keeps its previous config. Pydantic's lax mode would take "true" and "60", so a config the cluster
+# rejects would switch colocation on here; strict scalars refuse what Go refuses (an int is still a float).
+_Bool = Annotated[bool, Strict()]
+_Int = Annotated[int, Strict()]
+_Float = Annotated[float, Strict()]
+_GoDuration = Annotated[str, Strict(), AfterValidator(_positive_go_duration)]
 
 
 class MetricAggregatePolicy(SLOModel):
-    """`metricAggregatePolicy.durations`: Go durations ("5m"), each positive."""
+    """`metricAggregatePolicy.durations`: Go durations ("5m"), each positive; a bad one is named by index."""
 
-    durations: tuple[str, ...] = ("5m", "10m", "30m")
-
-    @field_validator("durations")
-    @classmethod
-    def _go_durations(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        for index, text in enumerate(values):
-            try:
-                seconds = parse_go_duration(str(text), field=f"durations[{index}]")
-            except InputError as exc:
-                raise ValueError(str(exc)) from None
-            if seconds <= 0:
-                raise ValueError(f"durations[{index}]: must be positive, got {text!r}")
-        return values
+    durations: tuple[_GoDuration, ...] = ("5m", "10m", "30m")
 
 
 class ColocationStrategy(SLOModel):
     """Every field of koordinator's ColocationStrategy, with its default (`DefaultColocationStrategy`)."""
 
-    enable: bool = False
-    metric_aggregate_duration_seconds: int = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
-    metric_report_interval_seconds: int = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
+    enable: _Bool = False
+    metric_aggregate_duration_seconds: _Int = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
+    metric_report_interval_seconds: _Int = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
     metric_aggregate_policy: MetricAggregatePolicy = Field(
         default_factory=MetricAggregatePolicy, alias="metricAggregatePolicy"
     )
     metric_memory_collect_policy: Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"] = (
         Field(default="usageWithoutPageCache", alias="metricMemoryCollectPolicy")
     )
-    cpu_reclaim_threshold_percent: int = Field(default=60, ge=0, le=100, alias="cpuReclaimThresholdPercent")
+    cpu_reclaim_threshold_percent: _Int = Field(default=60, ge=0, le=100, alias="cpuReclaimThresholdPercent")
     # koordinator documents usage and maxUsageRequest for CPU (`request` is memory only).
     cpu_calculate_policy: Literal["usage", "maxUsageRequest"] = Field(default="usage", alias="cpuCalculatePolicy")
-    memory_reclaim_threshold_percent: int = Field(default=65, ge=0, le=100, alias="memoryReclaimThresholdPercent")
+    memory_reclaim_threshold_percent: _Int = Field(default=65, ge=0, le=100, alias="memoryReclaimThresholdPercent")
     memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] = Field(
         default="usage", alias="memoryCalculatePolicy"
     )
-    degrade_time_minutes: int = Field(default=15, ge=1, alias="degradeTimeMinutes")
-    update_time_threshold_seconds: int = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
-    resource_diff_threshold: float = Field(default=0.1, gt=0, le=1, alias="resourceDiffThreshold")
+    degrade_time_minutes: _Int = Field(default=15, ge=1, alias="degradeTimeMinutes")
+    update_time_threshold_seconds: _Int = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
+    resource_diff_threshold: _Float = Field(default=0.1, gt=0, le=1, alias="resourceDiffThreshold")
     mid_reclaim_mode: Literal["static"] | None = Field(default=None, alias="midReclaimMode")
-    mid_cpu_threshold_percent: int = Field(default=100, ge=0, le=100, alias="midCPUThresholdPercent")
-    mid_memory_threshold_percent: int = Field(default=100, ge=0, le=100, alias="midMemoryThresholdPercent")
-    mid_unallocated_percent: int = Field(default=0, ge=0, le=100, alias="midUnallocatedPercent")
-    mid_static_cpu_reserved_percent: int = Field(default=0, ge=0, le=100, alias="midStaticCPUReservedPercent")
-    mid_static_memory_reserved_percent: int = Field(default=0, ge=0, le=100, alias="midStaticMemoryReservedPercent")
-    batch_cpu_threshold_percent: int | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
-    batch_memory_threshold_percent: int | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
+    mid_cpu_threshold_percent: _Int = Field(default=100, ge=0, le=100, alias="midCPUThresholdPercent")
+    mid_memory_threshold_percent: _Int = Field(default=100, ge=0, le=100, alias="midMemoryThresholdPercent")
+    mid_unallocated_percent: _Int = Field(default=0, ge=0, le=100, alias="midUnallocatedPercent")
+    mid_static_cpu_reserved_percent: _Int = Field(default=0, ge=0, le=100, alias="midStaticCPUReservedPercent")
+    mid_static_memory_reserved_percent: _Int = Field(default=0, ge=0, le=100, alias="midStaticMemoryReservedPercent")
+    batch_cpu_threshold_percent: _Int | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
+    batch_memory_threshold_percent: _Int | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON, every field (defaults included; unset optional fields omitted)."""
@@ -191,28 +198,40 @@ def _node_overrides(
             except ValidationError as exc:
                 notes.append(f"annotation {ANNOTATION_COLOCATION_STRATEGY} ignored: "
                              + "; ".join(problems_of(exc, "")))
-    percents: dict[str, int] = {}
     for label, wire in LABEL_RATIO_OVERRIDES:
         text = labels.get(label)
         if text is None:
             continue
-        try:
-            ratio = float(text)
-        except ValueError:
-            notes.append(f"label {label}={text!r} ignored: not a number")
-            continue
-        if ratio < 0 or ratio != ratio:
-            notes.append(f"label {label}={text!r} ignored: must not be negative")
-            continue
-        percents[wire] = int(ratio * 100)
-        layers.append(f"node label {label}={text}")
-    if percents:
-        try:
-            strategy = ColocationStrategy.model_validate(merge_json(merged, percents))
-        except ValidationError as exc:
-            notes.append("node ratio labels ignored: " + "; ".join(problems_of(exc, "")))
-            del layers[len(layers) - len(percents):]
+        percent, problem = _ratio_percent(text)
+        if percent is not None:
+            candidate = merge_json(merged, {wire: percent})
+            try:
+                strategy = ColocationStrategy.model_validate(candidate)
+            except ValidationError as exc:
+                problem = f"{wire} " + "; ".join(e["msg"] for e in exc.errors(include_url=False))
+            else:
+                merged = candidate
+                layers.append(f"node label {label}={text}")
+                continue
+        # One label at a time: a bad one is named and skipped, the others still apply.
+        notes.append(f"label {label}={text!r} ignored: {problem}")
     return strategy, notes
+
+
+def _ratio_percent(text: str) -> tuple[int | None, str]:
+    """koordinator's `int64(strconv.ParseFloat(v) * 100)`, or None and why not. Python's float() also takes
+    underscores and spaces, which Go refuses; a non-finite ratio has no percent (int() would raise)."""
+    try:
+        if "_" in text or text != text.strip():
+            raise ValueError(text)
+        ratio = float(text)
+    except ValueError:
+        return None, "not a number"
+    if not math.isfinite(ratio * 100):
+        return None, "not a finite number"
+    if ratio < 0:
+        return None, "must not be negative"
+    return int(ratio * 100), ""
 
 
 def _annotation_strategy(raw: str, notes: list[str]) -> dict[str, Any] | None:
@@ -228,41 +247,66 @@ def _annotation_strategy(raw: str, notes: list[str]) -> dict[str, Any] | None:
 
 
 def parse_colocation_config(doc: Mapping[str, Any], *, origin: str, problems: list[str]) -> ColocationConfig | None:
-    """Validate a decoded `colocation-config` value. Problems (one per bad field, with its path) are appended;
-    None when there was any."""
+    """Validate a decoded `colocation-config` value. Problems (one per bad field, with its path) are appended,
+    all of them: a bad cluster field does not hide a bad nodeConfigs entry. None when there was any."""
     before = len(problems)
-    body = {k: v for k, v in doc.items() if k != "nodeConfigs"}
+    (raw_nodes,), body = _take_keys(doc, ("nodeConfigs",))
     cluster = canonical_json(ColocationStrategy, body)
-    if _validate(cluster, COLOCATION_KEY, problems) is None:
-        return None
-    nodes: list[_NodeConfig] = []
-    raw_nodes = doc.get("nodeConfigs") or []
+    cluster_ok = _validate(cluster, COLOCATION_KEY, problems) is not None
+    if raw_nodes is None:
+        raw_nodes = []
     if not isinstance(raw_nodes, list):
         problems.append(f"{COLOCATION_KEY}.nodeConfigs: must be a list, got {type(raw_nodes).__name__}")
         raw_nodes = []
+    nodes: list[_NodeConfig] = []
     for index, raw in enumerate(raw_nodes):
-        where = f"{COLOCATION_KEY}.nodeConfigs[{index}]"
-        if not isinstance(raw, Mapping):
-            problems.append(f"{where}: must be an object, got {type(raw).__name__}")
-            continue
-        name = raw.get("name")
-        label = f"nodeConfigs[{name}]" if isinstance(name, str) and name else f"nodeConfigs[{index}]"
-        try:
-            selector = LabelSelector.model_validate(raw.get("nodeSelector") or {})
-        except ValidationError as exc:
-            problems.extend(problems_of(exc, f"{where}.nodeSelector"))
-            continue
-        if selector.is_empty():
-            problems.append(f"{where}.nodeSelector: must not be empty (it would match no node; "
-                            "koord-manager's webhook refuses it too)")
-            continue
-        entry = canonical_json(ColocationStrategy, {k: v for k, v in raw.items() if k not in _PROFILE_KEYS})
-        merged = merge_json(cluster, entry)
-        if _validate(merged, where, problems) is not None:
-            nodes.append(_NodeConfig(label=label, selector=selector, merged=merged))
+        node = _node_config(raw, index, cluster, problems)
+        if node is not None and cluster_ok:
+            nodes.append(node)
     if len(problems) > before:
         return None
     return ColocationConfig(origin=origin, cluster=cluster, nodes=tuple(nodes))
+
+
+def _node_config(raw: Any, index: int, cluster: dict[str, Any], problems: list[str]) -> _NodeConfig | None:
+    """One `nodeConfigs` entry: `{name, nodeSelector, <strategy fields>}`. Its own fields are validated alone
+    (every check is per field), so its problems are reported once, under its path, whatever the cluster's."""
+    where = f"{COLOCATION_KEY}.nodeConfigs[{index}]"
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be an object, got {type(raw).__name__}")
+        return None
+    (name, raw_selector), body = _take_keys(raw, _PROFILE_KEYS)
+    label = f"nodeConfigs[{name}]" if isinstance(name, str) and name else f"nodeConfigs[{index}]"
+    entry = canonical_json(ColocationStrategy, body)
+    entry_ok = _validate(entry, where, problems) is not None
+    try:
+        selector = LabelSelector.model_validate(raw_selector or {})
+    except ValidationError as exc:
+        problems.extend(problems_of(exc, f"{where}.nodeSelector"))
+        return None
+    if selector.is_empty():
+        problems.append(f"{where}.nodeSelector: must not be empty (it would match no node; "
+                        "koord-manager's webhook refuses it too)")
+        return None
+    if not entry_ok:
+        return None
+    return _NodeConfig(label=label, selector=selector, merged=merge_json(cluster, entry))
+
+
+def _take_keys(raw: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The values of `keys` (matched as Go's encoding/json matches them: the exact spelling, else any case;
+    None when absent) and the rest of `raw`. `NodeConfigs` or `NodeSelector` must neither be lost nor
+    become an unknown strategy field."""
+    folded = {key.lower(): key for key in keys}
+    found: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for raw_key, value in raw.items():
+        key = folded.get(str(raw_key).lower())
+        if key is None:
+            rest[str(raw_key)] = value
+        elif raw_key == key or key not in found:
+            found[key] = value
+    return tuple(found.get(key) for key in keys), rest
 
 
 def _validate(data: dict[str, Any], where: str, problems: list[str]) -> ColocationStrategy | None:

@@ -84,10 +84,10 @@ class SLODocument:
         self, node_labels: Mapping[str, str], node_annotations: Mapping[str, str] | None = None
     ) -> ResolvedColocation:
         """The node's effective `colocation-config` (defaults, colocation off, when the document has none:
-        a NodeSLO object never carries it)."""
+        a NodeSLO object never carries it; koord-manager also takes a ConfigMap without the key as defaults)."""
         if self.configmap is not None and self.configmap.colocation is not None:
             return self.configmap.colocation.resolve(node_labels, node_annotations)
-        return default_colocation()
+        return default_colocation(f"default ({self.origin} has no {COLOCATION_KEY})")
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"origin": self.origin, "kind": self.kind}

@@ -9,8 +9,9 @@ It serves, from memory, on 127.0.0.1 (port 0 by default) over plain HTTP/1.1:
   * fieldSelector `a.b=v`, `a.b==v`, `a.b!=v`, comma-joined; an object that stops (starts) matching
     during a watch is sent as DELETED (ADDED), as the watch cache does;
   * timeoutSeconds ends a watch cleanly; a bearer token is required when `token` is set (401 otherwise);
-  * collections: pods (also /api/v1/namespaces/<ns>/pods), nodes, and the Koordinator CRDs
-    nodeslos / nodemetrics under /apis/slo.koordinator.sh/v1alpha1 (each can be "uninstalled": 404).
+  * collections: pods and configmaps (also /api/v1/namespaces/<ns>/<kind>), nodes, and the Koordinator CRDs
+    nodeslos / nodemetrics under /apis/slo.koordinator.sh/v1alpha1 (each can be "uninstalled": 404, or
+    `forbid`den: 403 on list and watch, as without an RBAC grant).
   * for cluster-scoped kinds, GET <collection>/<name> (one object) and PATCH <collection>/<name>/status with
     `application/merge-patch+json` (RFC 7386, status only; a `metadata.resourceVersion` in the patch that is not
     the current one gives 409 Conflict, like the real optimistic-concurrency check); `fail_next_patches(n, code)`
@@ -52,6 +53,7 @@ COLLECTIONS: Mapping[str, tuple[str, str, str, bool]] = {
     "nodes": ("/api/v1/nodes", "Node", "v1", False),
     "nodeslos": (f"{SLO}/nodeslos", "NodeSLO", "slo.koordinator.sh/v1alpha1", False),
     "nodemetrics": (f"{SLO}/nodemetrics", "NodeMetric", "slo.koordinator.sh/v1alpha1", False),
+    "configmaps": ("/api/v1/configmaps", "ConfigMap", "v1", True),
 }
 
 
@@ -134,6 +136,7 @@ class FakeApiServer:
         self._objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in COLLECTIONS}
         self._history: list[_Event] = []
         self._uninstalled: set[str] = set()
+        self._forbidden: set[str] = set()  # kinds answered 403 Forbidden (an RBAC grant missing)
         self._raw: dict[str, list[tuple[int, bytes]]] = {k: [] for k in COLLECTIONS}
         self._raw_seq = 0
         self._epoch = 0  # bumped by kill(): every open watch of an older epoch ends abruptly
@@ -280,6 +283,13 @@ class FakeApiServer:
 
     def install(self, kind: str) -> None:
         self._uninstalled.discard(kind)
+
+    def forbid(self, kind: str, forbidden: bool = True) -> None:
+        """List and watch of `kind` answer 403 Forbidden, as the authorizer does without a grant."""
+        if forbidden:
+            self._forbidden.add(kind)
+        else:
+            self._forbidden.discard(kind)
 
     def fail_next_patches(self, count: int, code: int = 409) -> None:
         with self._cond:
@@ -523,6 +533,8 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             if route is None or route[0] in fake._uninstalled:
                 return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))
             kind, namespace = route
+            if kind in fake._forbidden:
+                return _send_json(self, 403, _status(403, "Forbidden", f"{kind} is forbidden: no RBAC grant"))
             selector = _selector(query.get("fieldSelector", ""))
             if namespace:
                 inner = selector

@@ -13,9 +13,12 @@ from tests.kube.kubehttp import KubeHttp
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST_NAMESPACE = "hookserver-system"
+# The Role that grants the slo-controller-config ConfigMap lives in koordinator's namespace, which the
+# manifest does not create (Koordinator's installation does) and a shared apiserver may not have.
+KOORDINATOR_NAMESPACE = "koordinator-system"
 CLUSTER_SCOPED_KINDS = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PriorityClass"}
 
-__all__ = ["MANIFEST_NAMESPACE", "ROOT", "collection_path", "load", "manifests", "relocate"]
+__all__ = ["KOORDINATOR_NAMESPACE", "MANIFEST_NAMESPACE", "ROOT", "collection_path", "load", "manifests", "relocate"]
 
 
 def manifests() -> list[Path]:
@@ -26,9 +29,10 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def relocate(doc: dict[str, Any], *, namespace: str, tag: str) -> dict[str, Any]:
-    """The manifest's namespace becomes `namespace`; cluster-scoped names (and the references to them)
-    get `-<tag>`. A Namespace object gets a fresh name of its own, so its dry run has nothing to collide with."""
+def relocate(doc: dict[str, Any], *, namespace: str, tag: str, koordinator_namespace: str = "") -> dict[str, Any]:
+    """The manifest's namespace becomes `namespace`, koordinator's becomes `koordinator_namespace` (default:
+    `namespace` too); cluster-scoped names (and the references to them) get `-<tag>`. A Namespace object gets
+    a fresh name of its own, so its dry run has nothing to collide with."""
     out = copy.deepcopy(doc)
     meta = out.setdefault("metadata", {})
     kind = out.get("kind", "")
@@ -37,6 +41,8 @@ def relocate(doc: dict[str, Any], *, namespace: str, tag: str) -> dict[str, Any]
         return out
     if meta.get("namespace") == MANIFEST_NAMESPACE:
         meta["namespace"] = namespace
+    elif meta.get("namespace") == KOORDINATOR_NAMESPACE:
+        meta["namespace"] = koordinator_namespace or namespace
     if kind in CLUSTER_SCOPED_KINDS:
         meta["name"] = f"{meta['name']}-{tag}"
     if kind in ("ClusterRoleBinding", "RoleBinding"):

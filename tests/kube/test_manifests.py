@@ -39,7 +39,8 @@ def test_every_object_passes_a_server_side_dry_run(kube: KubeHttp, kube_namespac
             # Admission resolves the class only for pods; here it must at least exist.
             klass = pod["priorityClassName"]
             assert kube.get(f"/apis/scheduling.k8s.io/v1/priorityclasses/{klass}").ok, klass
-    assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"} <= set(kinds)
+    assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Role",
+            "RoleBinding"} <= set(kinds)
 
 
 def test_a_broken_object_is_refused_by_the_same_path(kube: KubeHttp, kube_namespace: str) -> None:

@@ -1,11 +1,14 @@
 """The agent's RBAC (deploy/hookserver.yaml) is enough, and no more: the real informer runs with a token
-of the ServiceAccount (TokenRequest) bound to the manifest's ClusterRole, every verb the agent and the
-areas built on it use is allowed, and what it must never touch is refused by the real authorizer."""
+of the ServiceAccount (TokenRequest) bound to the manifest's ClusterRole, and to its Role on the
+slo-controller-config ConfigMap (in a unique namespace standing in for koordinator-system), every verb the
+agent and the areas built on it use is allowed, and what it must never touch is refused by the real
+authorizer."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -27,6 +30,7 @@ from tests.kube.kubehttp import KubeHttp
 from tests.kube.manifests import collection_path, load, manifests, relocate
 
 ACCOUNT = "hookserver"
+SLO_CONFIGMAP = "slo-controller-config"
 
 
 @dataclass
@@ -34,18 +38,35 @@ class Agent:
     namespace: str
     client: KubeHttp      # the ServiceAccount's own token
     kubeconfig: str
+    koordinator_namespace: str  # where the Role grants the slo-controller-config ConfigMap
+
+    @property
+    def slo_configmap(self) -> str:
+        return f"{self.koordinator_namespace}/{SLO_CONFIGMAP}"
 
 
 @pytest.fixture
-def agent(kube: KubeHttp, kube_namespace: str, tmp_path: Path) -> Iterator[Agent]:
+def koordinator_namespace(kube: KubeHttp) -> Iterator[str]:
+    """A unique stand-in for koordinator-system (which the manifest does not create), as kube_namespace does."""
+    name = f"hookserver-e2e-koord-{suffix()}"
+    kube.must(kube.post("/api/v1/namespaces", {"metadata": {"name": name, "labels": {"hookserver-e2e": "true"}}}),
+              f"create namespace {name}")
+    try:
+        yield name
+    finally:
+        kube.delete(f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+def agent(kube: KubeHttp, kube_namespace: str, koordinator_namespace: str, tmp_path: Path) -> Iterator[Agent]:
     tag = suffix()
     docs = load(manifests()[0])
     created: list[str] = []
     try:
         for original in docs:
-            if original["kind"] not in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+            if original["kind"] not in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
                 continue
-            doc = relocate(original, namespace=kube_namespace, tag=tag)
+            doc = relocate(original, namespace=kube_namespace, tag=tag, koordinator_namespace=koordinator_namespace)
             path = collection_path(kube, doc)
             kube.must(kube.post(path, doc), f"create {doc['kind']}")
             created.append(f"{path}/{doc['metadata']['name']}")
@@ -56,20 +77,27 @@ def agent(kube: KubeHttp, kube_namespace: str, tmp_path: Path) -> Iterator[Agent
         if not token_reply.ok:
             pytest.skip(f"TokenRequest is not available on this apiserver: HTTP {token_reply.status}")
         client = kube.as_token(token_reply.body["status"]["token"])
-        _wait_until_authorized(client)
-        yield Agent(kube_namespace, client, client.kubeconfig(str(tmp_path), "agent-kubeconfig"))
+        _wait_until_authorized(client, koordinator_namespace)
+        yield Agent(kube_namespace, client, client.kubeconfig(str(tmp_path), "agent-kubeconfig"), koordinator_namespace)
     finally:
         for path in reversed(created):
             kube.delete(path)
 
 
-def _wait_until_authorized(client: KubeHttp) -> None:
-    """The authorizer learns new bindings from its informers: wait for it, as a restarted agent would."""
+def _wait_until_authorized(client: KubeHttp, koordinator_namespace: str) -> None:
+    """The authorizer learns new bindings from its informers (the ClusterRoleBinding and the RoleBinding from
+    two different ones): wait for both, as a restarted agent would."""
     deadline = time.monotonic() + 15
-    while client.get("/api/v1/nodes", limit="1").status == 403:
-        if time.monotonic() > deadline:
-            raise AssertionError("the ClusterRoleBinding did not take effect within 15 s")
-        time.sleep(0.1)
+    probes = {
+        "the ClusterRoleBinding": ("/api/v1/nodes", {"limit": "1"}),
+        "the RoleBinding": (f"/api/v1/namespaces/{koordinator_namespace}/configmaps",
+                            {"fieldSelector": f"metadata.name={SLO_CONFIGMAP}"}),
+    }
+    for what, (path, query) in probes.items():
+        while client.get(path, **query).status == 403:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not take effect within 15 s")
+            time.sleep(0.1)
 
 
 def test_the_informer_syncs_everything_with_the_service_accounts_token(
@@ -84,10 +112,14 @@ def test_the_informer_syncs_everything_with_the_service_accounts_token(
     kube.must(kube.post(f"{SLO_API}/nodemetrics", {
         "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node},
         "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 45}}}), "nodemetric")
+    kube.must(kube.post(f"/api/v1/namespaces/{agent.koordinator_namespace}/configmaps", {
+        "metadata": {"name": SLO_CONFIGMAP},
+        "data": {"colocation-config": json.dumps({"enable": True, "cpuReclaimThresholdPercent": 45})}}), "configmap")
 
     async def scenario() -> None:
         store = StateStore()
-        settings = Settings(node_name=node, kubeconfig=agent.kubeconfig, informer=fast_informer_settings())
+        settings = Settings(node_name=node, kubeconfig=agent.kubeconfig,
+                            informer=fast_informer_settings(slo_configmap=agent.slo_configmap))
         informer = build_informer(settings, store=store, registry=CollectorRegistry())
         stop = asyncio.Event()
         task = asyncio.create_task(informer.run(stop))
@@ -104,6 +136,8 @@ def test_the_informer_syncs_everything_with_the_service_accounts_token(
             assert snap.node_slo.cpu_burst_strategy.policy == "cpuBurstOnly"
             assert snap.node_metric is not None
             assert snap.node_metric.metric_collect_policy.report_interval_seconds == 45
+            assert snap.colocation.enabled and snap.colocation.strategy.cpu_reclaim_threshold_percent == 45
+            assert {s["resource"] for s in status["sources"]} >= {"slo-configmap"}
         finally:
             stop.set()
             await asyncio.wait_for(task, 10)
@@ -116,7 +150,10 @@ def test_every_verb_the_agent_uses_is_allowed(
 ) -> None:
     sa = agent.client
     ns = agent.namespace
+    koord = agent.koordinator_namespace
     node = kube_nodes.make("verbs")["metadata"]["name"]
+    kube.must(kube.post(f"/api/v1/namespaces/{koord}/configmaps", {"metadata": {"name": SLO_CONFIGMAP},
+                                                                   "data": {"colocation-config": "{}"}}), "configmap")
     kube.must(kube.post(f"/api/v1/namespaces/{ns}/pods", pod_body("victim", node, qos="BE")), "pod")
     kube.must(kube.post(f"{SLO_API}/nodeslos", {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
                                                  "metadata": {"name": node}, "spec": {}}), "nodeslo")
@@ -133,6 +170,12 @@ def test_every_verb_the_agent_uses_is_allowed(
         "get NodeSLO": sa.get(f"{SLO_API}/nodeslos/{node}"),
         "watch NodeSLO": sa.get(f"{SLO_API}/nodeslos", fieldSelector=f"metadata.name={node}", watch="true",
                                 timeoutSeconds="1"),
+        "list the slo-controller-config ConfigMap by name": sa.get(
+            f"/api/v1/namespaces/{koord}/configmaps", fieldSelector=f"metadata.name={SLO_CONFIGMAP}"),
+        "watch the slo-controller-config ConfigMap by name": sa.get(
+            f"/api/v1/namespaces/{koord}/configmaps", fieldSelector=f"metadata.name={SLO_CONFIGMAP}", watch="true",
+            timeoutSeconds="1"),
+        "get the slo-controller-config ConfigMap": sa.get(f"/api/v1/namespaces/{koord}/configmaps/{SLO_CONFIGMAP}"),
         "get NodeMetric": sa.get(f"{SLO_API}/nodemetrics/{node}"),
         "get NodeMetric status": sa.get(f"{SLO_API}/nodemetrics/{node}/status"),
         "patch NodeMetric status": sa.merge_patch(f"{SLO_API}/nodemetrics/{node}/status", {"status": {
@@ -150,6 +193,8 @@ def test_every_verb_the_agent_uses_is_allowed(
     }
     for what, reply in checks.items():
         assert reply.ok, f"{what}: HTTP {reply.status}: {reply.reason()}"
+    listed = checks["list the slo-controller-config ConfigMap by name"].body["items"]
+    assert [c["metadata"]["name"] for c in listed] == [SLO_CONFIGMAP]
     # The kubelet /pods source (kubelet mode, secure port) is authorized by the kubelet as nodes/proxy get;
     # no kubelet runs here, so ask the apiserver's authorizer the kubelet's question directly.
     review = sa.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
@@ -189,7 +234,23 @@ def test_what_the_agent_must_never_do_is_forbidden(
                                                     "metadata": {"name": node}, "spec": {}}), "nodemetric")
     kube.must(kube.post(f"/api/v1/namespaces/{ns}/secrets", {"metadata": {"name": "s"}, "stringData": {"k": "v"}}),
               "secret")
+    koord = agent.koordinator_namespace
+    for where, name in ((koord, SLO_CONFIGMAP), (koord, "other"), (ns, SLO_CONFIGMAP)):
+        kube.must(kube.post(f"/api/v1/namespaces/{where}/configmaps", {"metadata": {"name": name},
+                                                                      "data": {"colocation-config": "{}"}}), name)
+    koord_cms = f"/api/v1/namespaces/{koord}/configmaps"
+    by_name = f"metadata.name={SLO_CONFIGMAP}"
     denied = {
+        "get another ConfigMap in koordinator's namespace": sa.get(f"{koord_cms}/other"),
+        "list another ConfigMap by name there": sa.get(koord_cms, fieldSelector="metadata.name=other"),
+        "list every ConfigMap there": sa.get(koord_cms),
+        "watch every ConfigMap there": sa.get(koord_cms, watch="true", timeoutSeconds="1"),
+        "get the ConfigMap's name in another namespace": sa.get(f"/api/v1/namespaces/{ns}/configmaps/{SLO_CONFIGMAP}"),
+        "list it by name in another namespace": sa.get(f"/api/v1/namespaces/{ns}/configmaps", fieldSelector=by_name),
+        "list it by name cluster-wide": sa.get("/api/v1/configmaps", fieldSelector=by_name),
+        "patch the slo-controller-config": sa.merge_patch(f"{koord_cms}/{SLO_CONFIGMAP}", {"data": {"x": "y"}}),
+        "delete the slo-controller-config": sa.delete(f"{koord_cms}/{SLO_CONFIGMAP}"),
+        "create a ConfigMap there": sa.post(koord_cms, {"metadata": {"name": "intruder"}}),
         "list secrets in a namespace": sa.get(f"/api/v1/namespaces/{ns}/secrets"),
         "list secrets cluster-wide": sa.get("/api/v1/secrets"),
         "get a secret": sa.get(f"/api/v1/namespaces/{ns}/secrets/s"),
@@ -219,6 +280,7 @@ def test_what_the_agent_must_never_do_is_forbidden(
     # and the refusals changed nothing
     assert kube.get(f"/api/v1/namespaces/{ns}/pods/keep").ok
     assert kube.get(f"{SLO_API}/nodemetrics/{node}").body["spec"] == {}
+    assert kube.get(f"{koord_cms}/{SLO_CONFIGMAP}").body["data"] == {"colocation-config": "{}"}
 
 
 def test_the_agent_process_runs_with_the_service_accounts_token(
@@ -237,6 +299,7 @@ def test_the_agent_process_runs_with_the_service_accounts_token(
              "--registration-dir", str(run / "reg"), "--state-dir", str(run / "state"),
              "--metrics-addr", "127.0.0.1:0"],
             stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "HOOKSERVER_INFORMER__SLO_CONFIGMAP": agent.slo_configmap},
         )
         try:
             deadline = time.monotonic() + 60
