@@ -226,7 +226,7 @@ class Daemon:
         return CapacityPublisher(
             store=self.store, settings=cs, sink=sink, standalone=standalone, prod_reclaimable=self._prod_reclaimable,
             disabled_collectors=self._disabled_collectors, koord_manager_evidence=self._koord_manager_evidence,
-            nodemetric=keeper, document_path=document, metrics=metrics,
+            nodemetric=keeper, ready=self.informer.first_sync_done, document_path=document, metrics=metrics,
         )
 
     def _prod_reclaimable(self) -> Pair | None:

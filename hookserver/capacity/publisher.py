@@ -92,6 +92,7 @@ class CapacityPublisher:
         disabled_collectors: Callable[[], Sequence[str]] = tuple,
         koord_manager_evidence: Callable[[], str] = str,
         nodemetric: NodeMetricKeeper | None = None,
+        ready: Callable[[], bool] = lambda: True,
         document_path: str = "",
         metrics: CapacityMetrics | None = None,
         clock: Callable[[], float] = time.time,
@@ -105,6 +106,7 @@ class CapacityPublisher:
         self.disabled_collectors = disabled_collectors
         self.koord_manager_evidence = koord_manager_evidence
         self.nodemetric = nodemetric
+        self.ready = ready  # the informer's first sync: until then colocation-config and the pods are defaults
         self.document_path = document_path  # standalone: the offer and its explanation after every tick
         self.document_error = ""
         self.metrics = metrics
@@ -179,6 +181,11 @@ class CapacityPublisher:
     def _tick(self, at: float) -> TickOutcome:
         if not self.settings.enabled:
             return TickOutcome(at, "off", "capacity.enabled: false")
+        if not self.ready():
+            # Until the first sync the store holds defaults (colocation off, no pods): acting on them would
+            # withdraw a good offer at every agent restart, or publish one that ignores the node's pods.
+            return TickOutcome(at, "warming-up", "waiting for the informer's first sync (colocation-config, the "
+                                                 "Node and its pods)")
         snapshot = self.store.snapshot()
         resolved = snapshot.colocation if isinstance(snapshot.colocation, ResolvedColocation) else default_colocation()
         self.last_colocation = resolved
@@ -233,7 +240,12 @@ class CapacityPublisher:
             target = None if why_not else self._held(at, result.values())
         if target is None:
             self._history.clear()
-        else:
+        elif snapshot.stale:
+            # The informer lost a watch: pods may be missing from the store, so a rise may be wrong; a drop
+            # (usage is the agent's own, always fresh) is still published.
+            target = {r: min(v, current[r]) for r, v in target.items() if r in current}
+            why_not = "the informer is stale (a watch is down): the offer may only shrink"
+        if target is not None:
             left = warmup_left_s(fresh, now=at, warmup_s=self.settings.warmup_s)
             if left > 0:
                 return TickOutcome(at, "warming-up", f"{left:.0f} s more of node samples before the first write "
@@ -242,12 +254,12 @@ class CapacityPublisher:
                           diff_threshold=strategy.resource_diff_threshold,
                           update_time_s=float(strategy.update_time_threshold_seconds))
         self.last_decision = decision
-        state_if_held = ("disabled" if not resolved.enabled else "degraded") if target is None else \
-            ("published" if ours else "holding")
+        gone_state = "disabled" if not resolved.enabled else "degraded"
         if decision.action == "hold":
-            return TickOutcome(at, state_if_held, why_not or decision.reason)
+            state = gone_state if target is None else ("published" if ours else "holding")
+            return TickOutcome(at, state, why_not or decision.reason)
         forced = tuple(sorted({m for managers in foreign.values() for m in managers}))
-        return self._act(at, decision, None if target is None else target, why_not, forced)
+        return self._act(at, decision, target, why_not, forced, gone_state)
 
     def _held(self, at: float, computed: Mapping[str, int]) -> dict[str, int]:
         """Growth waits: the target is the per-resource minimum of what was computed over the last
@@ -273,7 +285,7 @@ class CapacityPublisher:
         return dict(on_node)
 
     def _act(self, at: float, decision: Decision, target: Mapping[str, int] | None, why_not: str,
-             forced: tuple[str, ...]) -> TickOutcome:
+             forced: tuple[str, ...], gone_state: str) -> TickOutcome:
         if target is None:
             delivery = self.sink.withdraw()
             values: dict[str, str] = {}
@@ -304,9 +316,7 @@ class CapacityPublisher:
             self._ours_rv = str(getattr(delivery, "resource_version", "") or "")
             if self.metrics is not None:
                 self.metrics.record_offer({r: int(_parse(r, v)) for r, v in values.items()})
-            state = "published" if target is not None else ("disabled" if "colocation is off" in why_not
-                                                            else "degraded")
-            return TickOutcome(at, state, reason, action, "ok", "", values)
+            return TickOutcome(at, "published" if target is not None else gone_state, reason, action, "ok", "", values)
         if delivery.result == "conflict":
             managers = sorted({m for m, _ in delivery.conflicts}) or ["another field manager"]
             if self.metrics is not None:

@@ -283,3 +283,35 @@ def test_the_report_explains_every_term_and_the_next_write() -> None:
     assert view["policy"]["cpu"] == "usage" and view["policy"]["fast_window_s"] == 15.0
     assert "10%" in view["next_write"] and view["writes_last_hour"] == 1
     assert view["last_write"]["values"][BATCH_CPU] == cpu["value"].__str__()
+
+
+def test_nothing_is_done_before_the_informer_has_synced() -> None:
+    world = World()
+    world.set_offer({BATCH_CPU: "4000"}, owner="hookserver")  # the offer of the agent before a restart
+    world.store.set_colocation(None)  # what the store holds before the ConfigMap is listed: nothing
+    synced = [False]
+    publisher = CapacityPublisher(store=world.store, settings=CapacitySettings(warmup_s=10), sink=world.sink,
+                                  standalone=False, clock=world.clock, ready=lambda: synced[0])
+    _warm(world)
+    outcome = publisher.tick()
+    assert outcome.state == "warming-up" and "first sync" in outcome.reason and world.sink.calls == []
+    synced[0] = True
+    world.store.set_colocation(colocation())
+    assert publisher.tick().action == "write"  # the restarted agent recomputes, then writes (4000 -> 4300)
+
+
+def test_a_stale_informer_lets_the_offer_shrink_but_not_grow() -> None:
+    world = World()
+    publisher = world.publisher(grow_hold_s=0)
+    _warm(world)
+    publisher.tick()
+    world.store.set_stale(True)
+    world.system = (0.1, 1.0 * GI)  # less used: 4700 would be a rise
+    world.sample(20)
+    held = publisher.tick()
+    assert held.action == "none" and "stale" in held.reason, held
+    world.system = (2.0, 1.0 * GI)  # more used: 2800 is a drop
+    world.sample(20)
+    shrunk = publisher.tick()
+    assert shrunk.action == "write" and world.sink.calls[-1][1][BATCH_CPU] == "2800", shrunk
+    assert "stale" in shrunk.reason
