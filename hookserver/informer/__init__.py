@@ -6,6 +6,9 @@ node, NodeSLO and NodeMetric from the apiserver, the kubelet or local files, int
     informer.status()             # hookctl status: per source connected, last sync, rv, stale, counts
     informer.slo_report()         # hookctl slo: effective NodeSLO and where each part came from
 
+Writers (server-side apply with our own field manager, never forced over another manager):
+NodeCapacityWriter (batch/mid capacity into the Node's status).
+
 Only the settings are imported eagerly: `hookserver.config` needs them, and importing the kubernetes
 client costs about a second, which `hookctl` should not pay. Everything else loads on first use.
 """
@@ -19,12 +22,14 @@ from hookserver.informer.settings import InformerSettings, KubeletSettings
 
 __all__ = [
     "ApiClientTransport",
+    "CapacityDelivery",
     "Informer",
     "InformerMetrics",
     "InformerSettings",
     "KubeTransport",
     "KubeletPodSource",
     "KubeletSettings",
+    "NodeCapacityWriter",
     "NodeHandler",
     "NodeMetricHandler",
     "NodeSLOHandler",
@@ -61,6 +66,8 @@ _LAZY = {
     "ResourceKind": "reflector",
     "SLOFileSource": "slo_file",
     "SLOState": "slo_state",
+    "CapacityDelivery": "node_capacity",
+    "NodeCapacityWriter": "node_capacity",
 }
 
 
