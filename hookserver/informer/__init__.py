@@ -7,7 +7,7 @@ node, NodeSLO and NodeMetric from the apiserver, the kubelet or local files, int
     informer.slo_report()         # hookctl slo: effective NodeSLO and where each part came from
 
 Writers (server-side apply with our own field manager, never forced over another manager):
-NodeCapacityWriter (batch/mid capacity into the Node's status).
+NodeCapacityWriter (batch/mid capacity into the Node's status), NodeMetricSpecWriter (this node's NodeMetric).
 
 Only the settings are imported eagerly: `hookserver.config` needs them, and importing the kubernetes
 client costs about a second, which `hookctl` should not pay. Everything else loads on first use.
@@ -32,6 +32,7 @@ __all__ = [
     "NodeCapacityWriter",
     "NodeHandler",
     "NodeMetricHandler",
+    "NodeMetricSpecWriter",
     "NodeSLOHandler",
     "ObjectHandler",
     "PodHandler",
@@ -40,6 +41,7 @@ __all__ = [
     "SLOFileSource",
     "SLOState",
     "Source",
+    "SpecDelivery",
     "WatchStream",
     "build_informer",
     "load_client_configuration",
@@ -68,6 +70,8 @@ _LAZY = {
     "SLOState": "slo_state",
     "CapacityDelivery": "node_capacity",
     "NodeCapacityWriter": "node_capacity",
+    "NodeMetricSpecWriter": "nodemetric_spec",
+    "SpecDelivery": "nodemetric_spec",
 }
 
 
