@@ -67,6 +67,7 @@ class NodeMetricSpecWriter:
         self._sleep = sleep
 
     def ensure(self, spec: Mapping[str, Any]) -> SpecDelivery:
+        spec = _plain(spec)  # read-only views and tuples (store snapshots) as the JSON the server returns
         read = send(self._transport, "GET", self._path, timeout_s=self._timeout_s, sleep=self._sleep)
         current: Mapping[str, Any] | None = None
         if read.status == 200 and isinstance(read.body, Mapping):
@@ -76,7 +77,7 @@ class NodeMetricSpecWriter:
         elif read.status != 404:  # 404: no object yet, or no CRD; the apply tells which
             return self._failure("GET", read, needs="get nodemetrics")
         body = {"apiVersion": self._api_version, "kind": "NodeMetric", "metadata": {"name": self._node_name},
-                "spec": dict(spec)}
+                "spec": spec}
         params = {"fieldManager": self.field_manager, "force": "false"}
         reply = send(self._transport, "PATCH", self._path, body, timeout_s=self._timeout_s, sleep=self._sleep,
                      content_type=APPLY_PATCH, params=params)
@@ -106,7 +107,7 @@ class NodeMetricSpecWriter:
         if len(ours) != 1:
             return False
         owned = owned_leaves(ours[0].get("fieldsV1"))
-        wanted = value_leaves({"spec": dict(spec)})
+        wanted = value_leaves({"spec": spec})
         if owned is None or owned != frozenset(wanted):
             return False
         return all(lookup(current, path) == (True, value) for path, value in wanted.items())
@@ -119,6 +120,14 @@ class NodeMetricSpecWriter:
             return SpecDelivery("forbidden", f"forbidden: the agent's ClusterRole must allow {needs} "
                                 f"(deploy/hookserver.yaml): {status_message(reply.body)}", reply.attempts)
         return SpecDelivery("error", describe_failure(method, self._path, reply), reply.attempts)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _spec(obj: Any) -> Any:

@@ -160,3 +160,17 @@ def test_malformed_conflict_bodies_still_say_what_happened(
     delivery = writer(fake, tmp_path).ensure(SPEC)
     assert (delivery.result, delivery.conflicts) == ("conflict", expected)
     assert delivery.detail.startswith("conflict: ") and len(delivery.detail) > len("conflict: ")
+
+
+def test_a_read_only_spec_with_tuples_is_sent_and_compared_as_json(fake: FakeApiServer, tmp_path: Path) -> None:
+    """What a store snapshot hands over (MappingProxyType, tuples) is the same spec as the server's JSON."""
+    from types import MappingProxyType
+
+    frozen = MappingProxyType({"metricCollectPolicy": MappingProxyType({
+        "aggregateDurationSeconds": 300, "reportIntervalSeconds": 60,
+        "nodeAggregatePolicy": MappingProxyType({"durations": ("5m0s", "10m0s", "30m0s")})})})
+    w = writer(fake, tmp_path)
+    assert w.ensure(frozen).result == "created"
+    assert fake.get("nodemetrics", NODE)["spec"] == SPEC
+    writes = len(fake.writes)
+    assert w.ensure(frozen).result == "unchanged" and len(fake.writes) == writes
