@@ -7,6 +7,9 @@ files, into the state store.
     informer.status()             # hookctl status: per source connected, last sync, rv, stale, counts
     informer.slo_report()         # hookctl slo: effective NodeSLO and where each part came from
 
+Writers (server-side apply with our own field manager, never forced over another manager):
+NodeCapacityWriter (batch/mid capacity into the Node's status), NodeMetricSpecWriter (this node's NodeMetric).
+
 Only the settings are imported eagerly: `hookserver.config` needs them, and importing the kubernetes
 client costs about a second, which `hookctl` should not pay. Everything else loads on first use.
 """
@@ -20,14 +23,17 @@ from hookserver.informer.settings import InformerSettings, KubeletSettings
 
 __all__ = [
     "ApiClientTransport",
+    "CapacityDelivery",
     "Informer",
     "InformerMetrics",
     "InformerSettings",
     "KubeTransport",
     "KubeletPodSource",
     "KubeletSettings",
+    "NodeCapacityWriter",
     "NodeHandler",
     "NodeMetricHandler",
+    "NodeMetricSpecWriter",
     "NodeSLOHandler",
     "ObjectHandler",
     "PodHandler",
@@ -37,6 +43,7 @@ __all__ = [
     "SLOFileSource",
     "SLOState",
     "Source",
+    "SpecDelivery",
     "WatchStream",
     "build_informer",
     "load_client_configuration",
@@ -64,6 +71,10 @@ _LAZY = {
     "SLOConfigMapHandler": "slo_configmap",
     "SLOFileSource": "slo_file",
     "SLOState": "slo_state",
+    "CapacityDelivery": "node_capacity",
+    "NodeCapacityWriter": "node_capacity",
+    "NodeMetricSpecWriter": "nodemetric_spec",
+    "SpecDelivery": "nodemetric_spec",
 }
 
 

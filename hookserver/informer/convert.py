@@ -3,6 +3,8 @@
 Hand-written, not pydantic: this runs once per watch event and must stay in the tens of microseconds.
 Anything malformed raises InputError naming the field, and the caller logs and skips that one object.
 Quantities are checked with the exact parser, so a garbage request never reaches a hook.
+metadata.managedFields is read for one thing only (who owns the batch/mid resources in the Node's status),
+and its malformed entries are skipped, never raised: they are bookkeeping, not the node's state.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.errors import InputError, QuantityError
+from hookserver.koord_resources import PUBLISHED_RESOURCES
 from hookserver.quantity import parse_quantity
 from hookserver.store.records import NodeRecord, PodRecord
 
 __all__ = ["POD_FIELDS_FROM_API", "node_from_json", "object_key", "pod_from_json", "resource_version_of"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_NO_OWNERS: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+_PUBLISHED_KEYS = tuple((name, f"f:{name}") for name in PUBLISHED_RESOURCES)
 
 # Fields an apiserver/kubelet pod copy owns: taken as given even when empty. sandbox_id and cgroup_parent
 # are the runtime's (learned from hooks and NRI) and are kept when the API copy has none.
@@ -238,4 +243,39 @@ def node_from_json(obj: Any, *, source: str, now: float) -> NodeRecord:
         allocatable=_quantities(status, "allocatable", "status"),
         source=source,
         updated_at=now,
+        published_owners=_published_owners(meta.get("managedFields")),
+        resource_version=_str(meta, "resourceVersion", "metadata"),
     )
+
+
+def _is_map(value: Any) -> bool:
+    return value.__class__ is dict or isinstance(value, Mapping)  # json.loads gives dicts: skip the ABC check
+
+
+def _published_owners(entries: Any) -> Mapping[str, tuple[str, ...]]:
+    """For each of PUBLISHED_RESOURCES some manager owns in status.capacity or status.allocatable (the
+    union of both), the managers that do, sorted. How the capacity publisher sees koord-manager or a
+    second agent from the watch, before it writes. Malformed entries are skipped."""
+    if not entries or not isinstance(entries, list):
+        return _NO_OWNERS
+    owners: dict[str, set[str]] = {}
+    for entry in entries:
+        if not _is_map(entry):
+            continue
+        manager = entry.get("manager")
+        fields = entry.get("fieldsV1")
+        if not isinstance(manager, str) or not manager or not _is_map(fields):
+            continue
+        status = fields.get("f:status")
+        if not _is_map(status):
+            continue
+        for key in ("f:capacity", "f:allocatable"):
+            owned = status.get(key)
+            if not owned or not _is_map(owned):
+                continue
+            for name, field_key in _PUBLISHED_KEYS:
+                if field_key in owned:
+                    owners.setdefault(name, set()).add(manager)
+    if not owners:
+        return _NO_OWNERS
+    return MappingProxyType({name: tuple(sorted(owners[name])) for name in PUBLISHED_RESOURCES if name in owners})

@@ -201,6 +201,12 @@ class _ResponseLines:
             log.debug("%s: close: %s", self._what, exc)
 
 
+def _is_json_type(content_type: str) -> bool:
+    """application/json and its +json patch types, which the client's REST layer serializes itself."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 class ApiClientTransport:
     """KubeTransport over a configured `kubernetes.client.ApiClient`."""
 
@@ -262,14 +268,21 @@ class ApiClientTransport:
             raise InformerError(f"GET {path}: response is not JSON: {exc}") from exc
 
     def _send(
-        self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float
+        self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float,
+        params: Mapping[str, str] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
+            if not _is_json_type(content_type):
+                # Server-side apply (application/apply-patch+yaml) takes JSON, which is YAML. Sent as
+                # bytes, because the client's REST layer serializes a dict only for the content types
+                # it knows (before v31 it refused a dict for any YAML type) but passes bytes as they are.
+                body = json.dumps(body).encode()
         try:
             http_method, url, header_params, serialized, _post = self._api.param_serialize(
                 method, path, body=body, header_params=headers, auth_settings=["BearerToken"],
+                query_params=list(params.items()) if params else None,
             )
             rest = self._api.call_api(
                 http_method, url, header_params=header_params, body=serialized,
@@ -298,14 +311,19 @@ class ApiClientTransport:
             raise InformerError(f"{what}: response is not JSON: {exc}") from exc
 
     def request_json(
-        self, method: str, path: str, body: Any = None, *, timeout_s: float
+        self, method: str, path: str, body: Any = None, *, timeout_s: float,
+        content_type: str = "application/json", params: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """Send a JSON request (POST, PATCH, DELETE, GET) and return (HTTP status, decoded body or None).
+        """Send a request (POST, PATCH, PUT, DELETE, GET) with a JSON body and return (HTTP status, decoded
+        body or None). `content_type` may be a patch type (`application/merge-patch+json`,
+        `application/apply-patch+yaml`: the body is still JSON); `params` is the query.
 
         Unlike `get_json` and `send_json`, an HTTP error status is returned, not raised: writers (the
-        evictor) act on 404, 409 and 429 themselves. A transport failure raises InformerError."""
+        evictor, the server-side apply writers) act on 403, 404, 409 and 429 themselves; an error body
+        that is not JSON ("404 page not found" for a resource nobody serves) comes back as its text.
+        A transport failure raises InformerError."""
         what = f"{method} {path}"
-        response = self._send(method, path, body, content_type="application/json", timeout_s=timeout_s)
+        response = self._send(method, path, body, content_type=content_type, timeout_s=timeout_s, params=params)
         try:
             raw = response.read(_ERROR_BODY_BYTES if response.status >= 300 else None)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -315,7 +333,7 @@ class ApiClientTransport:
         try:
             decoded = json.loads(raw) if raw else None
         except ValueError:
-            decoded = None
+            decoded = raw[:200].decode("utf-8", "replace") if response.status >= 300 else None
         return response.status, decoded
 
     def open_watch(

@@ -12,10 +12,19 @@ It serves, from memory, on 127.0.0.1 (port 0 by default) over plain HTTP/1.1:
   * collections: pods and configmaps (also /api/v1/namespaces/<ns>/<kind>), nodes, and the Koordinator CRDs
     nodeslos / nodemetrics under /apis/slo.koordinator.sh/v1alpha1 (each can be "uninstalled": 404, or
     `forbid`den: 403 on list and watch, as without an RBAC grant).
-  * for cluster-scoped kinds, GET <collection>/<name> (one object) and PATCH <collection>/<name>/status with
-    `application/merge-patch+json` (RFC 7386, status only; a `metadata.resourceVersion` in the patch that is not
-    the current one gives 409 Conflict, like the real optimistic-concurrency check); `fail_next_patches(n, code)`
-    makes the next n patches fail with that status (conflict and outage tests); `patches` records them.
+  * for cluster-scoped kinds, GET <collection>/<name> (one object), and PUT or PATCH of <collection>/<name>
+    and <collection>/<name>/status (the status subresource changes the status only, the main resource all
+    but the status): `application/merge-patch+json` (RFC 7386; a `metadata.resourceVersion` that is not the
+    current one gives 409 Conflict, like the real optimistic-concurrency check), `application/json-patch+json`,
+    and server-side apply (`application/apply-patch+yaml` with `fieldManager` and `force`; it creates a
+    missing object through the main resource, not through status). Field ownership follows the model in
+    fake_ssa.py and is served as `metadata.managedFields` (apiserver fieldsV1 shape) in GET, list and watch;
+    an update's manager is its `fieldManager` or else its User-Agent before "/", and `apply_as` /
+    `update_as` write as another manager (koordinator-manager) without HTTP. A write that changes nothing
+    keeps its resourceVersion and sends no event. `fail_next_patches(n, code, body=...)` makes the next n
+    writes fail with that status (conflict and outage tests); `patches` records merge patches of status,
+    `writes` every write (content type, query, manager, body). An unserved (uninstalled) resource answers
+    writes with the real server's plain-text "404 page not found".
 Writes, for the evictor: `GET /apis/policy` (discovery; `policy_versions` says which are served), `GET` of
 one pod, `POST pods/<name>/eviction` (policy/v1 and policy/v1beta1 bodies, a UID precondition, HTTP 429 while
 `pdb_refusals[ns/name]` > 0, then the pod gets a deletionTimestamp as a real apiserver gives a pod bound to a
@@ -44,7 +53,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["COLLECTIONS", "FakeApiServer", "FakeKubelet", "make_node", "make_nodeslo", "make_pod"]
+from tests.informer.fake_ssa import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    ApplyConflict,
+    BadPatch,
+    ManagedFields,
+    apply_config,
+    in_status,
+    outside_status,
+    record_update,
+    updated_object,
+)
+
+__all__ = ["COLLECTIONS", "FakeApiServer", "FakeKubelet", "Write", "make_node", "make_nodeslo", "make_pod"]
 
 SLO = "/apis/slo.koordinator.sh/v1alpha1"
 # kind -> (collection path, object kind, apiVersion, namespaced)
@@ -91,6 +114,28 @@ def make_node(name: str = "node-a", *, labels: Mapping[str, str] | None = None,
 def make_nodeslo(name: str = "node-a", spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO",
             "metadata": {"name": name, "uid": str(uuid.uuid4())}, "spec": dict(spec or {})}
+
+
+@dataclass(frozen=True)
+class Write:
+    """One PUT or PATCH the fake answered (or failed on purpose)."""
+
+    method: str
+    kind: str
+    name: str
+    subresource: str
+    content_type: str
+    query: dict[str, str]
+    manager: str
+    body: Any
+
+
+class _NotFound(Exception):
+    pass
+
+
+_REASONS = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 415: "UnsupportedMediaType",
+            422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
 
 
 @dataclass
@@ -146,7 +191,9 @@ class FakeApiServer:
         self._expire_epoch: dict[str, int] = {k: 0 for k in COLLECTIONS}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.patches: list[tuple[str, str, Any]] = []
-        self._patch_failures: list[int] = []
+        self._patch_failures: list[tuple[int, Any]] = []
+        self._managed: dict[str, dict[str, ManagedFields]] = {k: {} for k in COLLECTIONS}
+        self.writes: list[Write] = []
         self.policy_versions: list[str] = ["policy/v1", "policy/v1beta1"]
         self.pdb_refusals: dict[str, int] = {}
         self.evictions: list[dict[str, Any]] = []
@@ -244,15 +291,25 @@ class FakeApiServer:
         return new
 
     def apply(self, kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace (by namespace/name). Returns the stored copy with its resourceVersion."""
+        """Create or replace (by namespace/name): the test's own hand, not a server-side apply (that is
+        `apply_as`). Returns the stored copy with its resourceVersion. Field ownership is kept for the
+        leaves still there, or taken from `metadata.managedFields` when the object carries them."""
         new = copy.deepcopy(dict(obj))
         with self._cond:
-            old = self._objects[kind].get(_key(new))
-            self._objects[kind][_key(new)] = new
+            key = _key(new)
+            old = self._objects[kind].get(key)
+            given = new.get("metadata", {}).get("managedFields")
+            table = ManagedFields.parse(given) if given is not None else self._managed[kind].get(key, ManagedFields())
+            table.keep_existing(new)
+            self._managed[kind][key] = table
+            if table:
+                new["metadata"]["managedFields"] = table.render()
+            self._objects[kind][key] = new
             return self._record(kind, "MODIFIED" if old else "ADDED", old, new)
 
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         with self._cond:
+            self._managed[kind].pop(f"{namespace}/{name}", None)
             old = self._objects[kind].pop(f"{namespace}/{name}")
             gone = copy.deepcopy(old)
             self._record(kind, "DELETED", old, gone)
@@ -291,38 +348,102 @@ class FakeApiServer:
         else:
             self._forbidden.discard(kind)
 
-    def fail_next_patches(self, count: int, code: int = 409) -> None:
+    def fail_next_patches(self, count: int, code: int = 409, *, body: Any = None) -> None:
+        """The next `count` writes (PATCH of any type, PUT) answer `code`, with `body` when given (a Status
+        dict, or a str sent as it is: malformed-answer tests)."""
         with self._cond:
-            self._patch_failures = [code] * count
+            self._patch_failures = [(code, body)] * count
 
     def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
         with self._cond:
             obj = self._objects[kind].get(f"{namespace}/{name}")
             return copy.deepcopy(obj) if obj is not None else None
 
-    def _patch_status(self, kind: str, name: str, patch: Any) -> tuple[int, dict[str, Any]]:
+    def apply_as(self, manager: str, kind: str, name: str, config: Mapping[str, Any], *, subresource: str = "",
+                 force: bool = False) -> tuple[int, Any]:
+        """A server-side apply by another field manager (koord-manager, a second agent), as over HTTP."""
+        return self._write(kind, name, subresource, method="PATCH", content_type=APPLY_PATCH,
+                           body=copy.deepcopy(dict(config)), manager=manager, force=force)
+
+    def update_as(self, manager: str, kind: str, name: str, patch: Mapping[str, Any], *,
+                  subresource: str = "status") -> tuple[int, Any]:
+        """A JSON merge patch by another field manager (koord-manager updates the Node's status this way)."""
+        return self._write(kind, name, subresource, method="PATCH", content_type=MERGE_PATCH,
+                           body=copy.deepcopy(dict(patch)), manager=manager)
+
+    def managed_fields(self, kind: str, name: str) -> ManagedFields:
         with self._cond:
-            self.patches.append((kind, name, copy.deepcopy(patch)))
+            return self._managed[kind].get(f"/{name}") or ManagedFields()
+
+    def _write(self, kind: str, name: str, subresource: str, *, method: str, content_type: str, body: Any,
+               manager: str, force: bool = False, query: Mapping[str, str] | None = None) -> tuple[int, Any]:
+        """PUT or PATCH (apply, merge, JSON) of a cluster-scoped object or its status, with field ownership."""
+        with self._cond:
+            self.writes.append(Write(method, kind, name, subresource, content_type, dict(query or {}), manager,
+                                     copy.deepcopy(body)))
+            if subresource == "status" and content_type == MERGE_PATCH:
+                self.patches.append((kind, name, copy.deepcopy(body)))
             if self._patch_failures:
-                code = self._patch_failures.pop(0)
-                reason = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(code, "Error")
-                return code, _status(code, reason, f"injected {code}")
-            obj = self._objects[kind].get(f"/{name}")
+                code, failure = self._patch_failures.pop(0)
+                return code, failure if failure is not None else _status(code, _REASONS.get(code, "Error"),
+                                                                          f"injected {code}")
+            key = f"/{name}"
+            obj = self._objects[kind].get(key)
+            _, obj_kind, api_version, _ = COLLECTIONS[kind]
+            table = self._managed[kind].setdefault(key, ManagedFields())
+            scope = in_status if subresource == "status" else outside_status
+            try:
+                if content_type == APPLY_PATCH and method == "PATCH":
+                    new = self._applied(kind, name, obj, body, table, manager=manager, force=force, scope=scope)
+                else:
+                    if obj is None:
+                        return 404, _status(404, "NotFound", f'{kind} "{name}" not found')
+                    want_rv = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+                    if want_rv and want_rv != obj["metadata"].get("resourceVersion"):
+                        return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": '
+                                            "the object has been modified; please apply your changes to the latest "
+                                            "version")
+                    new = updated_object(obj, method=method, content_type=content_type, body=body,
+                                         subresource=subresource)
+                    if subresource == "status" and not new.get("status", True):
+                        new.pop("status")
+                    record_update(obj, new, table, manager=manager, scope=scope, api_version=api_version)
+            except ApplyConflict as exc:
+                return 409, exc.status()
+            except _NotFound as exc:
+                return 404, _status(404, "NotFound", str(exc))
+            except BadPatch as exc:
+                return exc.code, _status(exc.code, _REASONS.get(exc.code, "Invalid"), str(exc))
+            if table:
+                new.setdefault("metadata", {})["managedFields"] = table.render()
+            else:
+                new.get("metadata", {}).pop("managedFields", None)
             if obj is None:
-                return 404, _status(404, "NotFound", f'{kind} "{name}" not found')
-            if not isinstance(patch, dict):
-                return 400, _status(400, "BadRequest", "patch must be an object")
-            want_rv = (patch.get("metadata") or {}).get("resourceVersion")
-            if want_rv and want_rv != obj["metadata"].get("resourceVersion"):
-                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on {kind} "{name}": '
-                                    "the object has been modified; please apply your changes to the latest version")
-            new = copy.deepcopy(obj)
-            if "status" in patch:
-                new["status"] = _merge_patch(new.get("status") or {}, patch["status"])
-                if not new["status"]:
-                    new.pop("status")
-            self._objects[kind][f"/{name}"] = new
+                self._objects[kind][key] = new
+                return 201, copy.deepcopy(self._record(kind, "ADDED", None, new))
+            if new == obj:
+                return 200, copy.deepcopy(obj)  # a no-op is not written: same resourceVersion, no event
+            self._objects[kind][key] = new
             return 200, copy.deepcopy(self._record(kind, "MODIFIED", obj, new))
+
+    def _applied(self, kind: str, name: str, obj: dict[str, Any] | None, config: Any, table: ManagedFields, *,
+                 manager: str, force: bool, scope: Callable[[tuple[str, ...]], bool]) -> dict[str, Any]:
+        _, obj_kind, api_version, _ = COLLECTIONS[kind]
+        if not isinstance(config, dict):
+            raise BadPatch("an apply configuration must be an object", 400)
+        if config.get("apiVersion") != api_version or config.get("kind") != obj_kind:
+            raise BadPatch(f"apply of {config.get('apiVersion')}/{config.get('kind')} to {kind}", 400)
+        if (config.get("metadata") or {}).get("name") != name:
+            raise BadPatch(f"the name of the object ({(config.get('metadata') or {}).get('name')}) does not match "
+                           f"the name on the URL ({name})", 400)
+        if obj is None and scope is in_status:
+            raise _NotFound(f'{kind} "{name}" not found')
+        merged = apply_config(obj, config, table, manager=manager, force=force, scope=scope, api_version=api_version)
+        if obj is None:
+            merged.update(apiVersion=api_version, kind=obj_kind)
+            merged.setdefault("metadata", {}).update(
+                name=name, uid=str(uuid.uuid4()), creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        return merged
 
     def _count(self, kind: str, watch: bool) -> int:
         path = COLLECTIONS[kind][0]
@@ -382,6 +503,15 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
             "reason": reason, "code": code}
 
 
+def _send_text(handler: BaseHTTPRequestHandler, code: int, text: str | bytes) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    handler.send_response(code)
+    handler.send_header("Content-Type", "text/plain; charset=utf-8")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def _send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
     data = json.dumps(body).encode()
     handler.send_response(code)
@@ -389,19 +519,6 @@ def _send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
-
-
-def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge_patch(out.get(key), value)
-    return out
 
 
 def _object_route(path: str) -> tuple[str, str, str] | None:
@@ -549,22 +666,41 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                                    "metadata": {"resourceVersion": str(rv)}, "items": items})
 
         def do_PATCH(self) -> None:
+            self._write("PATCH")
+
+        def do_PUT(self) -> None:
+            self._write("PUT")
+
+        def _write(self, method: str) -> None:
             url = urlsplit(self.path)
-            fake.requests.append((url.path, {"method": "PATCH"}))
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            fake.requests.append((url.path, {"method": method}))
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
             one = _object_route(url.path)
-            if one is None or one[2] != "status" or one[0] in fake._uninstalled:
-                return _send_json(self, 404, _status(404, "NotFound", f"the server could not find {url.path}"))
-            if self.headers.get("Content-Type") != "application/merge-patch+json":
-                return _send_json(self, 415, _status(415, "UnsupportedMediaType", "only merge patches here"))
+            if one is None or one[0] in fake._uninstalled:
+                return _send_text(self, 404, "404 page not found\n")  # what kube-apiserver says for an unserved resource
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if method == "PUT":
+                content_type = content_type or "application/json"
+            elif content_type not in (APPLY_PATCH, MERGE_PATCH, JSON_PATCH):
+                return _send_json(self, 415, _status(415, "UnsupportedMediaType",
+                                                     f"the body of the request was in an unknown format: {content_type}"))
             try:
-                patch = json.loads(body)
+                decoded = json.loads(body)  # an apply body is YAML; the clients under test send JSON, which is YAML
             except ValueError:
-                return _send_json(self, 400, _status(400, "BadRequest", "patch is not JSON"))
-            code, answer = fake._patch_status(one[0], one[1], patch)
+                return _send_json(self, 400, _status(400, "BadRequest", "body is not JSON"))
+            manager = query.get("fieldManager") or (self.headers.get("User-Agent") or "unknown").split("/")[0]
+            force = query.get("force") == "true"
+            if content_type == APPLY_PATCH and not query.get("fieldManager"):
+                return _send_json(self, 422, _status(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: "
+                                                     "fieldManager: Required value: is required for apply patch"))
+            code, answer = fake._write(one[0], one[1], one[2], method=method, content_type=content_type, body=decoded,
+                                       manager=manager, force=force, query=query)
+            if isinstance(answer, (str, bytes)):
+                return _send_text(self, code, answer)
             _send_json(self, code, answer)
 
         def _chunk(self, payload: dict[str, Any] | bytes) -> None:

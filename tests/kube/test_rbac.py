@@ -31,6 +31,8 @@ from tests.kube.manifests import collection_path, load, manifests, relocate
 
 ACCOUNT = "hookserver"
 SLO_CONFIGMAP = "slo-controller-config"
+APPLY = "application/apply-patch+yaml"
+APPLY_QUERY = {"fieldManager": "hookserver", "force": "false"}
 
 
 @dataclass
@@ -240,6 +242,8 @@ def test_what_the_agent_must_never_do_is_forbidden(
                                                                       "data": {"colocation-config": "{}"}}), name)
     koord_cms = f"/api/v1/namespaces/{koord}/configmaps"
     by_name = f"metadata.name={SLO_CONFIGMAP}"
+    node_object = kube.must(kube.get(f"/api/v1/nodes/{node}"), "get node")
+    metric_object = kube.must(kube.get(f"{SLO_API}/nodemetrics/{node}"), "get nodemetric")
     denied = {
         "get another ConfigMap in koordinator's namespace": sa.get(f"{koord_cms}/other"),
         "list another ConfigMap by name there": sa.get(koord_cms, fieldSelector="metadata.name=other"),
@@ -259,13 +263,20 @@ def test_what_the_agent_must_never_do_is_forbidden(
         "delete a pod directly": sa.delete(f"/api/v1/namespaces/{ns}/pods/keep"),
         "patch a pod": sa.merge_patch(f"/api/v1/namespaces/{ns}/pods/keep", {"metadata": {"labels": {"x": "y"}}}),
         "patch the node": sa.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {"x": "y"}}}),
-        "patch node status": sa.merge_patch(f"/api/v1/nodes/{node}/status", {"status": {"capacity": {"cpu": "1"}}}),
+        "apply the node (main resource)": sa.request(
+            "PATCH", f"/api/v1/nodes/{node}", {"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": node, "labels": {"x": "y"}}}, query=APPLY_QUERY, content_type=APPLY),
+        "update the node": sa.put(f"/api/v1/nodes/{node}", node_object),
+        "update node status (PUT: patch only)": sa.request("PUT", f"/api/v1/nodes/{node}/status", node_object),
+        "create a node": sa.post("/api/v1/nodes", {"metadata": {"name": f"x-{node}"}}),
         "delete the node": sa.delete(f"/api/v1/nodes/{node}"),
         "create a NodeSLO": sa.post(f"{SLO_API}/nodeslos", {"apiVersion": "slo.koordinator.sh/v1alpha1",
                                                             "kind": "NodeSLO", "metadata": {"name": f"x-{node}"}}),
         "patch NodeSLO spec": sa.merge_patch(f"{SLO_API}/nodeslos/{node}", {"spec": {"x": 1}}),
-        "patch NodeMetric spec": sa.merge_patch(f"{SLO_API}/nodemetrics/{node}", {"spec": {"x": 1}}),
+        "update NodeMetric": sa.put(f"{SLO_API}/nodemetrics/{node}", metric_object),
+        "update NodeMetric status (PUT)": sa.request("PUT", f"{SLO_API}/nodemetrics/{node}/status", metric_object),
         "delete NodeMetric": sa.delete(f"{SLO_API}/nodemetrics/{node}"),
+        "delete every NodeMetric": sa.delete(f"{SLO_API}/nodemetrics"),
         "list serviceaccounts": sa.get(f"/api/v1/namespaces/{ns}/serviceaccounts"),
         "delete events": sa.delete(f"/api/v1/namespaces/{ns}/events/none"),
         "read RBAC": sa.get("/apis/rbac.authorization.k8s.io/v1/clusterroles"),
@@ -281,6 +292,38 @@ def test_what_the_agent_must_never_do_is_forbidden(
     assert kube.get(f"/api/v1/namespaces/{ns}/pods/keep").ok
     assert kube.get(f"{SLO_API}/nodemetrics/{node}").body["spec"] == {}
     assert kube.get(f"{koord_cms}/{SLO_CONFIGMAP}").body["data"] == {"colocation-config": "{}"}
+    after = kube.get(f"/api/v1/nodes/{node}").body
+    assert after["metadata"]["resourceVersion"] == node_object["metadata"]["resourceVersion"]
+
+
+def test_the_writers_apply_with_the_service_accounts_token(
+    agent: Agent, kube: KubeHttp, kube_nodes: NodeFactory, slo_crds: None
+) -> None:
+    """The capacity publisher's server-side apply of its node's status, and the NodeMetric keeper's create
+    and update of its node's NodeMetric, through the real writers with the account's token. (A merge patch
+    of nodes/status is allowed too: RBAC has no patch-type dimension; field ownership keeps us off the
+    kubelet's fields, see tests/kube/test_node_capacity_kube.py.)"""
+    from hookserver.informer import NodeCapacityWriter, NodeMetricSpecWriter
+    from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+
+    node = kube_nodes.make("writers")["metadata"]["name"]
+    transport = ApiClientTransport(load_client_configuration(agent.kubeconfig))
+    capacity = NodeCapacityWriter(transport, node_name=node)
+    published = capacity.apply({"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "2Gi"})
+    assert published.result == "ok", published.detail
+    status = kube.get(f"/api/v1/nodes/{node}").body["status"]
+    assert status["allocatable"]["kubernetes.io/batch-cpu"] == status["capacity"]["kubernetes.io/batch-cpu"] == "1500"
+    assert capacity.withdraw().result == "ok"
+    assert "kubernetes.io/batch-cpu" not in kube.get(f"/api/v1/nodes/{node}").body["status"]["capacity"]
+    spec_writer = NodeMetricSpecWriter(transport, node_name=node)
+    spec = {"metricCollectPolicy": {"reportIntervalSeconds": 60, "aggregateDurationSeconds": 300}}
+    created = spec_writer.ensure(spec)  # no NodeMetric yet: the apply creates it (create)
+    assert created.result == "created", created.detail
+    updated = spec_writer.ensure({"metricCollectPolicy": {"reportIntervalSeconds": 30}})  # and changes it (patch)
+    assert updated.result == "updated", updated.detail
+    assert spec_writer.ensure({"metricCollectPolicy": {"reportIntervalSeconds": 30}}).result == "unchanged"
+    assert kube.get(f"{SLO_API}/nodemetrics/{node}").body["spec"] == {"metricCollectPolicy": {"reportIntervalSeconds": 30}}
+    transport.close()
 
 
 def test_the_agent_process_runs_with_the_service_accounts_token(
