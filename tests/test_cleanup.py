@@ -119,3 +119,43 @@ def test_cleanup_takes_every_serve_flag() -> None:
     assert serve_dests <= {a.dest for a in cleanup._actions}
     args = parser.parse_args(["cleanup"])
     assert args.reconcile_interval is None and args.no_reconciler is False
+
+
+def test_cleanup_removes_the_standalone_capacity_offer(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    offer = node / "state" / "capacity.json"
+    offer.write_text('{"status": {"allocatable": {"kubernetes.io/batch-cpu": "4000"}}}')
+    assert main(_argv(node)) == 0
+    assert not offer.exists()
+    assert f"withdrawn batch/mid capacity: removed {offer}" in capsys.readouterr().out
+    assert main(_argv(node)) == 0  # nothing left: not an error the second time
+
+
+def test_cleanup_withdraws_the_offer_from_the_node_and_leaves_other_writers_fields(
+    node: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hookserver.informer import NodeCapacityWriter
+    from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+    from tests.informer.fake_apiserver import FakeApiServer, make_node
+
+    fake = FakeApiServer(token="t").start()
+    try:
+        kubeconfig = fake.kubeconfig(str(node / "kubeconfig"))
+        fake.apply("nodes", make_node("node-a"))
+        transport = ApiClientTransport(load_client_configuration(kubeconfig))
+        put = NodeCapacityWriter(transport, node_name="node-a").apply(
+            {"kubernetes.io/batch-cpu": "4000", "kubernetes.io/batch-memory": "8Gi"})
+        transport.close()
+        assert put.result == "ok"
+        fake.update_as("koordinator-manager", "nodes", "node-a", {"status": {"allocatable": {"kubernetes.io/mid-cpu": "500"}}})
+        assert main(_argv(node, "--kubeconfig", kubeconfig, "--node-name", "node-a")) == 0
+        allocatable = (fake.get("nodes", "node-a") or {})["status"]["allocatable"]
+        assert "kubernetes.io/batch-cpu" not in allocatable and "kubernetes.io/batch-memory" not in allocatable
+        assert allocatable["kubernetes.io/mid-cpu"] == "500"  # koord-manager's, not ours
+        out = capsys.readouterr().out
+        assert "withdrawn batch/mid capacity of node node-a (field manager hookserver)" in out
+        assert "kubernetes.io/mid-cpu=500" in out
+        fake.kill()  # the apiserver is gone: a clear FAILED line and exit 1, the rest of the cleanup done
+        assert main(_argv(node, "--kubeconfig", kubeconfig, "--node-name", "node-a")) == 1
+        assert "FAILED    batch/mid capacity of node node-a: error" in capsys.readouterr().out
+    finally:
+        fake.kill()

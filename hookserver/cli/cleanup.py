@@ -6,7 +6,11 @@ Runs while the agent is stopped, with the same settings as `serve` (`--config`, 
   * sysctls (vm.min_free_kbytes, watermark_scale_factor, memcg_reap_background) to their recorded values;
   * the BE tier's CFS quota and cpuset to what they were before CPU suppress (the cpuset also on every
     BE pod and container below, widened top-down so the kernel accepts it);
-  * resctrl groups the agent created are removed (their tasks return to the default group).
+  * resctrl groups the agent created are removed (their tasks return to the default group);
+  * the batch/mid capacity offer is withdrawn: in cluster mode a server-side apply of nothing to the Node's
+    status with the agent's field manager (fields another writer owns stay theirs), in standalone mode the
+    state dir's capacity document is removed. Without this, a node whose agent is gone would keep offering
+    batch capacity nobody measures any more.
 Prints one line per item and exits 0 when everything was restored, 1 when something failed (the
 failed items stay recorded, so a second run retries them). Refuses (exit 2) while the agent's hook or
 debug socket answers, unless `--force`: a running agent would undo the cleanup within a second.
@@ -33,7 +37,8 @@ def add_cleanup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        parent: argparse.ArgumentParser) -> None:
     cleanup = sub.add_parser(
         "cleanup", parents=[parent], add_help=False,  # `serve`'s flags (and its -h), so the settings are the same
-        help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups)",
+        help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups) and "
+             "withdraw its batch/mid capacity offer",
     )
     cleanup.add_argument("--force", action="store_true", help="run even though the agent's sockets answer")
 
@@ -89,6 +94,49 @@ def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str
     return failed
 
 
+def _withdraw_capacity(settings: Settings, out: list[str]) -> int:
+    """The capacity offer: withdrawn from the Node (cluster mode) or its document removed (standalone)."""
+    from hookserver.informer import resolve_mode
+
+    mode = resolve_mode(settings, settings.informer)
+    if mode == "standalone" or (mode == "kubelet" and not settings.kubeconfig and not os.environ.get(
+            "KUBERNETES_SERVICE_HOST")):
+        path = os.path.join(settings.state_dir, settings.capacity.status_file)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            out.append(f"FAILED    capacity document {path}: {exc.strerror or exc}")
+            return 1
+        out.append(f"withdrawn batch/mid capacity: removed {path}")
+        return 0
+    from hookserver.informer import NodeCapacityWriter
+    from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+
+    try:
+        transport = ApiClientTransport(load_client_configuration(settings.kubeconfig),
+                                       connect_timeout_s=settings.informer.connect_timeout_s)
+    except HookServerError as exc:
+        out.append(f"FAILED    batch/mid capacity of node {settings.node_name}: cannot reach the apiserver: {exc}")
+        return 1
+    try:
+        writer = NodeCapacityWriter(transport, node_name=settings.node_name,
+                                    field_manager=settings.capacity.field_manager,
+                                    timeout_s=settings.capacity.write_timeout_s)
+        delivery = writer.withdraw()
+    finally:
+        transport.close()
+    if delivery.result != "ok":
+        out.append(f"FAILED    batch/mid capacity of node {settings.node_name}: {delivery.result}: {delivery.detail}")
+        return 1
+    left = ", ".join(f"{k}={v}" for k, v in sorted(delivery.node_values.items()))
+    out.append(f"withdrawn batch/mid capacity of node {settings.node_name} (field manager "
+               f"{settings.capacity.field_manager})" + (f"; still on the Node, owned by another writer: {left}"
+                                                          if left else ""))
+    return 0
+
+
 def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | None = None) -> int:
     out_stream = stdout if stdout is not None else sys.stdout
     live = [p for p in (settings.hook.socket, settings.debug.socket) if p and socket_is_live(p)]
@@ -132,6 +180,7 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
     except HookServerError as exc:
         failed += 1
         lines.append(f"FAILED    BE tier: {exc}")
+    failed += _withdraw_capacity(settings, lines)
     if not lines:
         lines.append(f"nothing to restore (no originals recorded in {settings.state_dir})")
     for line in lines:
