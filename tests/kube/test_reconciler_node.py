@@ -10,23 +10,20 @@ namespace's pod and leaves the Node's annotations as it found them.
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-KUBECONFIG = os.environ.get("HOOKSERVER_E2E_KUBECONFIG", "")
-NODE = os.environ.get("HOOKSERVER_E2E_NODE", "e2e-node")
+from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, core_api, hookctl, why_not
+from tests.kube.node_tier import cgroup_values as _values
+from tests.kube.node_tier import wait as _wait
+
 NAMESPACE = "i11a-reconciler"
 RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 SPEC = json.dumps({"containers": {"main": {
@@ -34,60 +31,10 @@ SPEC = json.dumps({"containers": {"main": {
     "limits": {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"},
 }}})
 CGROUP = Path("/sys/fs/cgroup")
-KUBELET_HEALTHZ = os.environ.get("HOOKSERVER_E2E_KUBELET_HEALTHZ", "http://127.0.0.1:10248/healthz")
+_client = core_api
+_hookctl = hookctl
 
-
-def _client() -> Any:
-    from kubernetes import client, config
-
-    config.load_kube_config(KUBECONFIG)
-    return client.CoreV1Api()
-
-
-def _why_not() -> str:
-    if not KUBECONFIG:
-        return "HOOKSERVER_E2E_KUBECONFIG is not set (the real-cluster tier)"
-    if os.geteuid() != 0:
-        return "needs root to read the kubelet's cgroups"
-    if not (CGROUP / "cpu" / "kubepods" / "besteffort").is_dir():
-        return "no kubelet cgroups at /sys/fs/cgroup/cpu/kubepods (start tools/kube-e2e/start-node.sh)"
-    try:
-        node = _client().read_node(NODE)
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the node means: not this tier
-        return f"node {NODE} not readable: {exc}"
-    # The Node's heartbeat stays "fresh" for a while after stop-node.sh: ask the kubelet itself too (else the
-    # test errored waiting for a pod that no kubelet will start, instead of skipping).
-    try:
-        with urllib.request.urlopen(KUBELET_HEALTHZ, timeout=2) as reply:  # noqa: S310 - a fixed local URL
-            healthy = reply.read().strip() == b"ok"
-    except OSError as exc:
-        return f"the kubelet of {NODE} does not answer {KUBELET_HEALTHZ} ({exc}): start tools/kube-e2e/start-node.sh"
-    if not healthy:
-        return f"the kubelet of {NODE} is not healthy ({KUBELET_HEALTHZ})"
-    beats = [c.last_heartbeat_time for c in node.status.conditions or [] if c.last_heartbeat_time]
-    now = datetime.datetime.now(datetime.UTC)
-    if not beats or (now - max(beats)).total_seconds() > 120:
-        return f"node {NODE} has no fresh kubelet heartbeat (start tools/kube-e2e/start-node.sh)"
-    return ""
-
-
-pytestmark = pytest.mark.skipif(bool(_why_not()), reason=_why_not() or "ok")
-
-
-def _wait(predicate: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def _values(rel: str) -> tuple[str, str, str]:
-    return (
-        (CGROUP / "cpu" / rel / "cpu.shares").read_text().strip(),
-        (CGROUP / "cpu" / rel / "cpu.cfs_quota_us").read_text().strip(),
-        (CGROUP / "memory" / rel / "memory.limit_in_bytes").read_text().strip(),
-    )
+pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "ok")
 
 
 @pytest.fixture
@@ -190,11 +137,3 @@ def _pod_name(pod_dir: str) -> str:
     pods = _client().list_namespaced_pod(NAMESPACE).items
     return next(p.metadata.name for p in pods if p.metadata.uid == uid)
 
-
-def _hookctl(socket: Path, *argv: str) -> Any:
-    out = subprocess.run(
-        [sys.executable, "-m", "hookserver.cli.hookctl", "--socket", str(socket), *argv, "-o", "json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=30,
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
