@@ -69,6 +69,25 @@ def test_the_slo_config_role_grants_one_configmap_in_koordinators_namespace() ->
     assert InformerSettings().slo_configmap == "koordinator-system/slo-controller-config"
 
 
+def test_the_capacity_admission_policy_names_the_agent_and_the_published_resources() -> None:
+    """deploy/capacity-admission-policy.yaml cannot be admitted by the 1.20 apiserver of the e2e tier; what can be
+    checked here: it binds to the policy, matches the agent's ServiceAccount and only nodes/status updates, and
+    allows exactly the resources the publisher writes (a new published resource must be added there too)."""
+    from hookserver.koord_resources import PUBLISHED_RESOURCES
+
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "capacity-admission-policy.yaml").read_text()) if d]
+    policy, binding = docs
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["nodes/status"]
+    (condition,) = policy["spec"]["matchConditions"]
+    assert "system:serviceaccount:hookserver-system:hookserver" in condition["expression"]
+    published = next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == "published")
+    assert yaml.safe_load(published) == list(PUBLISHED_RESOURCES)
+    manifest = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all((ROOT / "deploy" / "hookserver.yaml")
+                                                                              .read_text()) if d}
+    assert ("ServiceAccount", "hookserver") in manifest
+
+
 def test_the_containerfile_defines_a_non_root_image_with_the_agent_as_entrypoint() -> None:
     spec = oci.parse_containerfile((ROOT / "deploy" / "Containerfile").read_text(), {"VERSION": __version__})
     assert spec.layer_tar == "build/image/rootfs.tar"
