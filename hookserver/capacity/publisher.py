@@ -381,7 +381,8 @@ class CapacityPublisher:
     # -- reports -----------------------------------------------------------------------------------
     def writes_in_last_hour(self, now: float | None = None) -> int:
         at = self.clock() if now is None else now
-        return sum(1 for w in self.writes if at - w.at < _HOUR_S and w.result == "ok")
+        writes = list(self.writes)  # one copy under the GIL: the tick thread may append while hookctl reads
+        return sum(1 for w in writes if at - w.at < _HOUR_S and w.result == "ok")
 
     def view(self) -> dict[str, Any]:
         """`hookctl capacity`: the offer, every term of the formula, the state and why, the last and next write."""

@@ -22,7 +22,7 @@ from hookserver.slo._base import canonical_json
 from hookserver.slo.validation import problems_of
 from hookserver.store.state import StateStore
 
-__all__ = ["NodeHandler", "NodeMetricHandler", "NodeSLOHandler", "ObjectHandler", "PodHandler"]
+__all__ = ["NodeHandler", "NodeMetricHandler", "NodeSLOHandler", "ObjectHandler", "OneObjectHandler", "PodHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -149,16 +149,21 @@ class NodeHandler:
         return int(self._present)
 
 
-class _NodeNamedHandler:
-    """The one cluster-scoped object named after this node (NodeSLO, NodeMetric): set it, or fall back."""
+class OneObjectHandler:
+    """One object the agent watches by name (NodeSLO and NodeMetric named after the node, the slo-controller-config
+    ConfigMap): set it, or fall back when it is gone. Subclasses say which object is theirs (`_ours`), what it
+    means (`_set`, which raises InputError for a malformed one) and what its absence means (`_clear`)."""
 
-    def __init__(self, *, node_name: str) -> None:
-        self._node_name = node_name
+    def __init__(self, *, name: str) -> None:
+        self._name = name
         self._present = False
+
+    def _ours(self, obj: Any) -> bool:
+        return isinstance(obj, Mapping) and _name_of(obj) == self._name
 
     def replace(self, objects: Sequence[Any]) -> int:
         for obj in objects:
-            if isinstance(obj, Mapping) and _name_of(obj) == self._node_name:
+            if self._ours(obj):
                 try:
                     self.apply("ADDED", obj)
                 except InputError:
@@ -168,13 +173,13 @@ class _NodeNamedHandler:
         return 0
 
     def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        if _name_of(obj) != self._node_name:
+        if not self._ours(obj):
             return
         if event_type == "DELETED":
             self.absent()
             return
+        self._present = True  # it exists, even when malformed (a NodeSLO object says koord-manager runs)
         self._set(obj)
-        self._present = True
 
     def absent(self) -> None:
         self._present = False
@@ -190,12 +195,13 @@ class _NodeNamedHandler:
         raise NotImplementedError
 
 
-class NodeSLOHandler(_NodeNamedHandler):
+class NodeSLOHandler(OneObjectHandler):
     """The NodeSLO named after this node, laid over the defaults. No NodeSLO (or no CRD): the ConfigMap
     rendered for this node when it is known, else defaults (SLOState decides)."""
 
     def __init__(self, slo: SLOState, *, node_name: str) -> None:
-        super().__init__(node_name=node_name)
+        super().__init__(name=node_name)
+        self._node_name = node_name
         self._slo = slo
 
     def _set(self, obj: Mapping[str, Any]) -> None:
@@ -215,11 +221,11 @@ class NodeSLOHandler(_NodeNamedHandler):
         self._slo.set_document(None, input_name=f"apiserver: no NodeSLO {self._node_name}")
 
 
-class NodeMetricHandler(_NodeNamedHandler):
+class NodeMetricHandler(OneObjectHandler):
     """The NodeMetric spec (reporting cadence) into the store."""
 
     def __init__(self, store: StateStore, *, node_name: str) -> None:
-        super().__init__(node_name=node_name)
+        super().__init__(name=node_name)
         self._store = store
 
     def _set(self, obj: Mapping[str, Any]) -> None:

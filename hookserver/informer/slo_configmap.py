@@ -14,10 +14,11 @@ deleted ConfigMap, or none, means the defaults; an invalid one keeps the previou
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from hookserver.errors import ConfigError, InputError
+from hookserver.informer.handlers import OneObjectHandler
 from hookserver.informer.reflector import ResourceKind
 from hookserver.informer.slo_state import SLOState
 from hookserver.slo import parse_slo_document
@@ -41,41 +42,23 @@ def slo_configmap_kind(namespace: str, name: str) -> ResourceKind:
     )
 
 
-class SLOConfigMapHandler:
+class SLOConfigMapHandler(OneObjectHandler):
     """The ConfigMap's `data` as an SLODocument into SLOState; DELETED, an empty list or an absent resource
     mean "no ConfigMap". Any other object the server sends (it should not) is ignored."""
 
     def __init__(self, slo: SLOState, *, namespace: str, name: str) -> None:
+        super().__init__(name=name)
         self._slo = slo
         self._namespace = namespace
-        self._name = name
         self._origin = f"configmap {namespace}/{name}"
         self._input = f"apiserver {self._origin}"
-        self._present = False
 
     def _ours(self, obj: Any) -> bool:
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
         return isinstance(meta, Mapping) and meta.get("name") == self._name and \
             meta.get("namespace", self._namespace) == self._namespace
 
-    def replace(self, objects: Sequence[Any]) -> int:
-        for obj in objects:
-            if self._ours(obj):
-                try:
-                    self.apply("ADDED", obj)
-                except InputError:
-                    return 1
-                return 0
-        self.absent()
-        return 0
-
-    def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        if not self._ours(obj):
-            return
-        if event_type == "DELETED":
-            self.absent()
-            return
-        self._present = True
+    def _set(self, obj: Mapping[str, Any]) -> None:
         data = obj.get("data") or {}
         if not isinstance(data, Mapping):
             self._reject(f"{self._origin}: data: must be an object, got {type(data).__name__}", "data")
@@ -90,9 +73,5 @@ class SLOConfigMapHandler:
         self._slo.set_configmap_error(message, input_name=self._input)
         raise InputError(message, field=field)
 
-    def absent(self) -> None:
-        self._present = False
+    def _clear(self) -> None:
         self._slo.set_configmap(None, input_name=f"apiserver: no {self._origin}")
-
-    def count(self) -> int:
-        return int(self._present)

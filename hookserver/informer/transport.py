@@ -22,6 +22,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from hookserver import __version__
 from hookserver.errors import ConfigError, InformerError
 
 __all__ = [
@@ -227,6 +228,9 @@ class ApiClientTransport:
         if keepalive is not None and configuration.socket_options is None:
             configuration.socket_options = keepalive_socket_options(*keepalive)
         self._api = k8s_client.ApiClient(configuration)
+        # The apiserver names an Update's field manager, and its audit log the client, after the User-Agent up to
+        # the first "/": "hookserver", not the generated client's "OpenAPI-Generator".
+        self._api.user_agent = f"hookserver/{__version__} (python)"
         self._connect_timeout_s = connect_timeout_s
         self._max_event_bytes = max_event_bytes
 

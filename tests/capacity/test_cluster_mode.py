@@ -8,30 +8,32 @@ Usage comes from this host's real /proc (the node collector); pods are in an emp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from hookserver.daemon import Daemon
 from hookserver.debug.client import DebugClient
 from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY, MID_CPU
-from tests.informer.conftest import NODE, api_settings, eventually, fake, run  # noqa: F401 - the fixture
-from tests.informer.configmaps import CM_NAME, CM_NAMESPACE, make_configmap, slo_data
+from tests.informer.conftest import NODE, api_settings, eventually, fake, run, served  # noqa: F401 - fixtures
+from tests.informer.configmaps import make_configmap, slo_data
 from tests.informer.fake_apiserver import FakeApiServer, make_node, make_pod
 from tests.readiness import daemon_settings
 
 COLOCATION = {"enable": True, "metricReportIntervalSeconds": 30, "degradeTimeMinutes": 15}
 
 
-@pytest.fixture
-def served() -> Iterator[list[Daemon]]:
-    daemons: list[Daemon] = []
-    yield daemons
-    for daemon in daemons:
-        daemon.http.stop()
+@contextlib.asynccontextmanager
+async def _running(daemon: Daemon) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.run(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=15)
 
 
 def _daemon(fake: FakeApiServer, tmp_path: Path, served: list[Daemon], **capacity: Any) -> Daemon:
@@ -64,9 +66,7 @@ def test_the_agent_publishes_creates_its_nodemetric_and_yields_to_koord_manager(
     daemon = _daemon(fake, tmp_path, served)
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        task = asyncio.create_task(daemon.run(stop))
-        try:
+        async with _running(daemon):
             await eventually(lambda: BATCH_CPU in _allocatable(fake), timeout_s=20, what="batch-cpu on the Node")
             node = fake.get("nodes", NODE) or {}
             assert node["status"]["capacity"][BATCH_CPU] == node["status"]["allocatable"][BATCH_CPU]
@@ -92,9 +92,6 @@ def test_the_agent_publishes_creates_its_nodemetric_and_yields_to_koord_manager(
             await asyncio.sleep(0.5)  # several ticks
             assert _our_writes(fake) == writes and _allocatable(fake)[BATCH_CPU] == "1000"
             assert "koordinator-manager" in daemon.capacity.last.reason
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, timeout=15)
 
     run(scenario())
 
@@ -107,20 +104,12 @@ def test_colocation_switched_off_in_the_configmap_withdraws_the_offer(
     daemon = _daemon(fake, tmp_path, served)
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        task = asyncio.create_task(daemon.run(stop))
-        try:
+        async with _running(daemon):
             await eventually(lambda: BATCH_CPU in _allocatable(fake), timeout_s=20, what="batch-cpu on the Node")
             fake.apply("configmaps", make_configmap(slo_data(colocation={**COLOCATION, "enable": False})))
             await eventually(lambda: BATCH_CPU not in _allocatable(fake), timeout_s=10, what="the offer withdrawn")
             assert not {k for k in _allocatable(fake) if k.startswith("kubernetes.io/")}
             assert daemon.capacity is not None and daemon.capacity.last is not None
             assert daemon.capacity.last.state == "disabled"
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, timeout=15)
-        # The agent stopped: the offer it could still vouch for would have stayed (a restart keeps it); here
-        # colocation is off, so there is none.
-        assert CM_NAME and CM_NAMESPACE
 
     run(scenario())

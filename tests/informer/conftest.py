@@ -37,6 +37,15 @@ def fake() -> Iterator[FakeApiServer]:
         server.kill()
 
 
+@pytest.fixture
+def served() -> Iterator[list[Any]]:
+    """Daemons a test builds: their metrics HTTP servers are stopped after it (Daemon.run stops the rest)."""
+    daemons: list[Any] = []
+    yield daemons
+    for daemon in daemons:
+        daemon.http.stop()
+
+
 def fast_informer_settings(**overrides: Any) -> InformerSettings:
     values: dict[str, Any] = {
         "source": "apiserver", "backoff_initial_s": 0.02, "backoff_max_s": 0.1, "backoff_jitter": 0.1,

@@ -15,7 +15,7 @@ import pytest
 
 from hookserver.daemon import Daemon
 from hookserver.store import StateStore
-from tests.informer.conftest import NODE, api_settings, eventually, run, running
+from tests.informer.conftest import NODE, api_settings, eventually, run, running, served  # noqa: F401 - a fixture
 from tests.informer.fake_apiserver import FakeApiServer, make_node, make_nodeslo, make_pod
 from tests.readiness import daemon_settings, readyz
 
@@ -55,14 +55,6 @@ def test_first_sync_waits_for_every_list_and_outlives_an_outage(fake: FakeApiSer
 
 
 # -- the daemon: /readyz ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def served() -> Iterator[list[Daemon]]:
-    daemons: list[Daemon] = []
-    yield daemons
-    for daemon in daemons:
-        daemon.http.stop()
 
 
 def _readyz(daemon: Daemon) -> tuple[int, list[str]]:

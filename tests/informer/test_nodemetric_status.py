@@ -56,6 +56,8 @@ def test_status_goes_through_the_status_subresource_with_its_resource_version(fa
     assert patch["metadata"] == {"resourceVersion": rv}
     assert patch["status"]["stale"] is None
     assert ("/apis/slo.koordinator.sh/v1alpha1/nodemetrics/node-a/status", {"method": "PATCH"}) in fake.requests
+    # the apiserver names the field manager (and the audit log the client) after our User-Agent
+    assert fake.writes[-1].manager == "hookserver"
 
 
 def test_conflict_is_retried_with_a_fresh_read(fake: FakeApiServer, tmp_path: Path):
