@@ -107,9 +107,43 @@ def test_colocation_switched_off_in_the_configmap_withdraws_the_offer(
         async with _running(daemon):
             await eventually(lambda: BATCH_CPU in _allocatable(fake), timeout_s=20, what="batch-cpu on the Node")
             fake.apply("configmaps", make_configmap(slo_data(colocation={**COLOCATION, "enable": False})))
-            await eventually(lambda: BATCH_CPU not in _allocatable(fake), timeout_s=10, what="the offer withdrawn")
+            capacity = daemon.capacity
+            assert capacity is not None
+            await eventually(lambda: capacity.last is not None and capacity.last.state == "disabled", timeout_s=10,
+                             what="the publisher disabled")
             assert not {k for k in _allocatable(fake) if k.startswith("kubernetes.io/")}
-            assert daemon.capacity is not None and daemon.capacity.last is not None
-            assert daemon.capacity.last.state == "disabled"
+
+    run(scenario())
+
+
+def test_writes_refused_during_an_outage_are_recomputed_not_replayed(
+    fake: FakeApiServer, tmp_path: Path, served: list[Daemon]
+) -> None:
+    fake.apply("nodes", make_node(NODE))
+    fake.apply("configmaps", make_configmap(slo_data(colocation=COLOCATION)))
+    daemon = _daemon(fake, tmp_path, served)
+
+    def attempts(result: str) -> list[Any]:
+        assert daemon.capacity is not None
+        return [w for w in list(daemon.capacity.writes) if w.action == "write" and w.result == result]
+
+    async def scenario() -> None:
+        async with _running(daemon):
+            await eventually(lambda: BATCH_CPU in _allocatable(fake), timeout_s=20, what="batch-cpu on the Node")
+            fake.fail_next_patches(10_000, 503)  # the apiserver refuses every write from now on
+            # Lower reclaim thresholds: smaller offers, which go out at once (a rise would wait for the growth hold).
+            fake.apply("configmaps", make_configmap(slo_data(colocation={**COLOCATION, "cpuReclaimThresholdPercent": 40})))
+            await eventually(lambda: len(attempts("error")) >= 2, timeout_s=20, what="refused writes")
+            refused = attempts("error")[-1].values[BATCH_CPU]
+            fake.apply("configmaps", make_configmap(slo_data(colocation={**COLOCATION, "cpuReclaimThresholdPercent": 25})))
+            await eventually(lambda: attempts("error")[-1].values[BATCH_CPU] != refused, timeout_s=20,
+                             what="a refused write with the new figure")
+            fake.fail_next_patches(0)  # the apiserver is back
+            await eventually(lambda: len(attempts("ok")) >= 2, timeout_s=20, what="a write after the outage")
+            written = attempts("ok")[-1].values[BATCH_CPU]
+            assert written != refused  # the figure of the last tick, not the first refused one
+            assert _allocatable(fake)[BATCH_CPU] == written
+            # 25 % of 8 cores minus this host's system usage: less than at 40 %
+            assert int(written) < int(refused)
 
     run(scenario())
