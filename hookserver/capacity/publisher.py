@@ -211,6 +211,12 @@ class CapacityPublisher:
                             koord_manager_evidence="" if self.standalone else self.koord_manager_evidence())
         self.last_who = who.why
         if not who.agent:
+            leftover = [r for r in PUBLISHED_RESOURCES if self.settings.field_manager in node.owners.get(r, ())]
+            if leftover and not self.standalone:
+                # This agent published here before (another setting, or before koord-manager came): its own fields
+                # go, so nobody mistakes them for koord-manager's; fields koord-manager rewrote are its own now.
+                return self._act(at, Decision("withdraw", "withdraw this agent's earlier offer: "
+                                                          + ", ".join(leftover)), None, who.why, (), "koord-manager")
             self._record_offer(node.current, node.owners)
             return TickOutcome(at, "koord-manager", who.why)
         foreign = foreign_owners(node.owners, self.settings.field_manager) if not self.standalone else {}

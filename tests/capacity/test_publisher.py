@@ -315,3 +315,16 @@ def test_a_stale_informer_lets_the_offer_shrink_but_not_grow() -> None:
     shrunk = publisher.tick()
     assert shrunk.action == "write" and world.sink.calls[-1][1][BATCH_CPU] == "2800", shrunk
     assert "stale" in shrunk.reason
+
+
+def test_handing_over_to_koord_manager_withdraws_only_this_agents_leftover_offer() -> None:
+    world = World()
+    world.set_offer({BATCH_CPU: "4000", BATCH_MEMORY: "8Gi"}, owner="hookserver")  # published before the switch
+    publisher = world.publisher(publisher="koord-manager")
+    _warm(world)
+    outcome = publisher.tick()
+    assert outcome.state == "koord-manager" and outcome.action == "withdraw", outcome
+    assert BATCH_CPU not in world.node.allocatable
+    assert publisher.tick().action == "none"  # once
+    world.other_writer("koordinator-manager", {BATCH_CPU: "3000"})
+    assert publisher.tick().action == "none" and world.node.allocatable[BATCH_CPU] == "3000"
