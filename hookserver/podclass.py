@@ -25,6 +25,7 @@ __all__ = [
     "LABEL_PRIORITY_CLASS",
     "NodeAllocatable",
     "PodRequests",
+    "cpu_memory",
     "effective_requests",
     "is_terminated",
     "node_allocatable",
@@ -114,22 +115,22 @@ class PodRequests:
     memory_bytes: int
 
 
+def cpu_memory(values: Mapping[str, object], where: str) -> tuple[int, int]:
+    """(cpu milli-cores, memory bytes) of a resource map (requests, capacity, an annotation's resources); 0 where
+    absent. InputError names the bad quantity as `<where>[cpu]`."""
+    cpu = parse_quantity(str(values["cpu"]), field=f"{where}[cpu]").milli_value() if "cpu" in values else 0
+    memory = parse_quantity(str(values["memory"]), field=f"{where}[memory]").value() if "memory" in values else 0
+    return cpu, memory
+
+
 def pod_requests(pod: PodRecord) -> PodRequests:
     """Sum of the containers' cpu and memory requests. InputError names a bad quantity."""
     cpu = 0
     memory = 0
     for name, (requests, _limits) in pod.container_specs.items():
-        if "cpu" in requests:
-            cpu += parse_quantity(requests["cpu"], field=f"{name}.requests[cpu]").milli_value()
-        if "memory" in requests:
-            memory += parse_quantity(requests["memory"], field=f"{name}.requests[memory]").value()
+        c, m = cpu_memory(requests, f"{name}.requests")
+        cpu, memory = cpu + c, memory + m
     return PodRequests(cpu, memory)
-
-
-def _milli_and_bytes(requests: Mapping[str, str], where: str) -> tuple[int, int]:
-    cpu = parse_quantity(requests["cpu"], field=f"{where}[cpu]").milli_value() if "cpu" in requests else 0
-    memory = parse_quantity(requests["memory"], field=f"{where}[memory]").value() if "memory" in requests else 0
-    return cpu, memory
 
 
 def effective_requests(pod: PodRecord) -> PodRequests:
@@ -139,12 +140,12 @@ def effective_requests(pod: PodRecord) -> PodRequests:
     requests replace the aggregate where set; `spec.overhead` on top. InputError names a bad quantity."""
     cpu = memory = 0
     for name, (requests, _limits) in pod.container_specs.items():
-        c, m = _milli_and_bytes(requests, f"{name}.requests")
+        c, m = cpu_memory(requests, f"{name}.requests")
         cpu, memory = cpu + c, memory + m
     sidecar_cpu = sidecar_memory = 0
     init_cpu = init_memory = 0
     for name, requests, sidecar in pod.init_container_specs:
-        c, m = _milli_and_bytes(requests, f"initContainers.{name}.requests")
+        c, m = cpu_memory(requests, f"initContainers.{name}.requests")
         if sidecar:
             cpu, memory = cpu + c, memory + m
             sidecar_cpu, sidecar_memory = sidecar_cpu + c, sidecar_memory + m
@@ -154,11 +155,11 @@ def effective_requests(pod: PodRecord) -> PodRequests:
         init_cpu, init_memory = max(init_cpu, c), max(init_memory, m)
     cpu, memory = max(cpu, init_cpu), max(memory, init_memory)
     if pod.pod_level_requests:
-        level_cpu, level_memory = _milli_and_bytes(pod.pod_level_requests, "spec.resources.requests")
+        level_cpu, level_memory = cpu_memory(pod.pod_level_requests, "spec.resources.requests")
         cpu = level_cpu if "cpu" in pod.pod_level_requests else cpu
         memory = level_memory if "memory" in pod.pod_level_requests else memory
     if pod.overhead:
-        over_cpu, over_memory = _milli_and_bytes(pod.overhead, "spec.overhead")
+        over_cpu, over_memory = cpu_memory(pod.overhead, "spec.overhead")
         cpu, memory = cpu + over_cpu, memory + over_memory
     return PodRequests(cpu, memory)
 
@@ -202,10 +203,5 @@ def node_allocatable(node: NodeRecord | None) -> NodeAllocatable | None:
 
 
 def _allocatable(values: Mapping[str, object], source: str) -> NodeAllocatable:
-    cpu = values.get("cpu", "0")
-    memory = values.get("memory", "0")
-    return NodeAllocatable(
-        parse_quantity(str(cpu), field=f"{source}.cpu").milli_value(),
-        parse_quantity(str(memory), field=f"{source}.memory").value(),
-        source,
-    )
+    cpu, memory = cpu_memory(values, source)
+    return NodeAllocatable(cpu, memory, source)

@@ -96,11 +96,11 @@ class CapacityMetrics:
             self.last_write.set(at)
 
     def record_nodemetric(self, result: str) -> None:
+        """koord-manager counts creates and spec updates; an unchanged spec is no reconcile."""
+        if result == "unchanged":
+            return
         reason = "createNodeMetric" if result == "created" else "updateNodeMetric"
-        if result in ("created", "updated"):
-            self.nodemetric_reconcile.inc("succeeded", reason)
-        elif result not in ("unchanged",):
-            self.nodemetric_reconcile.inc("failed", reason)
+        self.nodemetric_reconcile.inc("succeeded" if result in ("created", "updated") else "failed", reason)
 
     def set_state(self, state: str) -> None:
         for name in STATES:

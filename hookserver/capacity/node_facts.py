@@ -21,6 +21,7 @@ from hookserver.capacity.inputs import NodeFacts
 from hookserver.capacity.quantities import ZERO, Pair
 from hookserver.errors import InputError, QuantityError
 from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY, PUBLISHED_RESOURCES
+from hookserver.podclass import cpu_memory
 from hookserver.quantity import parse_quantity
 from hookserver.store.records import NodeRecord
 from hookserver.system.cpulist import parse_cpu_list
@@ -38,9 +39,7 @@ ANNOTATION_THIRD_PARTY = "node.koordinator.sh/thirdPartyAllocations"
 
 
 def _pair(values: Mapping[str, Any], where: str) -> Pair:
-    cpu = parse_quantity(str(values["cpu"]), field=f"{where}.cpu").milli_value() if "cpu" in values else 0
-    memory = parse_quantity(str(values["memory"]), field=f"{where}.memory").value() if "memory" in values else 0
-    return Pair(cpu, memory)
+    return Pair(*cpu_memory(values, where))
 
 
 def _reservation(raw: str, notes: list[str]) -> Pair | None:

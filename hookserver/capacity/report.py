@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hookserver.capacity.usage import report_window_s
 from hookserver.kubewire import iso_time
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def capacity_report(publisher: CapacityPublisher) -> dict[str, Any]:
             "resource_diff_threshold": strategy.resource_diff_threshold,
             "update_time_threshold_seconds": strategy.update_time_threshold_seconds,
             "degrade_time_minutes": strategy.degrade_time_minutes,
-            "report_window_s": max(float(strategy.metric_aggregate_duration_seconds), 60.0),
+            "report_window_s": report_window_s(strategy.metric_aggregate_duration_seconds),
             "fast_window_s": publisher.settings.fast_window_s,
         },
         "formula": [o.as_dict() for o in result.resources] if result is not None else [],

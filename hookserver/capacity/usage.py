@@ -60,25 +60,24 @@ _Averages = Callable[[SeriesKey, tuple[float, ...]], list[float | None]]
 
 def _windowed(averages: _Averages, cpu: Iterable[SeriesKey], memory: Iterable[SeriesKey],
               windows: tuple[float, ...]) -> WindowedUsage | None:
-    """Sum over the given series (a pod may have several, one per container-less source) of the window means;
-    None when CPU or memory has no sample in the report window."""
-    sums: list[list[float]] = []
+    """The window means summed over the given series (several when a pod or host application has more than one
+    label set); None when CPU or memory has no sample in the report window (the first window)."""
+    means: list[tuple[float, float | None]] = []  # (report window, fast window) for CPU, then memory
     for keys in (cpu, memory):
-        total = [0.0] * len(windows)
-        seen = [False] * len(windows)
+        total: list[float | None] = [None] * len(windows)
         for key in keys:
             for i, mean in enumerate(averages(key, windows)):
                 if mean is not None:
-                    total[i] += mean
-                    seen[i] = True
-        if not seen[0]:
+                    total[i] = mean + (total[i] or 0.0)
+        report = total[0]
+        if report is None:
             return None
-        sums.append([t if s else -1.0 for t, s in zip(total, seen, strict=True)])
-    cpu_avg, memory_avg = sums
-    avg = Pair(int(cpu_avg[0] * 1000), int(memory_avg[0]))
+        means.append((report, total[1] if len(total) > 1 else None))
+    (cpu_avg, cpu_fast), (memory_avg, memory_fast) = means
+    avg = Pair(int(cpu_avg * 1000), int(memory_avg))
     fast = None
-    if len(windows) > 1 and cpu_avg[1] >= 0 and memory_avg[1] >= 0:
-        fast = Pair(int(cpu_avg[1] * 1000), int(memory_avg[1]))
+    if cpu_fast is not None and memory_fast is not None:
+        fast = Pair(int(cpu_fast * 1000), int(memory_fast))
     return WindowedUsage.of(avg, fast)
 
 

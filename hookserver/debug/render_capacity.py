@@ -36,7 +36,7 @@ def render_capacity(doc: Any) -> str:
         f"policy:    colocation {'on' if policy.get('enabled') else 'off'}; cpu {policy.get('cpu')}, memory "
         f"{policy.get('memory')}; reclaim thresholds cpu {policy.get('cpu_reclaim_threshold_percent')} % memory "
         f"{policy.get('memory_reclaim_threshold_percent')} %; mid {policy.get('mid_reclaim_mode')}; usage window "
-        f"{policy.get('report_window_s'):g} s, fast window {policy.get('fast_window_s'):g} s",
+        f"{policy.get('report_window_s')} s, fast window {policy.get('fast_window_s')} s",
         f"           from: {'; '.join(str(x) for x in policy.get('layers') or []) or 'defaults'}",
     ]
     for note in policy.get("notes") or []:

@@ -82,11 +82,17 @@ def kube_api(kube_kubeconfig: str, kube: KubeHttp) -> Iterator[Any]:
         api.close()
 
 
-@pytest.fixture
-def kube_namespace(kube: KubeHttp) -> Iterator[str]:
-    name = f"hookserver-e2e-{suffix()}"
+def make_namespace(kube: KubeHttp, prefix: str = "hookserver-e2e") -> str:
+    """A namespace with a random suffix and the hookserver-e2e label (delete it when done)."""
+    name = f"{prefix}-{suffix()}"
     kube.must(kube.post("/api/v1/namespaces", {"metadata": {"name": name, "labels": {"hookserver-e2e": "true"}}}),
               f"create namespace {name}")
+    return name
+
+
+@pytest.fixture
+def kube_namespace(kube: KubeHttp) -> Iterator[str]:
+    name = make_namespace(kube)
     try:
         yield name
     finally:

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kube.conftest import SLO_API
+from tests.kube.conftest import SLO_API, make_namespace
 from tests.kube.kubehttp import KubeHttp
 from tests.kube.node_tier import IMAGE, KUBECONFIG, NODE, ROOT, TOOLS, cgroup_values, core_api, hookctl, wait, why_not
 
@@ -101,8 +100,7 @@ class AgentProcess:
 
 @pytest.fixture
 def namespace(kube: KubeHttp) -> Iterator[str]:
-    name = f"hookserver-capacity-{uuid.uuid4().hex[:6]}"
-    kube.must(kube.post("/api/v1/namespaces", {"metadata": {"name": name}}), "namespace")
+    name = make_namespace(kube, "hookserver-capacity")
     try:
         yield name
     finally:

@@ -25,7 +25,7 @@ from hookserver.config import Settings
 from hookserver.informer import build_informer
 from hookserver.store import StateStore
 from tests.informer.conftest import fast_informer_settings
-from tests.kube.conftest import SLO_API, NodeFactory, pod_body, suffix
+from tests.kube.conftest import SLO_API, NodeFactory, make_namespace, pod_body, suffix
 from tests.kube.kubehttp import KubeHttp
 from tests.kube.manifests import collection_path, load, manifests, relocate
 
@@ -50,9 +50,7 @@ class Agent:
 @pytest.fixture
 def koordinator_namespace(kube: KubeHttp) -> Iterator[str]:
     """A unique stand-in for koordinator-system (which the manifest does not create), as kube_namespace does."""
-    name = f"hookserver-e2e-koord-{suffix()}"
-    kube.must(kube.post("/api/v1/namespaces", {"metadata": {"name": name, "labels": {"hookserver-e2e": "true"}}}),
-              f"create namespace {name}")
+    name = make_namespace(kube, "hookserver-e2e-koord")
     try:
         yield name
     finally:
