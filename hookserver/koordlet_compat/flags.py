@@ -311,6 +311,9 @@ def split_koordlet_args(
                 rest.append(argv[index])
                 index += 1
             continue
+        if dashes == 1 and name == "help" and not has_value:  # Go's -help prints the usage
+            rest.append("--help")
+            continue
         flag = KOORDLET_FLAGS.get(name)
         if flag is None:
             if dashes == 1 and len(name) > 1:

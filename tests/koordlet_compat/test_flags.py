@@ -133,3 +133,8 @@ def test_the_koordlet_console_script_is_declared() -> None:
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["koordlet"] == "hookserver.cli.koordlet:main"
+
+
+def test_go_help_is_the_usage() -> None:
+    rest, used = split_koordlet_args(["serve", "-help"], own_options=OWN)
+    assert rest == ["serve", "--help"] and used.used == []
