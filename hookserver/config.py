@@ -205,6 +205,11 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _plain(tree: Mapping[str, Any]) -> dict[str, Any]:
+    """A nested copy as plain dicts (defaults may be read-only mappings)."""
+    return {k: _plain(v) if isinstance(v, Mapping) else v for k, v in tree.items()}
+
+
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in over.items():
@@ -216,9 +221,11 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 
 
 def load_settings(
-    *, config_file: str = "", overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    *, config_file: str = "", overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Build the settings. `overrides` come from flags, as a nested dict of only what was given."""
+    """Build the settings. `overrides` come from flags, as a nested dict of only what was given; `defaults`
+    replace the built-in defaults they name (the `koordlet` entry point's daemonset paths), under everything."""
     env = os.environ if environ is None else environ
     data: dict[str, Any] = {}
     source = "defaults"
@@ -226,6 +233,8 @@ def load_settings(
     if path:
         data = _read_file(path)
         source = path
+    if defaults:
+        data = _deep_merge(_plain(defaults), data)
     env_data = _from_env(env)
     layers = _gate_layers(source, data, env_data, overrides or {})
     data = _deep_merge(data, env_data)

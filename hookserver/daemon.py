@@ -33,7 +33,7 @@ from hookserver.debug import DebugServer
 from hookserver.dispatch import HookDispatcher
 from hookserver.executor import build_executor
 from hookserver.hooks import BreakerSettings, FailurePolicy, HookRegistry
-from hookserver.hooks.plugins import default_plugins
+from hookserver.hooks.plugins import default_plugins, plugin_gates
 from hookserver.informer import Informer, build_informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.nri import NriPlugin
@@ -55,7 +55,10 @@ from hookserver.reconciler import PodReconciler, Reconciler, ReconcilerMetrics
 from hookserver.store import StateStore
 from hookserver.version import server_version
 from hookserver.system import SystemRoots
+from hookserver.koordlet_compat.flags import KoordletArgs
 from qos import EvictionGuard, QoSRunner, ReportOnlyBackend, build_reconcilers, gate_registry
+from qos.gates import GateValues, koordlet_catalog
+from qos.reconciler import Reconciler as QoSReconciler
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
@@ -66,7 +69,7 @@ from qos.knobs import check_running_features
 from qos.metrics import QoSMetrics
 from qos.readers import CgroupView, SnapshotBuilder
 
-__all__ = ["Daemon"]
+__all__ = ["Daemon", "resolve_feature_gates"]
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +78,23 @@ SHUTDOWN_GRACE_S = 5.0
 FIRST_SYNC_PENDING = "first sync not done yet"
 
 
+def resolve_feature_gates(settings: Settings) -> tuple[list[QoSReconciler], GateValues]:
+    """The QoS reconcilers and every gate's value. Implemented = registered by a reconciler (each one's
+    `declared_gates()`) or by a default hook plugin (`plugin_gates()`, with koordlet's default); the rest of
+    koordlet's catalog is accepted, not implemented; any other name raises ConfigError."""
+    reconcilers = build_reconcilers(settings.qos)
+    catalog = {g.name: g for g in koordlet_catalog()}
+    hook_gates = [catalog[name] for name in plugin_gates()]
+    return reconcilers, gate_registry(reconcilers, also=hook_gates).resolve(settings.gate_layers())
+
+
 class Daemon:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, koordlet_args: KoordletArgs | None = None) -> None:
         self.settings = settings
+        self.koordlet_args = koordlet_args or KoordletArgs()
+        # Gates first: they decide which hooks act. An unknown name raises ConfigError before anything listens.
+        self.qos_reconcilers, self.gates = resolve_feature_gates(settings)
+        self._log_koordlet_compat()
         self.started_at = time.time()
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
@@ -88,7 +105,7 @@ class Daemon:
         )
         self.health = HealthState(required=("proxy", "debug"))
         self.executor = build_executor(settings.cgroup, store=self.store, roots=self.roots, metrics=self.metrics)
-        self.registry = HookRegistry(default_plugins())  # type: ignore[arg-type]
+        self.registry = HookRegistry(default_plugins(self.gates.enabled))  # type: ignore[arg-type]
         self.registry.disable(settings.hook.disable_stages)
         self.policy = FailurePolicy(settings.hook.failure_policy)
         hook = settings.hook
@@ -168,6 +185,26 @@ class Daemon:
         )
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
         self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)
+
+    def _log_koordlet_compat(self) -> None:
+        """Once, at startup: koordlet gates accepted but not implemented, and koordlet flags mapped or ignored.
+        A warning when the operator set something hookserver will not do; else information."""
+        line = self.gates.not_implemented_line()
+        if line:
+            asked = any(v.source != "default" for v in self.gates.not_implemented())
+            log.log(logging.WARNING if asked else logging.INFO, "feature gates %s", line)
+        for text in self.koordlet_args.log_lines():
+            log.log(logging.WARNING if self.koordlet_args.ignored else logging.INFO, "%s", text)
+
+    def koordlet_compat(self) -> dict[str, Any]:
+        """For `hookctl status`: what of koordlet's command line and gates hookserver took, and what it did not."""
+        return {
+            "gates_not_implemented": [
+                {"name": v.name, "value": v.enabled, "source": v.source} for v in self.gates.not_implemented()
+                if v.enabled or v.source != "default"
+            ],
+            "flags": self.koordlet_args.describe(),
+        }
 
     def _gate_readiness_on_first_sync(self) -> None:
         """With an apiserver or kubelet source, /readyz waits for the informer's first sync (pods, node and
@@ -256,10 +293,10 @@ class Daemon:
     def _build_qos(self, settings: Settings) -> QoSRunner:
         """The reconcilers, their gates (an unknown --feature-gates name raises ConfigError here, before
         anything listens), the snapshot builder over the executor's layout, and the eviction backend."""
-        reconcilers = build_reconcilers(settings.qos)
-        gates = gate_registry(reconcilers).resolve(settings.gate_layers())
-        # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens.
-        hooks = ["batchresource"] if "BatchResource" in self.registry.plugins else []
+        reconcilers, gates = self.qos_reconcilers, self.gates
+        # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens. With
+        # BatchResource=false the hook writes nothing, so it owns nothing.
+        hooks = ["batchresource"] if "BatchResource" in self.registry.plugins and gates.enabled("BatchResource") else []
         self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
         view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver,
@@ -326,6 +363,7 @@ class Daemon:
             "cgroup": self.executor.layout.describe(),
             "nri": self.nri.status() if self.nri is not None else {"state": "disabled"},
             "hook_breakers": self.dispatcher.breaker_status(),
+            "koordlet": self.koordlet_compat(),
             "informer": self.informer.status(),
             "collectors": self.collectors.status(),
             "predictor": self._predictor_status(),

@@ -1,9 +1,14 @@
 """Feature gates, set the way koordlet sets them: `--feature-gates=BEMemoryEvict=true,BECPUEvict=true`.
 
-Each reconciler declares its gate (koordlet's name and default); the registry is built from the reconcilers
-the daemon runs, so adding a reconciler adds its gate. Values come from, lowest first: the gate's default,
-the config file's `feature_gates` map, `HOOKSERVER_FEATURE_GATES`, then the `--feature-gates` flag. Every
-value remembers where it came from, for `hookctl qos`. A name no reconciler declared stops startup.
+Each reconciler declares its gate (koordlet's name and default), and so does a hook plugin that koordlet
+gates; the registry is built from what the daemon runs, so adding a reconciler adds its gate. Values come
+from, lowest first: the gate's default, the config file's `feature_gates` map, `HOOKSERVER_FEATURE_GATES`,
+then the `--feature-gates` flag. Every value remembers where it came from, for `hookctl qos`.
+
+The registry also holds koordlet's gate catalog (`hookserver.koordlet_compat.gates`): a koordlet gate that no
+component registered is accepted with its value and marked not implemented (koordlet's DaemonSet arguments
+start hookserver unchanged, and `hookctl qos` says what is not done). Only a name koordlet does not have
+stops startup. "Implemented" is never a list kept here: it is whatever was registered.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.errors import ConfigError
+from hookserver.koordlet_compat.gates import KOORDLET_GATES, closest_gate
 
-__all__ = ["FeatureGate", "GateRegistry", "GateValue", "GateValues", "parse_feature_gates"]
+__all__ = ["FeatureGate", "GateRegistry", "GateValue", "GateValues", "koordlet_catalog", "parse_feature_gates"]
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -37,6 +43,8 @@ class GateValue:
     source: str  # "default", "config file <path>", "environment HOOKSERVER_FEATURE_GATES", "flag --feature-gates"
     default: bool
     description: str = ""
+    # False for a koordlet gate nothing here registered: its value is kept and shown, and switches nothing.
+    implemented: bool = True
 
 
 def _bool(name: str, raw: Any, origin: str) -> bool:
@@ -93,16 +101,40 @@ class GateValues:
 
     def describe(self) -> list[dict[str, Any]]:
         return [
-            {"name": v.name, "enabled": v.enabled, "source": v.source, "default": v.default, "description": v.description}
+            {"name": v.name, "enabled": v.enabled, "source": v.source, "default": v.default,
+             "description": v.description, "implemented": v.implemented}
             for v in sorted(self.values.values(), key=lambda v: v.name)
         ]
 
+    def not_implemented(self) -> list[GateValue]:
+        """koordlet gates accepted but not implemented, by name."""
+        return sorted((v for v in self.values.values() if not v.implemented), key=lambda v: v.name)
+
+    def not_implemented_line(self) -> str:
+        """The one startup log line: `accepted, not implemented: Accelerators=true, ...`; the gates set away from
+        their default first, since those are the ones an operator asked for and does not get."""
+        gates = self.not_implemented()
+        if not gates:
+            return ""
+        ordered = [v for v in gates if v.source != "default"] + [v for v in gates if v.source == "default"]
+        return "accepted, not implemented: " + ", ".join(
+            f"{v.name}={str(v.enabled).lower()}" + ("" if v.source == "default" else f" ({v.source})")
+            for v in ordered
+        )
+
+
+def koordlet_catalog() -> tuple[FeatureGate, ...]:
+    """koordlet's gates as FeatureGates (name, koordlet's default, what it switches there)."""
+    return tuple(FeatureGate(g.name, g.default, g.description) for g in KOORDLET_GATES)
+
 
 class GateRegistry:
-    """The gates this agent knows. A gate may be registered by several reconcilers if they agree on it."""
+    """The gates this agent implements (registered), over a catalog of gates it accepts without implementing
+    (koordlet's, by default). A gate may be registered by several components if they agree on its default."""
 
-    def __init__(self, gates: Iterable[FeatureGate] = ()) -> None:
+    def __init__(self, gates: Iterable[FeatureGate] = (), *, catalog: Iterable[FeatureGate] | None = None) -> None:
         self._gates: dict[str, FeatureGate] = {}
+        self._catalog: dict[str, FeatureGate] = {g.name: g for g in (koordlet_catalog() if catalog is None else catalog)}
         for gate in gates:
             self.register(gate)
 
@@ -116,25 +148,36 @@ class GateRegistry:
             self._gates[gate.name] = gate
 
     def names(self) -> list[str]:
+        """The implemented gates."""
         return sorted(self._gates)
+
+    def accepted_names(self) -> list[str]:
+        """Every name `resolve` accepts: the implemented gates and the catalog."""
+        return sorted(set(self._gates) | set(self._catalog))
 
     def get(self, name: str) -> FeatureGate | None:
         return self._gates.get(name)
 
     def resolve(self, layers: Iterable[tuple[str, Mapping[str, bool]]]) -> GateValues:
-        """Apply `(source, {name: value})` layers, lowest first, over the defaults. Unknown names raise
-        ConfigError naming the source and the gates this agent has."""
+        """Apply `(source, {name: value})` layers, lowest first, over the defaults. Registered gates are
+        implemented; catalog gates nobody registered are kept, marked not implemented. A name in neither raises
+        ConfigError naming the source, the closest known name, and every name accepted."""
+        known: dict[str, tuple[FeatureGate, bool]] = {name: (gate, False) for name, gate in self._catalog.items()}
+        known.update((name, (gate, True)) for name, gate in self._gates.items())
         values = {
-            name: GateValue(name, gate.default, "default", gate.default, gate.description)
-            for name, gate in self._gates.items()
+            name: GateValue(name, gate.default, "default", gate.default, gate.description, implemented)
+            for name, (gate, implemented) in known.items()
         }
         for source, layer in layers:
-            unknown = sorted(set(layer) - set(self._gates))
+            unknown = sorted(set(layer) - set(known))
             if unknown:
+                hints = [f"{name} -> {hint}" for name in unknown if (hint := closest_gate(name, list(known)))]
+                hint_text = f"; did you mean {', '.join(hints)}?" if hints else ""
                 raise ConfigError(
-                    f"{source}: unknown feature gate(s) {', '.join(unknown)} (known: {', '.join(self.names())})"
+                    f"{source}: unknown feature gate(s) {', '.join(unknown)}{hint_text} "
+                    f"(known: {', '.join(sorted(known))})"
                 )
             for name, enabled in layer.items():
-                gate = self._gates[name]
-                values[name] = GateValue(name, enabled, source, gate.default, gate.description)
+                gate, implemented = known[name]
+                values[name] = GateValue(name, enabled, source, gate.default, gate.description, implemented)
         return GateValues(MappingProxyType(values))

@@ -47,6 +47,10 @@ class Reconciler(abc.ABC):
 
     name: ClassVar[str]
     gate: ClassVar[FeatureGate]
+    # Further koordlet gates this reconciler implements (several modes behind one planner, e.g. an evictor
+    # that also serves CPUEvict and CPUAllocatableEvict). Registered with `gate`, so they count as implemented;
+    # the reconciler's round runs while `gate` is on.
+    extra_gates: ClassVar[tuple[FeatureGate, ...]] = ()
     default_interval_s: ClassVar[float] = 1.0
     default_cooldown_s: ClassVar[float] = 0.0
     # What the reconciler touches, for `hookctl qos` ("cgroup", "eviction").
@@ -57,6 +61,11 @@ class Reconciler(abc.ABC):
         self.cooldown_s = float(cooldown_s if cooldown_s is not None else self.default_cooldown_s)
         if self.interval_s <= 0:
             raise ValueError(f"{self.name}: interval must be positive, got {self.interval_s}")
+
+    @classmethod
+    def declared_gates(cls) -> tuple[FeatureGate, ...]:
+        """Every gate this reconciler implements: `gate`, then `extra_gates`."""
+        return (cls.gate, *cls.extra_gates)
 
     def enabled(self, snapshot: QoSSnapshot) -> Verdict:
         """The NodeSLO check. The default: on."""

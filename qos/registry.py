@@ -1,16 +1,17 @@
 """The reconcilers this agent runs, and the feature gates they declare. Add a reconciler here (one line)
-and its gate becomes settable with `--feature-gates`.
+and its gates count as implemented (every koordlet gate is settable with `--feature-gates`; the others are
+accepted and reported as not implemented).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from qos.blkio import BlkIO
 from qos.cpu_burst import CPUBurst
 from qos.cpu_evict import CPUEvict
 from qos.cpu_suppress import CPUSuppress
-from qos.gates import GateRegistry
+from qos.gates import FeatureGate, GateRegistry
 from qos.memory_evict import MemoryEvict
 from qos.memory_qos import MemoryQoS
 from qos.reconciler import Reconciler
@@ -43,5 +44,7 @@ def build_reconcilers(
     return out
 
 
-def gate_registry(reconcilers: Sequence[Reconciler]) -> GateRegistry:
-    return GateRegistry(r.gate for r in reconcilers)
+def gate_registry(reconcilers: Sequence[Reconciler], *, also: Iterable[FeatureGate] = ()) -> GateRegistry:
+    """The gates the reconcilers implement (each one's `declared_gates()`), plus `also` (gates other components
+    implement, e.g. the BatchResource hook's), over koordlet's catalog of gates accepted but not implemented."""
+    return GateRegistry([*(g for r in reconcilers for g in r.declared_gates()), *also])

@@ -99,6 +99,10 @@ find "$ROOTFS" -depth -type d -name __pycache__ -exec rm -rf {} +
 chroot "$ROOTFS" /usr/bin/python3.11 -m compileall -q -j 0 --invalidation-mode unchecked-hash \
   /opt/hookserver/lib/python3.11/site-packages /usr/lib/python3.11 >/dev/null || die "byte-compile failed"
 mkdir -p "$ROOTFS/etc/hookserver" "$ROOTFS/var/run/hookserver"
+# koordinator's chart runs `command: ["/koordlet"]`: the `koordlet` console script (hookserver serve over
+# koordlet's daemonset defaults and flags), so swapping the image in that DaemonSet is enough.
+ln -sf /opt/hookserver/bin/koordlet "$ROOTFS/koordlet"
+[[ -x $ROOTFS/opt/hookserver/bin/koordlet ]] || die "the koordlet entry point was not installed"
 echo "$VERSION" >"$ROOTFS/opt/hookserver/VERSION"
 
 log "tar: $OUT/rootfs.tar"

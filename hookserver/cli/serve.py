@@ -1,4 +1,10 @@
-"""`hookserver serve`: parse flags into settings, run the daemon until SIGTERM/SIGINT."""
+"""`hookserver serve`: parse flags into settings, run the daemon until SIGTERM/SIGINT.
+
+koordlet's flags are accepted too (`-cgroup-root-dir=/host-cgroup/ -feature-gates=...`, Go syntax): they are
+taken out of the command line first (`hookserver.koordlet_compat.flags`), mapped onto settings under
+hookserver's own flags, and reported (mapped or ignored) at startup and in `hookctl status`. The `koordlet`
+entry point (`hookserver.cli.koordlet`) is `serve` over koordlet's daemonset defaults.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from typing import Any
 
 from hookserver.config import Settings, load_settings
 from hookserver.errors import ConfigError, HookServerError
+from hookserver.koordlet_compat.flags import KOORDLET_DEFAULTS, KoordletArgs, split_koordlet_args
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -75,8 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Flags override the file and environment; only flags actually given are applied."""
+def own_long_options(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """hookserver's long option names (no dashes), in every subcommand, and whether each takes a value: what
+    `split_koordlet_args` must leave to argparse."""
+    out: dict[str, bool] = {}
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+    for each in parsers:
+        for option, action in each._option_string_actions.items():
+            if option.startswith("--"):
+                out[option[2:]] = action.nargs != 0
+    return out
+
+
+def settings_from_args(
+    args: argparse.Namespace, *, koordlet: KoordletArgs | None = None, koordlet_defaults: bool = False
+) -> Settings:
+    """Flags override the file and environment; only flags actually given are applied. koordlet's flags
+    (`koordlet`) count as flags, under hookserver's own where both set one setting. With `koordlet_defaults`
+    the lowest layer is koordlet's daemonset defaults (paths its DaemonSet mounts) instead of hookserver's."""
     overrides: dict[str, Any] = {}
 
     def put(path: str, value: Any) -> None:
@@ -113,32 +139,51 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     put("reconciler.interval_s", args.reconcile_interval)
     if args.no_reconciler:
         put("reconciler.enabled", False)
-    return load_settings(config_file=args.config, overrides=overrides)
+    if koordlet is not None and koordlet.overrides:
+        koordlet.mark_overridden(overrides)
+        overrides = _merge(koordlet.overrides, overrides)
+    return load_settings(config_file=args.config, overrides=overrides,
+                         defaults=KOORDLET_DEFAULTS if koordlet_defaults else None)
 
 
-async def _serve(settings: Settings) -> int:
+def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    out = dict(low)
+    for key, value in high.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+async def _serve(settings: Settings, koordlet: KoordletArgs) -> int:
     from hookserver.daemon import Daemon
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    daemon = Daemon(settings)
+    daemon = Daemon(settings, koordlet_args=koordlet)
     return await daemon.run(stop)
 
 
 def _check_feature_gates(settings: Settings) -> None:
     """An unknown or malformed --feature-gates name is refused here, before logging starts, so the refusal
-    is the one line on stderr (the daemon checks again when it builds the QoS runner)."""
-    from qos import build_reconcilers, gate_registry
+    is the one line on stderr (the daemon resolves them again when it starts)."""
+    from hookserver.daemon import resolve_feature_gates
 
-    gate_registry(build_reconcilers(settings.qos)).resolve(settings.gate_layers())
+    resolve_feature_gates(settings)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, koordlet_defaults: bool = False) -> int:
+    """`hookserver serve|cleanup ...`; `koordlet_defaults` for the `koordlet` entry point."""
+    parser = build_parser()
     try:
-        settings = settings_from_args(args)
+        rest, koordlet = split_koordlet_args(sys.argv[1:] if argv is None else argv,
+                                             own_options=own_long_options(parser))
+    except ConfigError as exc:
+        print(f"hookserver: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(rest)
+    try:
+        settings = settings_from_args(args, koordlet=koordlet, koordlet_defaults=koordlet_defaults)
         _check_feature_gates(settings)
     except ConfigError as exc:
         print(f"hookserver: {exc}", file=sys.stderr)
@@ -152,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return asyncio.run(_serve(settings))
+        return asyncio.run(_serve(settings, koordlet))
     except HookServerError as exc:
         # A startup refusal (socket in use, unusable path, bad plugin config): one line, not a traceback.
         print(f"hookserver: {exc}", file=sys.stderr)

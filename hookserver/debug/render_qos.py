@@ -63,15 +63,39 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
     lines.append("")
     lines.append(f"evictions: {doc.get('evictor', '-')}, cool-down {doc.get('eviction_cooldown_s', '-')}s"
                  + ("; DRY RUN: nothing is written or evicted" if doc.get("dry_run") else ""))
-    gates = doc.get("gates")
-    if isinstance(gates, list) and gates:
-        lines.append("feature gates:")
-        lines.extend("  " + line for line in render_table([
-            {"gate": g.get("name"), "value": g.get("enabled"), "from": g.get("source"), "default": g.get("default")}
-            for g in gates if isinstance(g, Mapping)
-        ]))
+    lines.extend(_gates(doc.get("gates")))
     lines.extend(_owners_and_originals(doc))
     return "\n".join(lines)
+
+
+def _gates(gates: Any) -> list[str]:
+    """The implemented gates as a table; koordlet's other gates (accepted, not implemented) as a second table of
+    those that are on or were set, then one line naming the rest (off by default, untouched): 31 rows of
+    "false default" would bury the few that matter."""
+    if not isinstance(gates, list):
+        return []
+    rows = [g for g in gates if isinstance(g, Mapping)]
+    done = [g for g in rows if g.get("implemented", True)]
+    accepted = [g for g in rows if not g.get("implemented", True)]
+    lines: list[str] = []
+
+    def table(entries: list[Mapping[str, Any]]) -> list[str]:
+        return ["  " + line for line in render_table([
+            {"gate": g.get("name"), "value": g.get("enabled"), "from": g.get("source"), "default": g.get("default")}
+            for g in entries
+        ])]
+
+    if done:
+        lines.append("feature gates:")
+        lines.extend(table(done))
+    notable = [g for g in accepted if g.get("enabled") or g.get("source") != "default"]
+    quiet = [g for g in accepted if g not in notable]
+    if notable:
+        lines.append("feature gates accepted, not implemented (koordlet's; hookserver does nothing for them):")
+        lines.extend(table(notable))
+    if quiet:
+        lines.append(f"also accepted, not implemented, false by default: {', '.join(str(g.get('name')) for g in quiet)}")
+    return lines
 
 
 def _owners_and_originals(doc: Mapping[str, Any]) -> list[str]:

@@ -3,7 +3,9 @@
 Contents are koordlet's `ModelCheckpoint`: `{"UID", "CPU": {referenceTimestamp, bucketWeights, totalWeight},
 "Memory": {...}, "LastUpdated"}` plus our `FirstSample` and `Samples` (model age and sample count for `hookctl
 predict`), bucket weights scaled so the largest is 10000. File names are not koordlet's: koordlet names a file
-`<uid>`, we name it `<uid>.json`, so migrating models means renaming the files (docs/operations.md).
+`<uid>`, we name it `<uid>.json`. `read_koordlet_dir` reads koordlet's directory as it is (a swap keeps the
+models without a copy): read-only there, for models we have no checkpoint of, and a bad file is reported and
+left where it is, since that directory is koordlet's.
 
 A write goes to `<uid>.json.tmp`, is fsynced, then renamed over `<uid>.json`; the directory is fsynced once per
 round. A kill -9 at any moment leaves the old file or the new one, plus at worst a `*.tmp` that `restore()`
@@ -26,7 +28,14 @@ from hookserver.errors import CheckpointCorrupt
 from hookserver.predictor.histogram import HistogramCheckpoint, format_go_time, parse_go_time
 from hookserver.predictor.models import Model, ModelTable
 
-__all__ = ["CheckpointProblem", "Checkpointer", "RestoreResult", "decode_checkpoint", "encode_checkpoint"]
+__all__ = [
+    "CheckpointProblem",
+    "Checkpointer",
+    "RestoreResult",
+    "decode_checkpoint",
+    "encode_checkpoint",
+    "read_koordlet_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +78,10 @@ def encode_checkpoint(model: Model) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def decode_checkpoint(data: bytes, *, name: str, table: ModelTable) -> Model:
+def decode_checkpoint(data: bytes, *, name: str, table: ModelTable, koordlet_name: bool = False) -> Model:
     """A model from a checkpoint file's bytes. CheckpointCorrupt says what is wrong, prefixed by `foreign:`
-    when the file is valid JSON of another shape."""
+    when the file is valid JSON of another shape. `koordlet_name`: the file is named `<uid>` as koordlet names
+    it (koordlet takes the UID from the name, so the name must be a UID and the document's UID must agree)."""
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -81,8 +91,9 @@ def decode_checkpoint(data: bytes, *, name: str, table: ModelTable) -> Model:
     uid = doc["UID"]
     if not isinstance(uid, str) or not _UID.fullmatch(uid):
         raise CheckpointCorrupt(f"foreign: {name}: UID {str(uid)[:80]!r} is not a model UID")
-    if name != uid + SUFFIX:
-        raise CheckpointCorrupt(f"foreign: {name}: holds UID {uid!r}, expected file {uid + SUFFIX}")
+    expected = uid if koordlet_name else uid + SUFFIX
+    if name != expected:
+        raise CheckpointCorrupt(f"foreign: {name}: holds UID {uid!r}, expected file {expected}")
     model = table.new_model(uid)
     model.cpu.load(HistogramCheckpoint.from_json(doc["CPU"], where=f"{name}: CPU"), where=f"{name}: CPU")
     model.memory.load(HistogramCheckpoint.from_json(doc["Memory"], where=f"{name}: Memory"), where=f"{name}: Memory")
@@ -202,3 +213,42 @@ class Checkpointer:
         log.warning("checkpoint %s is %s and was set aside%s: %s", source, reason,
                     f" to {target}" if target else "", detail)
         return CheckpointProblem(name, reason, detail, target, now)
+
+
+def read_koordlet_dir(directory: str, table: ModelTable, *, skip: set[str], now: float) -> RestoreResult:
+    """Models from koordlet's checkpoint directory (`<uid>` files, koordlet's JSON), except the UIDs in `skip`
+    (we have our own, newer by construction: ours are written after the swap). Read only: `*.tmp` files and
+    files that do not decode are left in place (that directory is koordlet's, and a rollback to koordlet must
+    find it as it was); each bad file is a problem, reported, never fatal. A missing directory is no problem."""
+    result = RestoreResult()
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return result
+    except OSError as exc:
+        result.problems.append(CheckpointProblem(directory, "unreadable", str(exc), at=now))
+        return result
+    for entry in entries:
+        if entry.name.endswith(TMP_SUFFIX) or entry.name in skip:
+            continue
+        where = os.path.join(directory, entry.name)
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            with open(entry.path, "rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                raise CheckpointCorrupt(f"foreign: {entry.name}: larger than {MAX_FILE_BYTES} bytes")
+            if not _UID.fullmatch(entry.name):
+                raise CheckpointCorrupt(f"foreign: {entry.name}: not a model UID")
+            result.models.append(decode_checkpoint(data, name=entry.name, table=table, koordlet_name=True))
+        except CheckpointCorrupt as exc:
+            text = str(exc)
+            reason = "foreign" if text.startswith("foreign: ") else "corrupt"
+            log.warning("koordlet checkpoint %s is %s and was skipped (left in place): %s", where, reason,
+                        text.removeprefix("foreign: "))
+            result.problems.append(CheckpointProblem(where, reason, text.removeprefix("foreign: "), at=now))
+        except OSError as exc:
+            log.warning("koordlet checkpoint %s is unreadable and was skipped: %s", where, exc)
+            result.problems.append(CheckpointProblem(where, "unreadable", str(exc), at=now))
+    return result

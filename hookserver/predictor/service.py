@@ -17,7 +17,7 @@ from typing import Any
 
 from hookserver.aio.periodic import run_every
 from hookserver.errors import CheckpointCorrupt
-from hookserver.predictor.checkpoint import CheckpointProblem, Checkpointer, encode_checkpoint
+from hookserver.predictor.checkpoint import CheckpointProblem, Checkpointer, encode_checkpoint, read_koordlet_dir
 from hookserver.predictor.metrics import PredictorMetrics
 from hookserver.predictor.models import SYSTEM_UID, Model, ModelTable, priority_uid
 from hookserver.predictor.predictors import ReclaimableReport, compute_reclaimable
@@ -78,15 +78,40 @@ class PredictorService:
             self._problem(problem)
             if self.metrics is not None:
                 self.metrics.checkpoints_rejected.labels(problem.reason).inc()
+        koordlet = self._restore_from_koordlet(now)
         took = time.perf_counter() - started
         self.restored = {"models": len(result.models), "tmp_removed": result.tmp_removed,
-                         "rejected": len(result.problems), "duration_s": round(took, 4), "at": now}
+                         "rejected": len(result.problems), "duration_s": round(took, 4), "at": now, **koordlet}
         if self.metrics is not None:
             self.metrics.restore_duration.set(took)
         self._update_model_counts()
         log.info("predictor: restored %d models from %s in %.3f s (%d tmp removed, %d set aside)",
                  len(result.models), self.checkpointer.directory, took, result.tmp_removed, len(result.problems))
         return len(result.models)
+
+    def _restore_from_koordlet(self, now: float) -> dict[str, Any]:
+        """Models koordlet left in its checkpoint directory, for UIDs we have none of. They are marked never
+        checkpointed, so the next round writes them into our directory: from then on ours are read."""
+        directory = self.settings.koordlet_checkpoint_dir
+        if not directory:
+            return {}
+        if os.path.realpath(directory) == os.path.realpath(self.checkpointer.directory):
+            log.warning("predictor: koordlet_checkpoint_dir %s is hookserver's own checkpoint directory; "
+                        "not read a second time", directory)
+            return {}
+        result = read_koordlet_dir(directory, self.table, skip=set(self.table.uids()), now=now)
+        for model in result.models:
+            model.last_checkpointed = 0.0
+            self.table.put(model)
+        for problem in result.problems:
+            self._problem(problem)
+            if self.metrics is not None:
+                self.metrics.checkpoints_rejected.labels(problem.reason).inc()
+        if result.models or result.problems:
+            log.info("predictor: read %d models from koordlet's checkpoints in %s (%d skipped)",
+                     len(result.models), directory, len(result.problems))
+        return {"koordlet_dir": directory, "koordlet_models": len(result.models),
+                "koordlet_skipped": len(result.problems)}
 
     # -- the three periodic jobs -----------------------------------------------------------------
     def train_once(self, now: float | None = None) -> TrainingRound:

@@ -28,6 +28,9 @@ class PredictorSettings(BaseModel):
     checkpoint_interval_s: float = Field(default=600.0, ge=0)
     checkpoint_max_per_step: int = Field(default=12, ge=1)
     checkpoint_subdir: str = "predictor"
+    # koordlet's checkpoint directory (its -prediction-checkpoint-filepath; `<uid>` files, no suffix). Read at
+    # start for models hookserver has no checkpoint of its own for; never written, never cleaned. "" = don't.
+    koordlet_checkpoint_dir: str = "/prediction-checkpoints"
     # NodeMetric status: report every spec.metricCollectPolicy.reportIntervalSeconds (koordlet floors it at
     # 30 s and the aggregate window at 60 s). `report_enabled: false` keeps the predictor but reports nothing.
     report_enabled: bool = True

@@ -117,6 +117,19 @@ def test_hookctl_help_and_version_without_a_server(bundle: Path) -> None:
     assert f"version: {__version__}" in done.stdout and "hookctl: error: server:" in done.stderr
 
 
+def test_the_image_answers_to_koordlets_entry_point(bundle: Path) -> None:
+    """koordinator's chart runs `command: ["/koordlet"]` with koordlet's flags: /koordlet is hookserver serve."""
+    from tests.koordlet_compat.test_chart_args import chart_args
+
+    assert (bundle / "rootfs" / "koordlet").is_symlink()
+    done = _in_image(bundle, "/koordlet", *chart_args(9316), "--help")  # the chart's flags parse, then usage
+    assert done.returncode == 0, done.stderr
+    assert "usage: hookserver serve" in done.stdout
+    done = _in_image(bundle, "/koordlet", "-addr=:9316", "-bogus=1")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "hookserver: flag provided but not defined: -bogus (neither a hookserver nor a koordlet flag)"
+
+
 def test_every_module_imports_in_the_image(bundle: Path) -> None:
     """The strip step removes files (kubernetes/aio, test suites): nothing hookserver imports may go."""
     script = (

@@ -42,7 +42,8 @@ def test_unknown_gate_names_the_source_and_the_known_gates() -> None:
     with pytest.raises(ConfigError) as err:
         GateRegistry(GATES).resolve([("flag --feature-gates", {"BEMemoryEvcit": True})])
     text = str(err.value)
-    assert "flag --feature-gates" in text and "BEMemoryEvcit" in text and "BEMemoryEvict" in text
+    assert "flag --feature-gates" in text and "BEMemoryEvcit" in text and "did you mean BEMemoryEvcit -> BEMemoryEvict" in text
+    assert "\n" not in text
 
 
 def test_a_gate_registered_twice_must_agree() -> None:
@@ -89,11 +90,13 @@ def test_the_agent_registers_koordlets_gates_with_koordlets_defaults() -> None:
     from qos.registry import build_reconcilers, gate_registry
 
     values = gate_registry(build_reconcilers()).resolve([])
-    assert {g["name"]: g["enabled"] for g in values.describe()} == {
+    implemented = {g["name"]: g["enabled"] for g in values.describe() if g["implemented"]}
+    # At least these (engineers adding evictors add theirs); each with koordlet's default.
+    assert {
         "BECPUSuppress": True, "BECPUEvict": False, "BEMemoryEvict": False,
         # part 2 (issue 10), koordlet's defaults
         "CPUBurst": True, "CgroupReconcile": False, "SystemConfig": False, "BlkIOReconcile": False, "RdtResctrl": True,
-    }
+    }.items() <= implemented.items()
 
 
 def test_the_deployed_config_parses_and_names_only_known_gates(tmp_path: Path) -> None:

@@ -52,3 +52,25 @@ def test_qos_table_shows_knob_owners_and_the_originals_cleanup_restores() -> Non
     assert "originals (what `hookserver cleanup` restores):\n  cgroup cpu:kubepods/besteffort/cpu.cfs_quota_us = -1" in text
     empty = render_qos({**DOC, "originals": {"cgroup": {}, "sysctl": {}}}, now=1000.0)
     assert "originals (what `hookserver cleanup` restores): (none recorded)" in empty
+
+
+def test_gates_accepted_not_implemented_are_shown_apart_with_value_and_source() -> None:
+    gates = [
+        {"name": "BEMemoryEvict", "enabled": True, "source": "flag --feature-gates", "default": False,
+         "implemented": True},
+        {"name": "Accelerators", "enabled": True, "source": "flag --feature-gates", "default": False,
+         "implemented": False},
+        {"name": "NodeTopologyReport", "enabled": True, "source": "default", "default": True, "implemented": False},
+        {"name": "AuditEvents", "enabled": False, "source": "default", "default": False, "implemented": False},
+    ]
+    text = render_qos({**DOC, "gates": gates}, now=1000.0)
+    lines = text.splitlines()
+    done = lines.index("feature gates:")
+    accepted = lines.index("feature gates accepted, not implemented (koordlet's; hookserver does nothing for them):")
+    assert done < accepted
+    assert any(line.split() == ["BEMemoryEvict", "true", "flag", "--feature-gates", "false"]
+               for line in lines[done:accepted])
+    below = lines[accepted:]
+    assert any(line.split() == ["Accelerators", "true", "flag", "--feature-gates", "false"] for line in below)
+    assert any(line.split() == ["NodeTopologyReport", "true", "default", "true"] for line in below)
+    assert "also accepted, not implemented, false by default: AuditEvents" in text

@@ -32,6 +32,7 @@ __all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "BatchResourcePlugin", "QuotaRu
 # Texts longer than this are decided without the cache, which bounds it at 1024 x 16 KiB.
 _CACHED_TEXT_BYTES = 16 * 1024
 _NO_SPEC = HookResult.skip(f"BE pod without {ANNOTATION_EXTENDED_RESOURCE_SPEC}")
+_GATE_OFF = HookResult.skip("feature gate BatchResource is off")
 
 
 class QuotaRule:
@@ -69,12 +70,23 @@ def _rule_inputs(view: NodeView) -> tuple[bool, float | None]:
 
 
 class BatchResourcePlugin:
+    """koordlet's BatchResource runtime hook. With its gate off (`BatchResource=false`) it stays registered, so
+    the stages it subscribes to (proxy registration, NRI event mask) do not change with the gate, and answers
+    every call with no values: requests pass through untouched, and the audit says why."""
+
     name = "BatchResource"
+    # koordlet's runtime-hook gate (pkg/koordlet/runtimehooks/config.go), on by default there.
+    feature_gate = "BatchResource"
     # Decided from the pod's labels and spec annotation, the container's name, and the quota rule (NodeSLO,
     # the node's normalization ratio): never other pods, the container's id, annotations or env.
     pure_decision = True
 
+    def __init__(self, *, enabled: bool = True) -> None:
+        self.enabled = enabled
+
     def pre_run_pod_sandbox(self, request: PodRequest, view: NodeView) -> HookResult:
+        if not self.enabled:
+            return _GATE_OFF
         text = _be_spec_text(request.labels, request.annotations)
         if isinstance(text, HookResult):
             return text
@@ -89,6 +101,8 @@ class BatchResourcePlugin:
         return self._container(request, view)
 
     def _container(self, request: ContainerRequest, view: NodeView) -> HookResult:
+        if not self.enabled:
+            return _GATE_OFF
         text = _be_spec_text(request.pod.labels, request.pod.annotations)
         if isinstance(text, HookResult):
             return text
