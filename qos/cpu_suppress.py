@@ -32,7 +32,7 @@ from typing import Any
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.system.cpulist import format_cpu_list
 
-from qos.cpuset_pick import allowed_cpus, split_pools, suppress_cpuset
+from qos.cpuset_pick import allowed_cpus, logical_cores, split_pools, suppress_cpuset
 from qos.gates import FeatureGate
 from qos.plan import QoSPlan, numbers
 from qos.reconciler import Reconciler, Verdict
@@ -237,7 +237,7 @@ class CPUSuppress(Reconciler):
         old = len(tier.cpuset)
         count = min(wanted, old + max_increase)
         lsr, ls = split_pools(snap.topology.cpus, excluded=_excluded(snap), pool_of=_pool_of(snap))
-        target = frozenset(suppress_cpuset(count, lsr, ls))
+        target = frozenset(suppress_cpuset(count, lsr, ls, core_rank=logical_cores(snap.topology.cpus)))
         values = {
             **budget.as_numbers(), "policy": "cpuset", "cpus_wanted": wanted, "cpus": count, "cpus_before": old,
             "max_increase": max_increase, "lsr_pool": len(lsr), "ls_pool": len(ls),
