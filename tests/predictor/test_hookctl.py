@@ -119,3 +119,22 @@ def test_nodemetric_shows_the_last_document_and_where_it_went(served, tmp_path):
     assert f"NodeMetric status -> file {tmp_path / 'nodemetric.json'}" in out
     assert "node usage:   cpu 1, memory 4Gi" in out and "prod reclaimable: cpu " in out
     assert "default/web-0" in out and "last result ok" in out
+
+
+def test_nodemetric_renders_the_numa_usages():
+    from hookserver.debug.render import render_nodemetric
+
+    doc = {"target": "file", "where": "/x", "policy": {}, "status": {"nodeMetric": {
+        "nodeUsage": {"resources": {"cpu": "2", "memory": "8Gi"}},
+        "numaUsages": [
+            {"numaNodeID": 0, "nodeUsage": {"resources": {"cpu": "1500m", "memory": "4Gi"}},
+             "systemUsage": {"resources": {"cpu": "300m", "memory": "2Gi"}}},
+            {"numaNodeID": 1, "nodeUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}, "systemUsage": {}},
+        ]}}}
+    lines = render_nodemetric(doc).splitlines()
+    at = lines.index("  NUMA usage (cpu/memory):")
+    assert lines[at + 1].split() == ["NUMA", "NODE", "SYSTEM"]
+    assert lines[at + 2].split() == ["0", "1500m/4Gi", "300m/2Gi"]
+    assert lines[at + 3].split() == ["1", "500m/1Gi", "-"]
+    no_numa = dict(doc, status={"nodeMetric": {"nodeUsage": {}}})
+    assert "NUMA usage" not in render_nodemetric(no_numa)
