@@ -133,7 +133,7 @@ def test_nodemetric_shows_the_last_document_and_where_it_went(served, tmp_path):
     assert lines[at + 2].split() == ["0", "500m/2Gi", "100m/1Gi"]
 
 
-def test_nodemetric_renders_the_numa_usages():
+def test_nodemetric_renders_the_numa_usages() -> None:
     from hookserver.debug.render import render_nodemetric
 
     doc = {"target": "file", "where": "/x", "policy": {}, "status": {"nodeMetric": {
