@@ -38,6 +38,9 @@ class SharedUsage:
     host_apps_cpu: float = 0.0
     host_apps_memory: float = 0.0
     host_apps_at: float = 0.0
+    # system = node − pods − host apps, for numa_resource's per-NUMA share of it.
+    system_cpu: float | None = None
+    system_at: float = 0.0
 
 
 @dataclass(slots=True)

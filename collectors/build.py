@@ -25,6 +25,7 @@ from collectors.gpu import GpuCollector
 from collectors.host_application import HostApplicationCollector
 from collectors.node_info import NodeInfoCollector
 from collectors.node_resource import NodeResourceCollector
+from collectors.numa_resource import NumaResourceCollector
 from collectors.nvml import NvmlApi, PynvmlApi
 from collectors.page_cache import PageCacheCollector
 from collectors.pod_resource import PodResourceCollector
@@ -91,6 +92,7 @@ def build_collectors(
         PodThrottledCollector(reader, containers=cs.containers),
         BEResourceCollector(reader),
         SystemResourceCollector(max_age_s=max(2.5 * usage_interval, 2.0)),
+        NumaResourceCollector(roots, reader, max_age_s=max(2.5 * usage_interval, 2.0)),
         PageCacheCollector(roots, reader),
         PSICollector(roots, reader, cgroup_windows=cs.psi_cgroup_windows, containers=cs.psi_containers),
         GpuCollector(roots, nvml if nvml is not None else PynvmlApi()),

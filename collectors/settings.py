@@ -22,6 +22,7 @@ COLLECTOR_NAMES = (
     "pod_throttled",
     "be_resource",
     "system_resource",
+    "numa_resource",
     "page_cache",
     "psi",
     "gpu",
@@ -46,6 +47,8 @@ class CollectorSettings(_Frozen):
     host_application: CollectorToggle = CollectorToggle()
     system_resource: CollectorToggle = CollectorToggle()
     be_resource: CollectorToggle = CollectorToggle()
+    # Per-NUMA node and system usage (NodeMetric numaUsages); reads each pod's memory.numa_stat.
+    numa_resource: CollectorToggle = CollectorToggle()
     psi: CollectorToggle = CollectorToggle(interval_s=10.0)
     # Which PSI averages to keep per pod/container (the node keeps all three). Each adds 6 series a cgroup.
     psi_cgroup_windows: tuple[Literal["avg10", "avg60", "avg300"], ...] = ("avg10",)

@@ -32,6 +32,8 @@ class SystemResourceCollector(BaseCollector):
         host_cpu = shared.host_apps_cpu if host_fresh else 0.0
         host_mem = shared.host_apps_memory if host_fresh else 0.0
         if shared.node_cpu is not None and shared.pods_cpu is not None:
-            ctx.emit("system_cpu_usage", ctx.node_labels, system_usage(shared.node_cpu, shared.pods_cpu, host_cpu))
+            system_cpu = system_usage(shared.node_cpu, shared.pods_cpu, host_cpu)
+            ctx.emit("system_cpu_usage", ctx.node_labels, system_cpu)
+            shared.system_cpu, shared.system_at = system_cpu, ctx.now
         if shared.node_memory is not None and shared.pods_memory is not None:
             ctx.emit("system_memory_usage", ctx.node_labels, system_usage(shared.node_memory, shared.pods_memory, host_mem))

@@ -10,6 +10,10 @@ __all__ = [
     "NODE_CPU",
     "NODE_MEMORY",
     "NODE_MEMORY_WITH_CACHE",
+    "NUMA_CPU",
+    "NUMA_MEMORY",
+    "NUMA_SYSTEM_CPU",
+    "NUMA_SYSTEM_MEMORY",
     "POD_CPU",
     "POD_MEMORY",
     "POD_MEMORY_WITH_CACHE",
@@ -27,3 +31,7 @@ SYSTEM_CPU = "system_cpu_usage"
 SYSTEM_MEMORY = "system_memory_usage"
 HOST_APP_CPU = "host_app_cpu_usage"
 HOST_APP_MEMORY = "host_app_memory_usage"
+NUMA_CPU = "numa_cpu_usage"
+NUMA_MEMORY = "numa_memory_usage"
+NUMA_SYSTEM_CPU = "numa_system_cpu_usage"
+NUMA_SYSTEM_MEMORY = "numa_system_memory_usage"

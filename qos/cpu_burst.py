@@ -18,7 +18,8 @@ Policy from NodeSLO `cpuBurstStrategy`, overridden per pod by the `koordinator.s
     in [base, base × cfsQuotaBurstPercent / 100]. A token bucket per container bounds how long it may
     burst: capacity = cfsQuotaBurstPeriodSeconds × (cfsQuotaBurstPercent − 100) (percent-seconds);
     each round it loses (usage% − 100) × Δt while the container uses ≥ 100 % of its limit and gains
-    (100 − usage%) × Δt while it uses < 60 %; an empty bucket scales down. −1: no bucket. The pod's
+    (100 − usage%) × Δt while it uses < 60 %, kept within [−capacity, capacity] as koordlet does; an empty
+    bucket (tokens ≤ 0) scales down. −1: no bucket. The pod's
     quota moves by the same delta; one leveled plan (pods, containers) grows the pod first and shrinks
     the container first (executor pass 1 top-down max, pass 2 bottom-up). Off: every container back
     to its base quota (and the pod to the sum).
@@ -145,7 +146,9 @@ class TokenBucket:
 
     @staticmethod
     def capacity(cfg: BurstConfig) -> float:
-        return float(cfg.cfs_quota_burst_period_s * (cfg.cfs_quota_burst_percent - 100))
+        """period × (percent − 100), never negative: below 100 % koordlet refuses quota burst outright, and a
+        negative capacity would turn the bounds [−capacity, capacity] inside out."""
+        return float(max(cfg.cfs_quota_burst_period_s * (cfg.cfs_quota_burst_percent - 100), 0))
 
     def step(self, cfg: BurstConfig, usage_percent: float | None, now: float) -> TokenBucket:
         capacity = self.capacity(cfg)
@@ -156,7 +159,9 @@ class TokenBucket:
                 tokens -= (usage_percent - 100) * dt
             elif usage_percent < SAVING_PERCENT:
                 tokens += (100 - usage_percent) * dt
-        return TokenBucket(min(tokens, capacity), now)
+        # koordlet's burstLimiter.Allow keeps the tokens in [−capacity, capacity]: a long overload owes at most
+        # one capacity, so quota burst comes back after the same idle time as on a koordlet node.
+        return TokenBucket(max(min(tokens, capacity), -capacity), now)
 
 
 @dataclass(frozen=True, slots=True)

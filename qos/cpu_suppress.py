@@ -6,7 +6,7 @@ raised to capacity × cpuSuppressMinPercent / 100 when that is set. System usage
 applications (never negative); node reserved is max(kubelet's capacity − allocatable, the koordinator
 reservation annotation).
 
-* `cpuset`: ceil(budget / 1000) CPUs, at least 2; growth per round at most ceil(10 % of the CPUs); taken
+* `cpuset`: ceil(budget / 1000) CPUs, at least 2; growth per round at most ceil(10 % of the online CPUs); taken
   from the LSR and LS pools in proportion, whole cores first, never reserved, exclusive-SYSTEM or LSE CPUs
   (qos.cpuset_pick). Written to every BE cpuset cgroup (tier, pods, containers) as one leveled plan: the
   executor writes old ∪ new top-down, then the new set bottom-up (§5.9). With the kubelet's static CPU
@@ -32,7 +32,7 @@ from typing import Any
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.system.cpulist import format_cpu_list
 
-from qos.cpuset_pick import allowed_cpus, split_pools, suppress_cpuset
+from qos.cpuset_pick import allowed_cpus, logical_cores, split_pools, suppress_cpuset
 from qos.gates import FeatureGate
 from qos.plan import QoSPlan, numbers
 from qos.reconciler import Reconciler, Verdict
@@ -231,13 +231,14 @@ class CPUSuppress(Reconciler):
             return QoSPlan.skip(self.name, "no CPU topology yet (node_info collector)", state=st, **budget.as_numbers())
         if tier.cpuset is None:
             return QoSPlan.skip(self.name, f"cannot read {tier.dir}/cpuset.cpus", state=st, **budget.as_numbers())
-        ncpus = len(snap.topology.cpus)
+        # koordlet counts len(ProcessorInfos): lscpu gives an offline CPU no topology, so only online CPUs.
+        ncpus = sum(1 for c in snap.topology.cpus if c.online)
         wanted = max(math.ceil(budget.budget_milli / 1000), BE_MIN_CPUS)
         max_increase = math.ceil(ncpus * BE_MAX_INCREASE)
         old = len(tier.cpuset)
         count = min(wanted, old + max_increase)
         lsr, ls = split_pools(snap.topology.cpus, excluded=_excluded(snap), pool_of=_pool_of(snap))
-        target = frozenset(suppress_cpuset(count, lsr, ls))
+        target = frozenset(suppress_cpuset(count, lsr, ls, core_rank=logical_cores(snap.topology.cpus)))
         values = {
             **budget.as_numbers(), "policy": "cpuset", "cpus_wanted": wanted, "cpus": count, "cpus_before": old,
             "max_increase": max_increase, "lsr_pool": len(lsr), "ls_pool": len(ls),

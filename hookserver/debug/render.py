@@ -351,6 +351,11 @@ def render_nodemetric(doc: Any) -> str:
     lines += ["", f"status (updateTime {_scalar(status.get('updateTime'))}):",
               f"  node usage:   {_rm(node.get('nodeUsage'))}",
               f"  system usage: {_rm(node.get('systemUsage'))}"]
+    numa = [{"numa": _mapping(n).get("numaNodeID"), "node": _rm_cell(_mapping(n).get("nodeUsage")),
+             "system": _rm_cell(_mapping(n).get("systemUsage"))} for n in node.get("numaUsages") or []]
+    if numa:
+        lines.append("  NUMA usage (cpu/memory):")
+        lines.extend("    " + line for line in render_table(numa))
     for key, title in (("aggregatedNodeUsages", "aggregated node usage"),
                        ("aggregatedSystemUsages", "aggregated system usage")):
         rows = []

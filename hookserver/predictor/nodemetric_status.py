@@ -2,7 +2,7 @@
 
 Field names and shapes follow koordinator's types exactly: `updateTime`; `nodeMetric` with `nodeUsage`,
 `aggregatedNodeUsages` ([{usage: {avg|p50|p90|p95|p99: ResourceMap}, duration}]), `systemUsage`,
-`aggregatedSystemUsages`; `podsMetric` ([{namespace, name, podUsage, priority, qos}], sorted by namespace/name);
+`aggregatedSystemUsages`, `numaUsages` ([{numaNodeID, nodeUsage, systemUsage}], koordinator #3138); `podsMetric` ([{namespace, name, podUsage, priority, qos}], sorted by namespace/name);
 `hostApplicationMetric` ([{name, usage, priority, qos}]); `prodReclaimableMetric` and `prodPeakMetric`
 ({resource: ResourceMap}). A ResourceMap is `{"resources": {"cpu": "1500m", "memory": "2Gi"}}`.
 
@@ -28,6 +28,10 @@ from hookserver.seriesnames import (
     NODE_CPU,
     NODE_MEMORY,
     NODE_MEMORY_WITH_CACHE,
+    NUMA_CPU,
+    NUMA_MEMORY,
+    NUMA_SYSTEM_CPU,
+    NUMA_SYSTEM_MEMORY,
     POD_CPU,
     POD_MEMORY,
     POD_MEMORY_WITH_CACHE,
@@ -174,6 +178,24 @@ def _host_app_names(node_slo: Any) -> list[str] | None:
     return names
 
 
+def _numa_usages(reader: _Reader, series: TimeSeriesStore, window: float) -> list[dict[str, Any]]:
+    """koordlet's `collectNUMAUsages`: per NUMA node, the average CPU and memory over the window; a node
+    without both is left out; `systemUsage` is `{}` (Go's serialisation of an empty ResourceMap) unless both
+    system figures have samples. Sorted by node id. NUMA memory has no page-cache policy (koordlet: none)."""
+    cpu, memory = _by_label(series, NUMA_CPU, "numa"), _by_label(series, NUMA_MEMORY, "numa")
+    system_cpu, system_memory = _by_label(series, NUMA_SYSTEM_CPU, "numa"), _by_label(series, NUMA_SYSTEM_MEMORY, "numa")
+    out = []
+    for node in set(cpu) & set(memory):
+        if not node.isdigit():
+            continue
+        node_usage = _pair(reader.stats(cpu[node], window), reader.stats(memory[node], window), "avg")
+        if not node_usage:
+            continue
+        system = _pair(reader.stats(system_cpu.get(node, ()), window), reader.stats(system_memory.get(node, ()), window), "avg")
+        out.append({"numaNodeID": int(node), "nodeUsage": node_usage, "systemUsage": system})
+    return sorted(out, key=lambda entry: int(entry["numaNodeID"]))
+
+
 def build_status(
     snapshot: StoreSnapshot,
     series: TimeSeriesStore,
@@ -195,6 +217,9 @@ def build_status(
     aggregated_system = _aggregated(reader, SYSTEM_CPU, SYSTEM_MEMORY, policy)
     if aggregated_system:
         node_metric["aggregatedSystemUsages"] = aggregated_system
+    numa = _numa_usages(reader, series, window)
+    if numa:
+        node_metric["numaUsages"] = numa
     status: dict[str, Any] = {"updateTime": format_go_time(float(int(now))), "nodeMetric": node_metric}
 
     pod_cpu = _by_label(series, POD_CPU, "pod")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from hookserver.errors import SystemFileError
 from hookserver.system.mounts import read_cgroup_mounts
+from hookserver.system.numa_usage import parse_numa_stat
 from hookserver.system.openfiles import OpenFiles, default_max_open
 from hookserver.system.procfs import PSI_RESOURCES, PressureLine, read_pressure
 from hookserver.system.roots import SystemRoots
@@ -380,6 +381,16 @@ class CgroupStatReader:
         except ValueError:
             raise SystemFileError(f"{path}: a memory counter is not an integer: {found!r}"[:300], path=path) from None
         return without, without + file_pages
+
+    def memory_numa_bytes(self, rel: str) -> dict[int, int] | None:
+        """The cgroup's memory per NUMA node in bytes (`memory.numa_stat`, as koordlet sums pods for the
+        per-NUMA system usage); None when the file is absent (the cgroup is gone, or no CONFIG_NUMA)."""
+        path = self._paths_of(rel)[4]
+        data = self._read_bytes(path)
+        if data is None:
+            return None
+        return parse_numa_stat(data.decode("ascii", "replace"), path, v2=self.version is CgroupVersion.V2,
+                               page_size=self._page_size)
 
     def memory(self, rel: str) -> MemoryUsage | None:
         paths = self._paths_of(rel)

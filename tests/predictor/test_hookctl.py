@@ -9,6 +9,7 @@ import pytest
 from hookserver.cli.hookctl import main as hookctl_main
 from hookserver.debug.server import DebugServer
 from hookserver.predictor import FileStatusSink, NodeMetricReporter, predict_view, reclaimable_view
+from hookserver.store.timeseries import make_labels
 from tests.predictor.conftest import feed, feed_node
 from tests.predictor.helpers import GI, NOW, node, pod
 
@@ -23,6 +24,11 @@ def served(store, make_service, tmp_path, capsys):
     feed(store, uid="uid-web-0", cpu=[0.4] * 60, memory=[1.0 * GI] * 60, end=NOW)
     feed(store, uid="uid-fresh", cpu=[0.1] * 60, memory=[0.5 * GI] * 60, end=NOW)
     feed_node(store, cpu=[1.0] * 60, memory=[4.0 * GI] * 60, end=NOW)
+    for i in range(60):  # NUMA node 0 (numa_resource's series): node 0.5 cores / 2 GiB, system 0.1 / 1 GiB
+        labels = make_labels(numa="0")
+        for metric, value in (("numa_cpu_usage", 0.5), ("numa_memory_usage", 2.0 * GI),
+                              ("numa_system_cpu_usage", 0.1), ("numa_system_memory_usage", 1.0 * GI)):
+            store.series.append((metric, labels), value, ts=NOW - (59 - i) * 10.0)
     service = make_service()
     service.train_once(NOW)
     reporter = NodeMetricReporter(service, FileStatusSink(str(tmp_path / "nodemetric.json"), node_name="node-a"),
@@ -119,3 +125,28 @@ def test_nodemetric_shows_the_last_document_and_where_it_went(served, tmp_path):
     assert f"NodeMetric status -> file {tmp_path / 'nodemetric.json'}" in out
     assert "node usage:   cpu 1, memory 4Gi" in out and "prod reclaimable: cpu " in out
     assert "default/web-0" in out and "last result ok" in out
+    assert doc["status"]["nodeMetric"]["numaUsages"] == [
+        {"numaNodeID": 0, "nodeUsage": {"resources": {"cpu": "500m", "memory": "2Gi"}},
+         "systemUsage": {"resources": {"cpu": "100m", "memory": "1Gi"}}}]
+    lines = out.splitlines()
+    at = lines.index("  NUMA usage (cpu/memory):")
+    assert lines[at + 2].split() == ["0", "500m/2Gi", "100m/1Gi"]
+
+
+def test_nodemetric_renders_the_numa_usages() -> None:
+    from hookserver.debug.render import render_nodemetric
+
+    doc = {"target": "file", "where": "/x", "policy": {}, "status": {"nodeMetric": {
+        "nodeUsage": {"resources": {"cpu": "2", "memory": "8Gi"}},
+        "numaUsages": [
+            {"numaNodeID": 0, "nodeUsage": {"resources": {"cpu": "1500m", "memory": "4Gi"}},
+             "systemUsage": {"resources": {"cpu": "300m", "memory": "2Gi"}}},
+            {"numaNodeID": 1, "nodeUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}, "systemUsage": {}},
+        ]}}}
+    lines = render_nodemetric(doc).splitlines()
+    at = lines.index("  NUMA usage (cpu/memory):")
+    assert lines[at + 1].split() == ["NUMA", "NODE", "SYSTEM"]
+    assert lines[at + 2].split() == ["0", "1500m/4Gi", "300m/2Gi"]
+    assert lines[at + 3].split() == ["1", "500m/1Gi", "-"]
+    no_numa = dict(doc, status={"nodeMetric": {"nodeUsage": {}}})
+    assert "NUMA usage" not in render_nodemetric(no_numa)

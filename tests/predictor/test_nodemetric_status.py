@@ -134,3 +134,40 @@ def test_unwritable_file_is_an_error_result(store, make_service, tmp_path):
     delivery = reporter.report_once(NOW)
     assert delivery.result == "error" and "blocker" in delivery.detail
     assert reporter.view()["last_error"]
+
+
+def test_numa_usages_shape_and_averages(store):
+    """koordinator #3138: `nodeMetric.numaUsages` = [{numaNodeID, nodeUsage, systemUsage}] sorted by id, each the
+    average over the aggregate window (300 s: the last 31 of 60 samples 10 s apart, NOW − 300 included; the
+    older ones, 9 cores and 1 GiB on node 0, do not count). Node 10 sorts after node 2
+    numerically; node 2 has no system samples: `systemUsage: {}`, as Go serialises an empty ResourceMap; node 7
+    has CPU but no memory samples: left out, as koordlet skips a NUMA node whose usage it cannot query."""
+    seeded(store)
+    for i in range(60):
+        ts = NOW - (59 - i) * 10.0
+        for numa, cpu, mem in (("0", 9.0 if i < 29 else 1.5, 4 * GI), ("10", 0.25, 512 * MI), ("2", 0.5, GI)):
+            labels = make_labels(numa=numa)
+            store.series.append(("numa_cpu_usage", labels), cpu, ts=ts)
+            store.series.append(("numa_memory_usage", labels), float(mem), ts=ts)
+        store.series.append(("numa_system_cpu_usage", make_labels(numa="0")), 0.3, ts=ts)
+        store.series.append(("numa_system_memory_usage", make_labels(numa="0")), float(GI if i < 29 else 2 * GI), ts=ts)
+        store.series.append(("numa_system_cpu_usage", make_labels(numa="10")), 0.2, ts=ts)
+        store.series.append(("numa_system_memory_usage", make_labels(numa="10")), float(256 * MI), ts=ts)
+        store.series.append(("numa_cpu_usage", make_labels(numa="7")), 1.0, ts=ts)
+    policy = report_policy(None, min_report_s=30, min_aggregate_s=60)
+    status = build_status(store.snapshot(), store.series, now=NOW, policy=policy, reclaimable=None)
+    assert status["nodeMetric"]["numaUsages"] == [
+        {"numaNodeID": 0, "nodeUsage": {"resources": {"cpu": "1500m", "memory": "4Gi"}},
+         "systemUsage": {"resources": {"cpu": "300m", "memory": "2Gi"}}},
+        {"numaNodeID": 2, "nodeUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}, "systemUsage": {}},
+        {"numaNodeID": 10, "nodeUsage": {"resources": {"cpu": "250m", "memory": "512Mi"}},
+         "systemUsage": {"resources": {"cpu": "200m", "memory": "256Mi"}}},
+    ]
+    assert json.loads(json.dumps(status))["nodeMetric"]["numaUsages"][0]["numaNodeID"] == 0
+
+
+def test_no_numa_samples_no_numa_usages_field(store):
+    seeded(store)
+    policy = report_policy(None, min_report_s=30, min_aggregate_s=60)
+    status = build_status(store.snapshot(), store.series, now=NOW, policy=policy, reclaimable=None)
+    assert "numaUsages" not in status["nodeMetric"]

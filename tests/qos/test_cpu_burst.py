@@ -170,3 +170,45 @@ def test_koordlet_burst_gauges_come_from_the_kept_state() -> None:
     labels = 'container_id="ls-c1",container_name="c1",node="node-a",pod_name="ls",pod_namespace="default"'
     assert f"koordlet_container_scaled_cfs_burst_us{{{labels}}} 200000.0" in text
     assert f"koordlet_container_scaled_cfs_quota_us{{{labels}}} 240000.0" in text
+
+
+def test_token_bucket_is_bounded_below_at_minus_capacity_like_koordlet() -> None:
+    """koordlet's burstLimiter.Allow clamps the tokens to [−capacity, capacity] every update
+    (pkg/koordlet/qosmanager/plugins/cpuburst/cpu_burst.go) and allows quota burst only while tokens > 0.
+
+    period 10 s, burst 300 % -> capacity 2000 %·s. Full at t=0; 30 s at 300 % of the limit costs 200 %·s a
+    second: 2000 − 6000 = −4000 unbounded, −2000 clamped (reached at t=20 and kept). Then idle at 20 % saves
+    80 %·s a second: from −2000 the bucket is above 0 after 26 s (−2000 + 26 × 80 = 80); unbounded it would
+    take 51 s (−4000 + 51 × 80 = 80)."""
+    cfg = BurstConfig("cfsQuotaBurstOnly", 1000, 300, 10)
+    bucket = TokenBucket(TokenBucket.capacity(cfg), 0.0)
+    for t in range(1, 31):
+        bucket = bucket.step(cfg, 300.0, float(t))
+        if t == 20:
+            assert bucket.tokens == -2000
+    assert bucket.tokens == -2000
+    rounds = 0
+    while bucket.tokens <= 0:
+        rounds += 1
+        bucket = bucket.step(cfg, 20.0, 30.0 + rounds)
+        assert rounds < 100
+    assert rounds == 26 and bucket.tokens == 80
+    # The upper bound holds as before: a long idle spell saves at most the capacity.
+    for t in range(1, 200):
+        bucket = bucket.step(cfg, 0.0, 56.0 + t)
+    assert bucket.tokens == 2000
+
+
+def test_token_bucket_bounds_follow_a_capacity_change_and_never_invert() -> None:
+    """The bounds are the capacity of this round's config: shrinking it pulls the tokens into the new range.
+    cfsQuotaBurstPercent at 100 gives capacity 0, and one below 100 (koordlet refuses quota burst then) must
+    not give a negative capacity whose 'bounds' would invert into a positive floor."""
+    small = BurstConfig("cfsQuotaBurstOnly", 1000, 150, 10)  # capacity 500
+    low = TokenBucket(-2000.0, 0.0).step(small, 80.0, 1.0)
+    assert low.tokens == -500
+    high = TokenBucket(2000.0, 0.0).step(small, 80.0, 1.0)
+    assert high.tokens == 500
+    for percent in (100, 90):
+        cfg = BurstConfig("cfsQuotaBurstOnly", 1000, percent, 10)
+        assert TokenBucket.capacity(cfg) == 0
+        assert TokenBucket(0.0, 0.0).step(cfg, 0.0, 5.0).tokens == 0  # never above 0: never allowed

@@ -197,3 +197,23 @@ def test_offline_cpus_are_never_picked_or_restored() -> None:
     assert plan.numbers["cpuset"] == "1-2,5"  # core 0 (CPUs 0 and 4) is offline: pair (1,5), then 2
     disabled = CPUSuppress().plan_disabled(snap(topology=offline, cpuset=frozenset({1, 5})), SuppressState(), "off")
     assert set(cpuset_values(disabled).values()) == {"1-3,5-7"}
+
+
+def test_cpuset_odd_cpu_goes_to_the_next_numa_node_like_koordlet() -> None:
+    """16 CPUs on 2 sockets / NUMA nodes (cores 0-3 on node 0, 4-7 on node 1, siblings i and i+8), 3 CPUs:
+    koordlet takes the pair (0,8) from node 0 and continues the single-CPU turn on node 1 (CPU 4), where
+    the whole-core turn stopped; it does not go back to node 0 for CPU 1."""
+    plan = CPUSuppress().plan(snap(topology=topology(16, sockets=2), cpuset=frozenset(range(16))), SuppressState())
+    assert plan.numbers["cpus"] == 3 and plan.numbers["cpuset"] == "0,4,8"
+
+
+def test_growth_cap_counts_online_cpus_like_koordlet() -> None:
+    """koordlet's cap is ceil(10 % × len(ProcessorInfos)), and lscpu gives offline CPUs no topology, so
+    koordlet's list holds online CPUs only. 16 CPUs with the 8 second threads offline: +ceil(0.8) = 1, not
+    +ceil(1.6) = 2; from {0, 1} that is 3 CPUs, one per core (no core has two online threads): 0, 1, 2."""
+    topo = topology(16)
+    half_off = replace(topo, cpus=tuple(replace(c, online=c.cpu < 8) for c in topo.cpus))
+    idle = (pod("be1", "BE", cpu=0.1),)
+    plan = CPUSuppress().plan(snap(topology=half_off, pods=idle, usage=NodeUsage(cpu_cores=0.1),
+                                   cpuset=frozenset({0, 1})), SuppressState())
+    assert (plan.numbers["max_increase"], plan.numbers["cpus"], plan.numbers["cpuset"]) == (1, 3, "0-2")
