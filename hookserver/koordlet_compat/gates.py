@@ -3,7 +3,7 @@ hookserver unchanged.
 
 koordlet registers two sets into one gate table: 28 agent gates (`pkg/features/koordlet_features.go`) and 11
 runtime-hook gates (`pkg/koordlet/runtimehooks/config.go`), names and defaults as of koordinator a7a1b76b (after
-v1.8.0). `since` is the first release that has the gate; "unreleased" marks the four that only HEAD has, so a
+v1.8.0). `since` is the first release that has the gate; "unreleased" marks the three that only HEAD has, so a
 v1.8.0 koordlet would refuse them, but a newer chart may pass them and they are harmless to accept.
 
 This module says which names exist; it does not say which ones hookserver implements. That is derived at
