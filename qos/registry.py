@@ -44,4 +44,5 @@ def build_reconcilers(
 
 
 def gate_registry(reconcilers: Sequence[Reconciler]) -> GateRegistry:
-    return GateRegistry(r.gate for r in reconcilers)
+    """Every gate every reconciler declares (a multi-mode reconciler declares one per mode in `gates`)."""
+    return GateRegistry(g for r in reconcilers for g in r.gates)
