@@ -339,3 +339,39 @@ def test_runner_cool_down_is_shared_by_the_modes() -> None:
     assert runner.state_of("CPUEvict") == EvictState(1000.0)
     plan = CPUEvict().plan(round_snap(now=1019.0), runner.state_of("CPUEvict"))
     assert "cooling down (19.0s of 20s" in plan.skipped
+
+
+def test_hookctl_explains_each_mode() -> None:
+    from hookserver.debug.render_qos import render_qos, render_qos_plan
+
+    s = round_snap()
+    s = replace(s, pods=tuple(replace(p, terminating=p.name == "x") for p in s.pods))
+    runner = _runner(s, ALL_CPU, RecordingBackend())
+    replay = runner.replay("CPUEvict", s)
+    text = render_qos_plan(replay)
+    assert "gates BECPUEvict=true,CPUAllocatableEvict=true,CPUEvict=true" in text
+    # each mode's numbers under its name: threshold, usage or requests vs allocatable, release target, pending
+    assert "mode CPUEvict:\n" in text and "  usage_percent: 95" in text and "  release_target: 4000" in text
+    assert f"  requested.{BCPU}: 12000" in text and f"  allocatable.{BCPU}: 10000" in text
+    assert f"  pending_release.request/{BCPU}: 1000.0" in text
+    assert "already on their way out" in text and "default/x" in text.split("would evict")[0]
+    evict_table = text.split("would evict, in order:")[1]
+    assert [line.split()[0] for line in evict_table.splitlines()[2:5]] == ["default/y", "default/v", "default/w"]
+    assert "why (CPUAllocatableEvict): trigger by koordlet feature CPUAllocatableEvict" in text
+    run_round(runner)
+    listing = render_qos(runner.report(), now=1000.0)
+    assert "CPUEvict modes, last round:" in listing and "CPUEvict: node cpu usage 95% >= 80%; release cpu 4000 (used)" in listing
+    assert "MemoryEvict: feature gate off" in listing or "BEMemoryEvict=false" in listing
+
+
+def test_hookctl_shows_a_held_allocatable_mode() -> None:
+    from hookserver.debug.render_qos import render_qos_plan
+    from qos.debug import QoSProviders
+
+    snap = alloc_snap({MCPU: 4000})
+    runner = _runner(snap, {"CPUAllocatableEvict": True}, RecordingBackend())
+    # `hookctl qos plan CPUAllocatableEvict` finds the evictor that carries the mode
+    providers = QoSProviders(runner, snapshot=lambda: snap, node_labels=dict)
+    text = render_qos_plan(providers.replay({"name": "CPUAllocatableEvict"}))
+    assert f"allocatable.{BCPU}: missing" in text and "the offer is unknown or withdrawn" in text
+    assert "nothing would be written or evicted" in text
