@@ -28,7 +28,7 @@ from hookserver.eviction import EVICT_BY_BE_CPU_SATISFACTION
 from hookserver.slo.threshold import ResourceThresholdStrategy
 
 from qos.eviction_order import eviction_allowed, eviction_priority
-from qos.evict_modes import allocatable_mode, usage_mode
+from qos.evict_modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
 from qos.evict_round import Candidate, ModeResult
 from qos.gates import FeatureGate
 from qos.resource_evictor import EvictState, ResourceEvictor
@@ -188,3 +188,11 @@ class CPUEvict(ResourceEvictor):
 
     def capacity(self, snap: QoSSnapshot) -> int:
         return snap.node.cpu_capacity_milli if snap.node is not None else 0
+
+    def config_problem(self, snap: QoSSnapshot, gate: str) -> str:
+        t = snap.slo.resource_used_threshold_with_be
+        if gate == POLICY:
+            return satisfaction_config_problem(t)
+        if gate == "CPUAllocatableEvict":
+            return allocatable_config_problem(t, "cpu")
+        return usage_config_problem(t, "cpu")

@@ -13,16 +13,17 @@ also runs from startup, as in koordlet (a fresh agent looks at the node for a fe
 from __future__ import annotations
 
 from hookserver.eviction import EVICT_BY_NODE_MEMORY_USAGE
+from hookserver.slo.threshold import ResourceThresholdStrategy
 
 from qos.eviction_order import eviction_allowed, eviction_priority
-from qos.evict_modes import allocatable_mode, usage_mode
+from qos.evict_modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
 from qos.evict_round import Candidate, ModeResult
 from qos.gates import FeatureGate
 from qos.plan import ReleaseTarget, numbers
 from qos.resource_evictor import EvictState, ResourceEvictor
 from qos.snapshot import PodFacts, QoSSnapshot
 
-__all__ = ["EvictState", "MemoryEvict", "ResourceEvictor", "be_memory_mode", "memory_order"]
+__all__ = ["EvictState", "MemoryEvict", "ResourceEvictor", "be_config_problem", "be_memory_mode", "memory_order"]
 
 POLICY = "BEMemoryEvict"
 
@@ -31,8 +32,19 @@ def memory_order(pods: list[PodFacts]) -> list[PodFacts]:
     return sorted(pods, key=lambda p: (eviction_priority(p), p.priority or 0, -(p.memory_usage_bytes or 0.0), p.key))
 
 
+def be_config_problem(t: ResourceThresholdStrategy) -> str:
+    """koordlet's check for BEMemoryEvict: the lower percent (default threshold − 2) below the threshold."""
+    lower, threshold = t.effective_memory_evict_lower_percent(), t.memory_evict_threshold_percent
+    if lower >= threshold:
+        return f"memoryEvictLowerPercent {lower} is not below memoryEvictThresholdPercent {threshold}"
+    return ""
+
+
 def be_memory_mode(snap: QoSSnapshot) -> ModeResult:
     """BEMemoryEvict: the release by node memory usage, and the BE pods in order."""
+    problem = be_config_problem(snap.slo.resource_used_threshold_with_be)
+    if problem:
+        return ModeResult(POLICY, f"skipped: invalid NodeSLO: {problem}", numbers(), skipped=f"invalid NodeSLO: {problem}")
     node, used = snap.node, snap.usage.memory_bytes
     if node is None or node.memory_capacity_bytes <= 0:
         return ModeResult(POLICY, "skipped: no node memory capacity", numbers(), skipped="no node memory capacity")
@@ -95,3 +107,11 @@ class MemoryEvict(ResourceEvictor):
 
     def capacity(self, snap: QoSSnapshot) -> int:
         return snap.node.memory_capacity_bytes if snap.node is not None else 0
+
+    def config_problem(self, snap: QoSSnapshot, gate: str) -> str:
+        t = snap.slo.resource_used_threshold_with_be
+        if gate == POLICY:
+            return be_config_problem(t)
+        if gate == "MemoryAllocatableEvict":
+            return allocatable_config_problem(t, "memory")
+        return usage_config_problem(t, "memory")

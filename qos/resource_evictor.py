@@ -38,6 +38,10 @@ class ResourceEvictor(Reconciler):
     def capacity(self, snap: QoSSnapshot) -> int:
         raise NotImplementedError
 
+    def config_problem(self, snap: QoSSnapshot, gate: str) -> str:
+        """Why the NodeSLO's fields for this mode are unusable, or "" (koordlet's per-mode config check)."""
+        raise NotImplementedError
+
     def modes_on(self, snap: QoSSnapshot) -> list[str]:
         return [g.name for g in self.gates if snap.gate_on(g.name)]
 
@@ -47,12 +51,11 @@ class ResourceEvictor(Reconciler):
         on = self.modes_on(snap)
         if not on:
             return Verdict(False, "no eviction mode's feature gate is on")
-        results = [self.mode(snap, name) for name in on]
-        invalid = [r for r in results if r.skipped.startswith("invalid NodeSLO")]
-        if len(invalid) == len(results):
-            return Verdict(False, "; ".join(f"{r.mode}: {r.skipped}" for r in invalid))
-        return Verdict(True, "modes " + ", ".join(r.mode + (" (skipped: invalid config)" if r in invalid else "")
-                                                  for r in results))
+        problems = {name: self.config_problem(snap, name) for name in on}
+        if all(problems.values()):
+            return Verdict(False, "; ".join(f"{name}: invalid NodeSLO: {why}" for name, why in problems.items()))
+        return Verdict(True, "modes " + ", ".join(name + (" (skipped: invalid NodeSLO)" if problems[name] else "")
+                                                  for name in on))
 
     def initial_state(self, now: float) -> Any:
         return EvictState(last_evict=now)

@@ -333,7 +333,10 @@ class QoSRunner:
         if plan.release_targets:
             walked = walk(plan.release_targets, plan.evictions, evict_one)
             picked = walked.picked()
-            return len(picked), float(sum(sum(i.releases.values()) for i in picked)), statuses
+            # in the first goal's unit (the round's goals may count different things: requests, usage)
+            first = plan.release_targets[0]
+            keys = [f"{first.kind}/{res}" for res in first.resources]
+            return len(picked), float(sum(i.releases.get(k, 0.0) for i in picked for k in keys)), statuses
         target = float(plan.numbers.get("release_target", 0) or 0)
         released = 0.0
         evicted = 0

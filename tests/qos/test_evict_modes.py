@@ -375,3 +375,23 @@ def test_hookctl_shows_a_held_allocatable_mode() -> None:
     text = render_qos_plan(providers.replay({"name": "CPUAllocatableEvict"}))
     assert f"allocatable.{BCPU}: missing" in text and "the offer is unknown or withdrawn" in text
     assert "nothing would be written or evicted" in text
+
+
+def test_one_invalid_mode_is_skipped_the_others_run() -> None:
+    # CPUEvict's fields are fine, the allocatable ones missing: the evictor runs, the allocatable mode says why not.
+    s = usage_snap(feature_gates={"CPUAllocatableEvict": True, "CPUEvict": True})
+    verdict = CPUEvict().enabled(s)
+    assert verdict.enabled and verdict.reason == "modes CPUAllocatableEvict (skipped: invalid NodeSLO), CPUEvict"
+    plan = CPUEvict().plan(s, OLD)
+    assert picked(plan) == ["b6", "b3", "b5", "b2"]
+    assert "CPUAllocatableEvict: skipped: invalid NodeSLO: cpuAllocatableEvictThresholdPercent is not set" in plan.notes
+
+
+def test_be_memory_lower_equal_to_threshold_is_invalid_as_in_koordlet() -> None:
+    s = snapshot(slo=slo(enable=True, memoryEvictThresholdPercent=70, memoryEvictLowerPercent=70),
+                 node=node(memory=10_000 * M), usage=NodeUsage(memory_bytes=9000 * M), pods=(kpod("be", "BE", mem=M),),
+                 feature_gates={"BEMemoryEvict": True})
+    verdict = MemoryEvict().enabled(s)
+    assert not verdict.enabled and verdict.reason == (
+        "BEMemoryEvict: invalid NodeSLO: memoryEvictLowerPercent 70 is not below memoryEvictThresholdPercent 70")
+    assert MemoryEvict().plan(s, OLD).evictions == ()
