@@ -80,7 +80,7 @@ FIRST_SYNC_PENDING = "first sync not done yet"
 
 def resolve_feature_gates(settings: Settings) -> tuple[list[QoSReconciler], GateValues]:
     """The QoS reconcilers and every gate's value. Implemented = registered by a reconciler (each one's
-    `declared_gates()`) or by a default hook plugin (`plugin_gates()`, with koordlet's default); the rest of
+    `gates`) or by a default hook plugin (`plugin_gates()`, with koordlet's default); the rest of
     koordlet's catalog is accepted, not implemented; any other name raises ConfigError."""
     reconcilers = build_reconcilers(settings.qos)
     catalog = {g.name: g for g in koordlet_catalog()}

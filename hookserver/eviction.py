@@ -16,6 +16,9 @@ from typing import Protocol
 
 __all__ = [
     "EVICT_BY_BE_CPU_SATISFACTION",
+    "EVICT_BY_CPU_ALLOCATABLE",
+    "EVICT_BY_MEMORY_ALLOCATABLE",
+    "EVICT_BY_NODE_CPU_USAGE",
     "EVICT_BY_NODE_MEMORY_USAGE",
     "EvictionBackend",
     "EvictionRequest",
@@ -26,6 +29,11 @@ __all__ = [
 # koordlet's reason names (resourceexecutor): Event messages and the koordlet_pod_eviction{reason} label.
 EVICT_BY_NODE_MEMORY_USAGE = "EvictPodByNodeMemoryUsage"
 EVICT_BY_BE_CPU_SATISFACTION = "EvictPodByBECPUSatisfaction"
+# The v1.7/v1.8 modes (koordlet words their messages "trigger by koordlet feature <gate>"; these names keep
+# one reason per mode in Events and the eviction counter).
+EVICT_BY_NODE_CPU_USAGE = "EvictPodByNodeCPUUsage"
+EVICT_BY_CPU_ALLOCATABLE = "EvictPodByCPUAllocatable"
+EVICT_BY_MEMORY_ALLOCATABLE = "EvictPodByMemoryAllocatable"
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 

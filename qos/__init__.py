@@ -38,8 +38,11 @@ How to add a reconciler
    results in `QoSPlan.numbers` (`qos.plan.numbers(...)`).
    Override `plan_disabled` to undo what you changed when the gate or NodeSLO turns you off, `commit`
    for cool-downs, and `gauges` to export values. Evictions are `PlannedEviction`s in eviction order with
-   `numbers["releases"]`, and `QoSPlan.numbers["release_target"]` says when to stop.
-2. Append the class to `RECONCILER_TYPES` in qos/registry.py. Its gate is then known to
+   `numbers["releases"]`, and `QoSPlan.numbers["release_target"]` says when to stop; or, for a round across
+   modes, give `QoSPlan.release_targets` and let `qos.evict_round.walk` decide (see qos/evict_round.py).
+   A reconciler carrying several koordlet modes declares `gates = (FeatureGate(...), ...)` instead of
+   `gate`: the runner runs it while any is on, and `plan` reads `snapshot.gate_on(name)` per mode.
+2. Append the class to `RECONCILER_TYPES` in qos/registry.py. Its gates are then known to
    `--feature-gates` / `feature_gates:` (koordlet's defaults: CPUBurst on, RdtResctrl on, CgroupReconcile,
    SystemConfig and BlkIOReconcile off), and `hookctl qos` / `hookctl qos plan <name>` show it.
 3. If it needs an input the snapshot lacks, add a typed field to `QoSSnapshot` and read it in readers.py

@@ -42,7 +42,8 @@ class QoSProviders:
         reconciler's gate name ("BEMemoryEvict") find the reconciler too."""
         folded = name.lower()
         for canonical, reconciler in self.runner.reconcilers.items():
-            if folded in (canonical.lower(), reconciler.gate.name.lower()) or folded == _KOORDLET_NAMES.get(canonical, ""):
+            gate_names = {g.name.lower() for g in reconciler.gates}
+            if folded == canonical.lower() or folded in gate_names or folded == _KOORDLET_NAMES.get(canonical, ""):
                 return canonical
         return name
 

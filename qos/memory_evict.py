@@ -1,117 +1,117 @@
-"""Memory evict (koordlet's "memoryEvict", gate BEMemoryEvict, every 1 s, cool-down 4 s; reference §5.3).
+"""The memory evictor (koordlet's "memoryEvict" plugin, every 1 s, cool-down 4 s): one round across its modes,
+in koordlet's order — BEMemoryEvict (below), MemoryAllocatableEvict, MemoryEvict (qos.evict_modes) — each on
+when its gate is, with cumulative release (qos.evict_round).
 
-Trigger: node memory usage (without page cache) as a whole percent of capacity ≥ memoryEvictThresholdPercent
-(default 70). Release: capacity × (usage % − lower %) / 100, lower = memoryEvictLowerPercent or
-threshold − 2. BE pods are evicted in order — eviction-priority annotation, then spec.priority ascending,
-then memory used descending, then namespace/name — until their memory covers the release. Only a round
-that really evicted starts the cool-down; the cool-down also runs from startup, as in koordlet (a fresh
-agent looks at the node for a few seconds before it evicts).
+BE memory (gate BEMemoryEvict; reference §5.3): node memory usage (without page cache) as a whole percent of
+capacity ≥ memoryEvictThresholdPercent (default 70). Release: capacity × (usage % − lower %) / 100, lower =
+memoryEvictLowerPercent or threshold − 2, counted by the pods' memory usage. BE pods are evicted in order —
+eviction-priority annotation, then spec.priority ascending, then memory used descending, then namespace/name —
+until their memory covers the release. Only a round that really evicted starts the cool-down; the cool-down
+also runs from startup, as in koordlet (a fresh agent looks at the node for a few seconds before it evicts).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from hookserver.eviction import EVICT_BY_NODE_MEMORY_USAGE, EvictionRequest
+from hookserver.eviction import EVICT_BY_NODE_MEMORY_USAGE
+from hookserver.slo.threshold import ResourceThresholdStrategy
 
 from qos.eviction_order import eviction_allowed, eviction_priority
+from qos.evict_modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
+from qos.evict_round import Candidate, ModeResult
 from qos.gates import FeatureGate
-from qos.plan import PlannedEviction, QoSPlan, numbers
-from qos.reconciler import Reconciler, RoundOutcome, Verdict
+from qos.plan import ReleaseTarget, numbers
+from qos.resource_evictor import EvictState, ResourceEvictor
 from qos.snapshot import PodFacts, QoSSnapshot
 
-__all__ = ["EvictState", "MemoryEvict", "memory_order"]
+__all__ = ["EvictState", "MemoryEvict", "ResourceEvictor", "be_config_problem", "be_memory_mode", "memory_order"]
 
 POLICY = "BEMemoryEvict"
-
-
-@dataclass(frozen=True, slots=True)
-class EvictState:
-    """When this reconciler last evicted (the cool-down runs from here)."""
-
-    last_evict: float
 
 
 def memory_order(pods: list[PodFacts]) -> list[PodFacts]:
     return sorted(pods, key=lambda p: (eviction_priority(p), p.priority or 0, -(p.memory_usage_bytes or 0.0), p.key))
 
 
-class MemoryEvict(Reconciler):
+def be_config_problem(t: ResourceThresholdStrategy) -> str:
+    """koordlet's check for BEMemoryEvict: the lower percent (default threshold − 2) below the threshold."""
+    lower, threshold = t.effective_memory_evict_lower_percent(), t.memory_evict_threshold_percent
+    if lower >= threshold:
+        return f"memoryEvictLowerPercent {lower} is not below memoryEvictThresholdPercent {threshold}"
+    return ""
+
+
+def be_memory_mode(snap: QoSSnapshot) -> ModeResult:
+    """BEMemoryEvict: the release by node memory usage, and the BE pods in order."""
+    problem = be_config_problem(snap.slo.resource_used_threshold_with_be)
+    if problem:
+        return ModeResult(POLICY, f"skipped: invalid NodeSLO: {problem}", numbers(), skipped=f"invalid NodeSLO: {problem}")
+    node, used = snap.node, snap.usage.memory_bytes
+    if node is None or node.memory_capacity_bytes <= 0:
+        return ModeResult(POLICY, "skipped: no node memory capacity", numbers(), skipped="no node memory capacity")
+    if used is None:
+        return ModeResult(POLICY, "skipped: no fresh node memory sample", numbers(), skipped="no fresh node memory sample")
+    t = snap.slo.resource_used_threshold_with_be
+    capacity = node.memory_capacity_bytes
+    usage_percent = int(used) * 100 // capacity
+    threshold, lower = t.memory_evict_threshold_percent, t.effective_memory_evict_lower_percent()
+    values: dict[str, int | float | str] = {
+        "capacity_bytes": capacity, "used_bytes": int(used), "usage_percent": usage_percent,
+        "threshold_percent": threshold, "lower_percent": lower,
+    }
+    if usage_percent < threshold:
+        return ModeResult(POLICY, f"memory below the {threshold}% threshold", numbers(**values))
+    need = capacity * (usage_percent - lower) // 100
+    values["release_target"] = need
+    pods = memory_order([p for p in snap.pods if p.qos_label == "BE" and p.phase not in ("Succeeded", "Failed")
+                         and eviction_allowed(POLICY, p.annotations)])
+    message = (
+        f"node memory usage {usage_percent}% >= threshold {threshold}%: release {need} bytes "
+        f"= {capacity} × ({usage_percent}% − {lower}%)"
+    )
+    candidates = tuple(
+        Candidate(p, f"{message}; pod uses {int(p.memory_usage_bytes or 0)} bytes",
+                  numbers(releases=float(p.memory_usage_bytes or 0.0), memory_bytes=int(p.memory_usage_bytes or 0),
+                          priority=p.priority if p.priority is not None else "", eviction_priority=eviction_priority(p)))
+        for p in pods
+    )
+    summary = f"memory {usage_percent}% >= {threshold}%"
+    if not candidates:
+        summary += " (no BE pod may be evicted)"
+    return ModeResult(
+        POLICY, summary, numbers(**values), reason=EVICT_BY_NODE_MEMORY_USAGE,
+        target=ReleaseTarget(POLICY, "used", {"memory": need}), candidates=candidates,
+        contribution=lambda p: {"used/memory": float(p.memory_usage_bytes or 0.0)},
+    )
+
+
+class MemoryEvict(ResourceEvictor):
     name = "MemoryEvict"
-    gate = FeatureGate("BEMemoryEvict", False, "evict BE pods when node memory usage passes the threshold")
+    # koordlet's order within one round (memory_evict.go triggerFeatures).
+    gates = (
+        FeatureGate("BEMemoryEvict", False, "evict BE pods when node memory usage passes the threshold"),
+        FeatureGate("MemoryAllocatableEvict", False,
+                    "evict Batch/Mid pods when their memory requests exceed the node's batch/mid-memory allocatable"),
+        FeatureGate("MemoryEvict", False, "evict pods at or below a priority when node memory usage passes the threshold"),
+    )
     default_interval_s = 1.0
     default_cooldown_s = 4.0
     acts_on = ("eviction",)
+    resource = "memory"
 
-    def enabled(self, snap: QoSSnapshot) -> Verdict:
-        if not snap.slo.resource_used_threshold_with_be.enable:
-            return Verdict(False, "NodeSLO resourceUsedThresholdWithBE.enable is false")
-        return Verdict(True, f"threshold {snap.slo.resource_used_threshold_with_be.memory_evict_threshold_percent}%")
+    def mode(self, snap: QoSSnapshot, gate: str) -> ModeResult:
+        if gate == POLICY:
+            return be_memory_mode(snap)
+        if gate == "MemoryAllocatableEvict":
+            return allocatable_mode(snap, gate, "memory")
+        return usage_mode(snap, gate, "memory")
 
-    def initial_state(self, now: float) -> Any:
-        return EvictState(last_evict=now)
+    def capacity(self, snap: QoSSnapshot) -> int:
+        return snap.node.memory_capacity_bytes if snap.node is not None else 0
 
-    def plan(self, snap: QoSSnapshot, state: Any) -> QoSPlan:
-        st = state if isinstance(state, EvictState) else EvictState(0.0)
-        since = snap.now - st.last_evict
-        if since < self.cooldown_s:
-            return QoSPlan.skip(self.name, f"cooling down ({since:.1f}s of {self.cooldown_s:.0f}s since the last eviction or start)",
-                                state=st)
-        node, used = snap.node, snap.usage.memory_bytes
-        if node is None or node.memory_capacity_bytes <= 0:
-            return QoSPlan.skip(self.name, "no node memory capacity", state=st)
-        if used is None:
-            return QoSPlan.skip(self.name, "no fresh node memory sample", state=st)
+    def config_problem(self, snap: QoSSnapshot, gate: str) -> str:
         t = snap.slo.resource_used_threshold_with_be
-        capacity = node.memory_capacity_bytes
-        usage_percent = int(used) * 100 // capacity
-        threshold, lower = t.memory_evict_threshold_percent, t.effective_memory_evict_lower_percent()
-        values: dict[str, int | float | str] = {
-            "capacity_bytes": capacity, "used_bytes": int(used), "usage_percent": usage_percent,
-            "threshold_percent": threshold, "lower_percent": lower,
-        }
-        if usage_percent < threshold:
-            return QoSPlan(self.name, f"memory below the {threshold}% threshold (see numbers)", numbers(**values), state=st)
-        need = capacity * (usage_percent - lower) // 100
-        values["release_target"] = need
-        candidates = memory_order([
-            p for p in snap.evictable_be_pods() if eviction_allowed(POLICY, p.annotations)
-        ])
-        message = (
-            f"node memory usage {usage_percent}% >= threshold {threshold}%: release {need} bytes "
-            f"= {capacity} × ({usage_percent}% − {lower}%)"
-        )
-        items = tuple(
-            PlannedEviction(
-                EvictionRequest(
-                    pod_uid=p.uid, namespace=p.namespace, name=p.name, reason=EVICT_BY_NODE_MEMORY_USAGE,
-                    message=f"{message}; pod uses {int(p.memory_usage_bytes or 0)} bytes", reconciler=self.name,
-                    cgroup_dirs=p.cgroup_dirs, labels=p.labels,
-                ),
-                numbers(releases=float(p.memory_usage_bytes or 0.0), memory_bytes=int(p.memory_usage_bytes or 0),
-                        priority=p.priority if p.priority is not None else "", eviction_priority=eviction_priority(p)),
-            )
-            for p in candidates
-        )
-        picked = _covering(items, float(need))
-        summary = (f"memory {usage_percent}% >= {threshold}%: release {need} bytes; evict {picked} of "
-                   f"{len(items)} BE pod(s)")
-        if not items:
-            summary += " (no BE pod may be evicted)"
-        return QoSPlan(self.name, summary, numbers(**values), evictions=items, state=st)
-
-    def commit(self, plan: QoSPlan, outcome: RoundOutcome, state: Any, now: float) -> Any:
-        if outcome.evicted > 0:
-            return EvictState(last_evict=now)
-        return state
-
-
-def _covering(items: tuple[PlannedEviction, ...], target: float) -> int:
-    """How many of `items`, in order, cover `target` (assuming each eviction succeeds)."""
-    released = 0.0
-    for count, item in enumerate(items, start=1):
-        released += float(item.numbers.get("releases", 0) or 0)
-        if released >= target:
-            return count
-    return len(items)
+        if gate == POLICY:
+            return be_config_problem(t)
+        if gate == "MemoryAllocatableEvict":
+            return allocatable_config_problem(t, "memory")
+        return usage_config_problem(t, "memory")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hookserver.errors import InputError
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 BATCH_CPU = "kubernetes.io/batch-cpu"
+# koordinator's colocation resources (batch-cpu and mid-cpu are counts of milli-cores, the others bytes).
+EXTENDED_RESOURCES = (BATCH_CPU, "kubernetes.io/batch-memory", "kubernetes.io/mid-cpu", "kubernetes.io/mid-memory")
 ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"
 ANNOTATION_SYSTEM_QOS = "node.koordinator.sh/system-qos-resource"
 ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
@@ -94,6 +97,13 @@ def node_facts(node: NodeRecord) -> NodeFacts:
         exclusive = cpus_of(system.get("cpuset"))
     policy = json_annotation(node.annotations, ANNOTATION_KUBELET_CPU_MANAGER_POLICY)
     kubelet_policy = str(policy.get("policy", "none")) if isinstance(policy, Mapping) else "none"
+    extended: dict[str, int] = {}
+    for name in EXTENDED_RESOURCES:
+        if name in node.allocatable:
+            try:
+                extended[name] = parse_quantity(node.allocatable[name], field=name).value()
+            except InputError:
+                pass  # unreadable counts as not offered: the allocatable eviction modes then hold
     batch_alloc = -1
     if BATCH_CPU in node.allocatable:
         try:
@@ -110,6 +120,7 @@ def node_facts(node: NodeRecord) -> NodeFacts:
         reserved_cpus=reserved_cpus,
         system_exclusive_cpus=exclusive,
         batch_cpu_allocatable_milli=batch_alloc,
+        extended_allocatable=MappingProxyType(extended),
         kubelet_cpu_manager_policy=kubelet_policy,
         annotations=node.annotations,
     )

@@ -13,7 +13,7 @@ from typing import Any
 from hookserver.eviction import EvictionRequest
 from hookserver.executor.plan import FileWrite, ResourcePlan
 
-__all__ = ["Numbers", "PlannedEviction", "QoSPlan", "numbers"]
+__all__ = ["Numbers", "PlannedEviction", "QoSPlan", "ReleaseTarget", "numbers"]
 
 Numbers = Mapping[str, float | int | str]
 _NONE: Numbers = MappingProxyType({})
@@ -25,15 +25,41 @@ def numbers(**values: float | int | str) -> Numbers:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseTarget:
+    """One eviction mode's goal in a round: release `resources` (name -> amount) counted by `kind`
+    ("request": the pods' requests, "used": their usage). Modes of one round share what was released in the
+    same kind, so a pod one mode picked counts toward the next (koordlet's KillAndEvictPods)."""
+
+    mode: str
+    kind: str
+    resources: Mapping[str, int]
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": self.mode, "kind": self.kind, "resources": dict(self.resources)}
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedEviction:
-    """Evict `request`'s pod; `numbers` say why it was picked (its usage, priority, what it frees)."""
+    """Evict `request`'s pod; `numbers` say why it was picked (its usage, priority, what it frees).
+
+    In a plan with `release_targets`, `mode` is the mode whose candidate list holds this item, `releases`
+    what evicting the pod frees ("kind/resource" -> amount, every kind the round counts), and `pending` marks
+    a pod already on its way out (evicted within the cool-down, or terminating): it counts as released and
+    is never evicted again."""
 
     request: EvictionRequest
     numbers: Numbers = field(default_factory=lambda: _NONE)
+    mode: str = ""
+    releases: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    pending: bool = False
 
     def describe(self) -> dict[str, Any]:
         r = self.request
-        return {"pod": r.key, "uid": r.pod_uid, "reason": r.reason, "message": r.message, "numbers": dict(self.numbers)}
+        out: dict[str, Any] = {"pod": r.key, "uid": r.pod_uid, "reason": r.reason, "message": r.message,
+                               "numbers": dict(self.numbers)}
+        if self.mode:
+            out.update(mode=self.mode, releases=dict(self.releases), pending=self.pending)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +85,10 @@ class QoSPlan:
     state: object = None
     # Node files that are not cgroups (sysctls, resctrl), in order; carried out after `writes`.
     files: tuple[FileWrite, ...] = ()
+    # Eviction rounds across modes (qos.evict_round): each mode's goal, in order. With these, `evictions`
+    # are every mode's candidates and `qos.evict_round.walk` decides who goes; without, the runner evicts in
+    # plan order until `numbers["release_target"]` is covered.
+    release_targets: tuple[ReleaseTarget, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -93,6 +123,7 @@ class QoSPlan:
             "evictions": evictions,
             "notes": list(self.notes),
             **({"files": [f.describe() for f in self.files]} if self.files else {}),
+            **({"release_targets": [t.describe() for t in self.release_targets]} if self.release_targets else {}),
         }
         if max_items is not None and (len(writes) > max_items or len(self.evictions) > max_items):
             out["writes_total"] = len(writes)

@@ -38,6 +38,7 @@ from hookserver.system.topology import NodeTopology
 
 from qos.node_facts import BATCH_CPU, cpus_of, json_annotation, node_facts
 from qos.kernel_facts import KernelFacts
+from qos.priority import REQUEST_RESOURCES
 from qos.snapshot import (
     ANNOTATION_RESOURCE_STATUS,
     BEStats,
@@ -56,6 +57,7 @@ __all__ = [
     "SnapshotBuilder",
     "be_window_s",
     "node_facts",
+    "pod_requests",
     "pod_requests_milli",
 ]
 
@@ -110,6 +112,18 @@ def _milli(text: str, field: str) -> int:
     return parse_quantity(text, field=field).milli_value()
 
 
+def pod_requests(pod: PodRecord) -> dict[str, int]:
+    """The requests the eviction modes read, summed over containers: `cpu` in milli-cores, the others as
+    their count (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad quantity: InputError."""
+    out: dict[str, int] = {}
+    for name, (requests, _limits) in pod.container_specs.items():
+        for res in REQUEST_RESOURCES:
+            if res in requests:
+                q = parse_quantity(requests[res], field=f"{name}.requests[{res}]")
+                out[res] = out.get(res, 0) + max(q.milli_value() if res == "cpu" else q.value(), 0)
+    return out
+
+
 def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
     """(batch-cpu request, cpu request) in milli-cores, summed over containers. batch-cpu is a count of
     milli-cores already (koordlet reads it with `Value()`). A bad quantity raises InputError."""
@@ -150,7 +164,7 @@ class SnapshotBuilder:
         self.cgroups = cgroups
         self.collect_interval_s = collect_interval_s
         self.max_age_s = max_age_s if max_age_s is not None else 2 * collect_interval_s + 0.5
-        self._requests: dict[str, tuple[object, tuple[int, int]]] = {}
+        self._requests: dict[str, tuple[object, tuple[int, int, Mapping[str, int]]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -164,17 +178,18 @@ class SnapshotBuilder:
         values = self._latest(series, metric, now)
         return values[0][1] if values else None
 
-    def _requests_of(self, pod: PodRecord) -> tuple[int, int]:
+    def _requests_of(self, pod: PodRecord) -> tuple[int, int, Mapping[str, int]]:
         cached = self._requests.get(pod.uid)
         if cached is not None and cached[0] is pod.container_specs:
             return cached[1]
+        value: tuple[int, int, Mapping[str, int]]
         try:
-            value = pod_requests_milli(pod)
+            value = (*pod_requests_milli(pod), MappingProxyType(pod_requests(pod)))
         except InputError as exc:
             if self._problems.get(pod.uid) != str(exc):
                 self._problems[pod.uid] = str(exc)
                 log.warning("qos: pod %s: request not counted: %s", pod.key, exc)
-            value = (0, 0)
+            value = (0, 0, MappingProxyType({}))
         self._requests[pod.uid] = (pod.container_specs, value)
         return value
 
@@ -224,7 +239,7 @@ class SnapshotBuilder:
         by_pod = named_containers_by_pod(snap.containers.values())
         out: list[PodFacts] = []
         for pod in snap.pods.values():
-            batch, cpu_req = self._requests_of(pod)
+            batch, cpu_req, requests = self._requests_of(pod)
             status = json_annotation(pod.annotations, ANNOTATION_RESOURCE_STATUS)
             cpuset = cpus_of(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
             pdir = self._pod_dir(pod)
@@ -235,7 +250,7 @@ class SnapshotBuilder:
                 terminating=bool(pod.deletion_timestamp) or pod.uid in evicted,
                 labels=pod.labels, annotations=pod.annotations,
                 cpu_usage_cores=cpu.get(pod.uid), memory_usage_bytes=mem.get(pod.uid),
-                batch_cpu_request_milli=batch, cpu_request_milli=cpu_req, cpuset=cpuset,
+                batch_cpu_request_milli=batch, cpu_request_milli=cpu_req, requests=requests, cpuset=cpuset,
                 cgroup_dirs=(pdir,) if pdir else (),
                 containers=self._containers(snap, pod, pdir, by_pod),
             ))
@@ -244,13 +259,19 @@ class SnapshotBuilder:
             del self._requests[uid]
         return tuple(out)
 
-    def _usage(self, series: TimeSeriesStore, now: float) -> NodeUsage:
+    def _usage(self, series: TimeSeriesStore, now: float, slo: NodeSLOSpec) -> NodeUsage:
         apps = tuple(
             HostAppUsage(labels.get("app", ""), labels.get("qos", ""), value)
             for labels, value in self._latest(series, HOST_APP_CPU, now)
         )
+        window = be_window_s(slo, self.collect_interval_s)
+        keys = series.keys(NODE_CPU)
+        stats = series.window(keys[0], window, now=now) if keys else None
         return NodeUsage(
             cpu_cores=self._one(series, NODE_CPU, now),
+            cpu_cores_avg=stats.avg if stats is not None and stats.count > 0 else None,
+            cpu_avg_count=stats.count if stats is not None else 0,
+            cpu_window_s=window,
             memory_bytes=self._one(series, NODE_MEMORY, now),
             memory_total_bytes=self._one(series, NODE_MEMORY_TOTAL, now) if series.keys(NODE_MEMORY_TOTAL) else None,
             system_cpu_cores=self._one(series, SYSTEM_CPU, now),
@@ -331,7 +352,7 @@ class SnapshotBuilder:
             slo=slo,
             node=node_facts(snap.node) if snap.node is not None else None,
             pods=pods,
-            usage=self._usage(series, now),
+            usage=self._usage(series, now, slo),
             be=self._be(series, slo, now),
             be_tier=self._be_tier(),
             topology=topology if isinstance(topology, NodeTopology) else None,

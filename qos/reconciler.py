@@ -1,4 +1,9 @@
-"""The reconciler contract: a name, an interval, a feature gate, an enabled check, and a pure planner.
+"""The reconciler contract: a name, an interval, its feature gates, an enabled check, and a pure planner.
+
+Most reconcilers declare one `gate`. One that carries several koordlet modes (the CPU evictor: BECPUEvict,
+CPUAllocatableEvict, CPUEvict) declares them all in `gates`, in its own order: the runner runs it when any is
+on, and the planner reads which are on from `snapshot.gate_on(name)` (the runner sets the resolved gates on
+the snapshot), so `plan` stays a pure function of its inputs. `gate` is then the first of `gates`.
 
 A reconciler never reads a file, never calls the apiserver and never writes: `plan(snapshot, state)`
 returns a `QoSPlan`, and the runner carries it out. What it must remember between rounds (a cool-down
@@ -43,29 +48,29 @@ class RoundOutcome:
 
 
 class Reconciler(abc.ABC):
-    """Subclass, set `name`, `gate`, `default_interval_s` (and `default_cooldown_s`), implement `plan`."""
+    """Subclass, set `name`, `gate` (or `gates`), `default_interval_s` (and `default_cooldown_s`), implement `plan`."""
 
     name: ClassVar[str]
     gate: ClassVar[FeatureGate]
-    # Further koordlet gates this reconciler implements (several modes behind one planner, e.g. an evictor
-    # that also serves CPUEvict and CPUAllocatableEvict). Registered with `gate`, so they count as implemented;
-    # the reconciler's round runs while `gate` is on.
-    extra_gates: ClassVar[tuple[FeatureGate, ...]] = ()
+    gates: ClassVar[tuple[FeatureGate, ...]] = ()
     default_interval_s: ClassVar[float] = 1.0
     default_cooldown_s: ClassVar[float] = 0.0
     # What the reconciler touches, for `hookctl qos` ("cgroup", "eviction").
     acts_on: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "gates" in own and own["gates"]:
+            cls.gate = cls.gates[0]
+        elif "gate" in own:
+            cls.gates = (cls.gate,)
 
     def __init__(self, *, interval_s: float | None = None, cooldown_s: float | None = None) -> None:
         self.interval_s = float(interval_s if interval_s is not None else self.default_interval_s)
         self.cooldown_s = float(cooldown_s if cooldown_s is not None else self.default_cooldown_s)
         if self.interval_s <= 0:
             raise ValueError(f"{self.name}: interval must be positive, got {self.interval_s}")
-
-    @classmethod
-    def declared_gates(cls) -> tuple[FeatureGate, ...]:
-        """Every gate this reconciler implements: `gate`, then `extra_gates`."""
-        return (cls.gate, *cls.extra_gates)
 
     def enabled(self, snapshot: QoSSnapshot) -> Verdict:
         """The NodeSLO check. The default: on."""
@@ -96,6 +101,7 @@ class Reconciler(abc.ABC):
         return {
             "name": self.name,
             "gate": self.gate.name,
+            "gates": [g.name for g in self.gates],
             "interval_s": self.interval_s,
             "cooldown_s": self.cooldown_s,
             "acts_on": list(self.acts_on),

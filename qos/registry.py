@@ -45,6 +45,7 @@ def build_reconcilers(
 
 
 def gate_registry(reconcilers: Sequence[Reconciler], *, also: Iterable[FeatureGate] = ()) -> GateRegistry:
-    """The gates the reconcilers implement (each one's `declared_gates()`), plus `also` (gates other components
-    implement, e.g. the BatchResource hook's), over koordlet's catalog of gates accepted but not implemented."""
-    return GateRegistry([*(g for r in reconcilers for g in r.declared_gates()), *also])
+    """Every gate every reconciler declares (a multi-mode reconciler declares one per mode in `gates`), plus
+    `also` (gates other components implement, e.g. the BatchResource hook's), over koordlet's catalog of gates
+    accepted but not implemented."""
+    return GateRegistry([*(g for r in reconcilers for g in r.gates), *also])

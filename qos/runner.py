@@ -20,7 +20,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from hookserver.aio.periodic import run_every
@@ -30,10 +31,11 @@ from hookserver.executor.plan import FileWrite, ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
 from hookserver.store.state import StateStore
 
+from qos.evict_round import walk
 from qos.evictions import EvictionGuard
 from qos.gates import GateValues
 from qos.metrics import QoSMetrics
-from qos.plan import QoSPlan
+from qos.plan import PlannedEviction, QoSPlan
 from qos.reconciler import Reconciler, RoundOutcome, Verdict
 from qos.settings import QoSSettings
 from qos.snapshot import QoSSnapshot
@@ -104,7 +106,10 @@ class QoSRunner:
         self.reconcilers: dict[str, Reconciler] = {r.name: r for r in reconcilers}
         self.gates = gates
         for r in reconcilers:
-            gates.enabled(r.gate.name)  # KeyError here means the daemon forgot to register the gate
+            for gate in r.gates:
+                gates.enabled(gate.name)  # KeyError here means the daemon forgot to register the gate
+        # What planners of multi-gate reconcilers read (`QoSSnapshot.gate_on`): the gates do not change at run time.
+        self._gate_map = MappingProxyType({name: value.enabled for name, value in gates.values.items()})
         self.snapshots = snapshots
         # Nothing acts before the informer's first sync: a round on the default NodeSLO (threshold strategies
         # off) would "restore" BE to every CPU for the second it takes the real NodeSLO to arrive.
@@ -183,7 +188,7 @@ class QoSRunner:
             return []
         with self._lock:
             try:
-                snapshot = self.snapshots.build(evicted=self.evictions.recently_evicted())
+                snapshot = self.with_gates(self.snapshots.build(evicted=self.evictions.recently_evicted()))
             except Exception as exc:  # noqa: BLE001 - no snapshot, no round; counted and shown
                 self._round_failed(exc)
                 log.warning("qos: cannot build the snapshot: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
@@ -239,10 +244,16 @@ class QoSRunner:
             self.metrics.export(name, dict(reconciler.gauges(plan)))
         return plan
 
+    def with_gates(self, snapshot: QoSSnapshot) -> QoSSnapshot:
+        return replace(snapshot, feature_gates=self._gate_map)
+
     def _verdict(self, reconciler: Reconciler, snapshot: QoSSnapshot) -> Verdict:
-        gate = reconciler.gate.name
-        if not self.gates.enabled(gate):
-            return Verdict(False, f"feature gate {gate} is off ({self.gates.values[gate].source})")
+        """A reconciler runs when any of its gates is on; which of its modes act is the planner's to read."""
+        gates = reconciler.gates
+        if not any(self.gates.enabled(g.name) for g in gates):
+            if len(gates) == 1:
+                return Verdict(False, f"feature gate {gates[0].name} is off ({self.gates.values[gates[0].name].source})")
+            return Verdict(False, f"feature gates {', '.join(g.name for g in gates)} are all off")
         return reconciler.enabled(snapshot)
 
     def _failed(self, reconciler: Reconciler, exc: BaseException, phase: str) -> None:
@@ -305,22 +316,34 @@ class QoSRunner:
         self, reconciler: Reconciler, plan: QoSPlan, snapshot: QoSSnapshot, dry: bool
     ) -> tuple[int, float, dict[str, int]]:
         """Evict in plan order until the plan's release target is covered; a refused or failed eviction
-        does not count, so the next candidate is tried (koordlet's order of work)."""
-        target = float(plan.numbers.get("release_target", 0) or 0)
+        does not count, so the next candidate is tried (koordlet's order of work). A plan with release
+        targets (a round across modes) is walked by `qos.evict_round.walk` with the real outcomes."""
         terminating = {p.uid for p in snapshot.pods if p.terminating}
-        released = 0.0
-        evicted = 0
         statuses: dict[str, int] = {}
-        for item in plan.evictions:
-            if target > 0 and released >= target:
-                break
+
+        def evict_one(item: PlannedEviction) -> bool:
             if dry:
                 result = EvictionResult(item.request, EvictionStatus.DRY_RUN, detail="dry run: nothing done")
             else:
                 result = self.evictions.evict(item.request, terminating=item.request.pod_uid in terminating)
             statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
             self._record_eviction(reconciler, result)
-            if result.done or result.status in (EvictionStatus.DRY_RUN, EvictionStatus.REPORTED):
+            return result.done or result.status in (EvictionStatus.DRY_RUN, EvictionStatus.REPORTED)
+
+        if plan.release_targets:
+            walked = walk(plan.release_targets, plan.evictions, evict_one)
+            picked = walked.picked()
+            # in the first goal's unit (the round's goals may count different things: requests, usage)
+            first = plan.release_targets[0]
+            keys = [f"{first.kind}/{res}" for res in first.resources]
+            return len(picked), float(sum(i.releases.get(k, 0.0) for i in picked for k in keys)), statuses
+        target = float(plan.numbers.get("release_target", 0) or 0)
+        released = 0.0
+        evicted = 0
+        for item in plan.evictions:
+            if target > 0 and released >= target:
+                break
+            if evict_one(item):
                 released += float(item.numbers.get("releases", 0) or 0)
                 evicted += 1
         return evicted, released, statuses
@@ -366,17 +389,21 @@ class QoSRunner:
         for name, reconciler in self.reconcilers.items():
             st = self.status_of[name]
             gate = self.gates.values[reconciler.gate.name]
+            all_gates = [self.gates.values[g.name] for g in reconciler.gates]
             done = [e for e in recent if e.reconciler == name and e.status in ("evicted", "killed")]
             rows.append({
                 **reconciler.describe(),
                 "gate": {"name": gate.name, "enabled": gate.enabled, "source": gate.source, "default": gate.default},
-                "enabled": st.last_verdict.enabled and gate.enabled,
+                "gates": [{"name": g.name, "enabled": g.enabled, "source": g.source, "default": g.default}
+                          for g in all_gates],
+                "enabled": st.last_verdict.enabled and any(g.enabled for g in all_gates),
                 "reason": st.last_verdict.reason,
                 "dry_run": self.dry_run(name),
                 "last_run": st.last_run or None,
                 "last_duration_ms": round(st.last_duration_s * 1000, 3),
                 "last_summary": st.last_summary,
                 "last_numbers": st.last_plan.get("numbers", {}),
+                "last_notes": st.last_plan.get("notes", []),
                 "last_error": st.last_error,
                 "last_error_at": st.last_error_at or None,
                 "rounds": st.rounds,
@@ -404,36 +431,48 @@ class QoSRunner:
             raise InputError(f"unknown reconciler {name!r} (known: {known})", field="name")
         state = self.state_of(name)  # not the round's lock: a replay never waits on a round or an eviction
         gate = self.gates.values[reconciler.gate.name]
+        all_gates = [self.gates.values[g.name] for g in reconciler.gates]
+        snapshot = self.with_gates(snapshot)
         verdict = reconciler.enabled(snapshot)
         t0 = self._mono()
         plan = reconciler.plan(snapshot, state) if verdict.enabled else reconciler.plan_disabled(snapshot, state, verdict.reason)
         duration = self._mono() - t0
         notes = []
-        if not gate.enabled:
-            notes.append(f"feature gate {gate.name} is off ({gate.source}): the runner would not act on this plan")
+        if not any(g.enabled for g in all_gates):
+            names = ", ".join(g.name for g in all_gates)
+            notes.append(f"feature gate {names} is off ({gate.source}): the runner would not act on this plan"
+                         if len(all_gates) == 1 else f"feature gates {names} are all off: the runner would not act on this plan")
         if self.dry_run(name):
             notes.append("this reconciler runs in dry run: the runner would not act on this plan either")
         self.store.audit.record_plan(PlanRecord(
             ts=self._clock(), reconciler=name, mode="replay", summary=plan.summary,
             plan=plan.describe(max_items=AUDIT_PLAN_ITEMS), duration_s=duration,
         ))
-        target = float(plan.numbers.get("release_target", 0) or 0)
         would_evict = []
-        covered = 0.0
-        for item in plan.evictions:
-            if target > 0 and covered >= target:
-                break
-            covered += float(item.numbers.get("releases", 0) or 0)
-            would_evict.append(item.describe())
+        pending_release: list[dict[str, Any]] = []
+        if plan.release_targets:
+            walked = walk(plan.release_targets, plan.evictions, lambda item: True)
+            would_evict = [i.describe() for i in walked.picked()]
+            pending_release = [i.describe() for i in walked.pending()]
+        else:
+            target = float(plan.numbers.get("release_target", 0) or 0)
+            covered = 0.0
+            for item in plan.evictions:
+                if target > 0 and covered >= target:
+                    break
+                covered += float(item.numbers.get("releases", 0) or 0)
+                would_evict.append(item.describe())
         return {
             "reconciler": name,
             "slo_origin": snapshot.slo_origin,
             "gate": {"name": gate.name, "enabled": gate.enabled, "source": gate.source},
+            "gates": [{"name": g.name, "enabled": g.enabled, "source": g.source} for g in all_gates],
             "enabled": verdict.enabled,
             "reason": verdict.reason,
             "plan_ms": round(duration * 1000, 3),
             "notes": notes,
             "plan": plan.describe(),
             "would_evict": would_evict,
+            "pending_release": pending_release,
         }
 

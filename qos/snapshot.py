@@ -39,6 +39,7 @@ ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 LABEL_EVICTION_ENABLED = "koordinator.sh/eviction-enabled"
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY_INT: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,10 @@ class PodFacts:
     memory_usage_bytes: float | None = None
     batch_cpu_request_milli: int = 0
     cpu_request_milli: int = 0
+    # Requests summed over the containers, by resource: `cpu` in milli-cores, `kubernetes.io/batch-cpu` and
+    # `kubernetes.io/mid-cpu` as their own counts (already milli-cores), memory resources in bytes. Only the
+    # resources the eviction modes read (qos.priority.REQUEST_RESOURCES); absent means none requested.
+    requests: Mapping[str, int] = field(default_factory=lambda: _EMPTY_INT)
     cpuset: frozenset[int] = frozenset()
     cgroup_dirs: tuple[str, ...] = ()
     containers: tuple[ContainerFacts, ...] = ()
@@ -111,6 +116,10 @@ class NodeFacts:
     reserved_cpus: frozenset[int] = frozenset()
     system_exclusive_cpus: frozenset[int] = frozenset()
     batch_cpu_allocatable_milli: int = -1
+    # The koordinator extended resources the node offers (`kubernetes.io/batch-cpu`, `batch-memory`,
+    # `mid-cpu`, `mid-memory`) as published in its allocatable; a resource the node does not list is absent
+    # (the allocatable eviction modes tell "missing" from "0").
+    extended_allocatable: Mapping[str, int] = field(default_factory=lambda: _EMPTY_INT)
     kubelet_cpu_manager_policy: str = "none"
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
@@ -127,6 +136,11 @@ class NodeUsage:
     """The collectors' latest node samples (None: no sample within `max_age_s` of the round)."""
 
     cpu_cores: float | None = None
+    # Node CPU usage averaged over koordlet's CPU-evict window (`cpuEvictTimeWindowSeconds`, at least the
+    # collect interval), with the number of samples behind it; what CPUEvict compares to its threshold.
+    cpu_cores_avg: float | None = None
+    cpu_avg_count: int = 0
+    cpu_window_s: float = 0.0
     memory_bytes: float | None = None
     memory_total_bytes: float | None = None
     system_cpu_cores: float | None = None
@@ -179,6 +193,12 @@ class QoSSnapshot:
     stale: bool = False
     # Per-pod CFS files, optional kernel files, sysctls, block devices and resctrl (part-2 reconcilers).
     kernel: KernelFacts = field(default_factory=KernelFacts)
+    # The feature gates as the runner resolved them, for reconcilers that declare several (one per mode).
+    # None: not told (a planner test calls `plan` directly), every mode of the reconciler counts as on.
+    feature_gates: Mapping[str, bool] | None = None
+
+    def gate_on(self, name: str) -> bool:
+        return True if self.feature_gates is None else bool(self.feature_gates.get(name, False))
 
     def with_slo(self, slo: NodeSLOSpec, *, origin: str, sources: Mapping[str, str] | None = None) -> QoSSnapshot:
         """The same node under another NodeSLO (replay)."""

@@ -14,6 +14,13 @@ from hookserver.debug.render import render, render_table
 __all__ = ["render_qos", "render_qos_plan"]
 
 
+def _frees(releases: Any) -> str:
+    """What evicting a pod frees, by every count of its round: `request/kubernetes.io/batch-cpu=2000 used/cpu=900`."""
+    if not isinstance(releases, Mapping):
+        return "-"
+    return " ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in releases.items()) or "-"
+
+
 def _age(ts: Any, now: float) -> str:
     if not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts <= 0:
         return "never"
@@ -44,7 +51,7 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
             state += " (dry run)"
         rows.append({
             "reconciler": r.get("name"),
-            "gate": f"{gate.get('name')}={'true' if gate.get('enabled') else 'false'}",
+            "gate": _gate_cell(r, gate),
             "state": _short(state, 48),
             "every": f"{r.get('interval_s')}s",
             "last run": _age(r.get("last_run"), now),
@@ -57,6 +64,7 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
         lines.insert(0, f"not acting yet: {doc.get('waiting')}")
     if doc.get("enabled") is False:
         lines.insert(0, "QoS reconcilers are off (qos.enabled: false): nothing runs; `qos plan` still replays")
+    lines.extend(_mode_lines(doc["reconcilers"]))
     errors = [r for r in doc["reconcilers"] if isinstance(r, Mapping) and r.get("last_error")]
     for r in errors:
         lines.append(f"last error of {r.get('name')} ({_age(r.get('last_error_at'), now)}): {_short(r.get('last_error'), 200)}")
@@ -98,6 +106,42 @@ def _gates(gates: Any) -> list[str]:
     return lines
 
 
+def _gate_cell(row: Mapping[str, Any], gate: Mapping[str, Any]) -> str:
+    """`Name=true`, or every gate of a reconciler that carries several modes."""
+    many = row.get("gates")
+    if isinstance(many, list) and len(many) > 1:
+        return ",".join(f"{g.get('name')}={'true' if g.get('enabled') else 'false'}" for g in many if isinstance(g, Mapping))
+    return f"{gate.get('name')}={'true' if gate.get('enabled') else 'false'}"
+
+
+def _mode_lines(rows: list[Any]) -> list[str]:
+    """The eviction modes of the last round, one line each (the plan's notes: threshold, usage or requests vs
+    allocatable, release target, pending release, how many it picked, or why it was skipped or held)."""
+    lines: list[str] = []
+    for r in rows:
+        if not isinstance(r, Mapping) or not isinstance(r.get("gates"), list) or len(r["gates"]) < 2:
+            continue
+        notes = [n for n in r.get("last_notes") or [] if isinstance(n, str)]
+        if notes:
+            lines.append(f"{r.get('name')} modes, last round:")
+            lines.extend(f"  {_short(n, 200)}" for n in notes)
+    return lines
+
+
+def _mode_numbers(numbers: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """A round's numbers grouped by mode (`<mode>.<name>`), and the rest."""
+    modes = [m for m in str(numbers.get("modes", "")).split(",") if m]
+    if not modes:
+        return [], dict(numbers)
+    lines: list[str] = []
+    rest = {k: v for k, v in numbers.items() if k != "modes" and not any(k.startswith(m + ".") for m in modes)}
+    for mode in modes:
+        own = {k[len(mode) + 1:]: v for k, v in numbers.items() if k.startswith(mode + ".")}
+        lines.append(f"mode {mode}:" + ("" if own else " (no numbers)"))
+        lines.extend(f"  {k}: {v}" for k, v in own.items())
+    return lines, rest
+
+
 def _owners_and_originals(doc: Mapping[str, Any]) -> list[str]:
     """Which feature owns how many knobs (the list: -o json), and the node values recorded before the agent
     first changed them: what `hookserver cleanup` puts back."""
@@ -120,18 +164,24 @@ def render_qos_plan(doc: Any) -> str:
     if not isinstance(plan, Mapping):
         return render(doc)
     gate: Mapping[str, Any] = doc["gate"] if isinstance(doc.get("gate"), Mapping) else {}
+    many = doc.get("gates")
+    gates = (f"gates {_gate_cell(doc, gate)}" if isinstance(many, list) and len(many) > 1
+             else f"gate {gate.get('name')}={'true' if gate.get('enabled') else 'false'} ({gate.get('source')})")
     lines = [
         f"{doc.get('reconciler')} under the NodeSLO from {doc.get('slo_origin')}: "
-        f"{'enabled' if doc.get('enabled') else 'disabled'} ({doc.get('reason')}); "
-        f"gate {gate.get('name')}={'true' if gate.get('enabled') else 'false'} ({gate.get('source')})",
+        f"{'enabled' if doc.get('enabled') else 'disabled'} ({doc.get('reason')}); {gates}",
         f"plan: {plan.get('summary')}",
     ]
     lines.extend(f"note: {n}" for n in doc.get("notes") or [])
-    lines.extend(f"note: {n}" for n in plan.get("notes") or [])
+    summary = str(plan.get("summary") or "")
+    lines.extend(f"note: {n}" for n in plan.get("notes") or [] if str(n) not in summary)  # a round's mode lines are its summary
     numbers = plan.get("numbers")
     if isinstance(numbers, Mapping) and numbers:
-        lines.append("numbers:")
-        lines.extend(f"  {k}: {v}" for k, v in numbers.items())
+        by_mode, rest = _mode_numbers(numbers)
+        lines.extend(by_mode)
+        if rest:
+            lines.append("numbers:")
+            lines.extend(f"  {k}: {v}" for k, v in rest.items())
     writes = plan.get("writes") or []
     if writes:
         lines.append("would write:")
@@ -149,15 +199,24 @@ def render_qos_plan(doc: Any) -> str:
             for a in actions if isinstance(a, Mapping)
         ]))
     evict = doc.get("would_evict") or []
+    pending = [e for e in doc.get("pending_release") or [] if isinstance(e, Mapping)]
+    if pending:
+        lines.append("already on their way out (evicted within the cool-down or terminating), counted as released:")
+        lines.extend("  " + line for line in render_table([
+            {"pod": e.get("pod"), "mode": e.get("mode"), "frees": _frees(e.get("releases"))} for e in pending
+        ]))
     if evict:
         lines.append("would evict, in order:")
         lines.extend("  " + line for line in render_table([
-            {"pod": e.get("pod"), "reason": e.get("reason"),
-             **{k: v for k, v in (e.get("numbers") or {}).items() if k != "releases"}}
+            {"pod": e.get("pod"), **({"mode": e.get("mode"), "frees": _frees(e.get("releases"))} if e.get("mode") else {}),
+             "reason": e.get("reason"), **{k: v for k, v in (e.get("numbers") or {}).items() if k != "releases"}}
             for e in evict if isinstance(e, Mapping)
         ]))
-        first = evict[0] if isinstance(evict[0], Mapping) else {}
-        lines.append(f"  why: {first.get('message')}")
+        seen: set[Any] = set()
+        for e in evict:
+            if isinstance(e, Mapping) and e.get("mode") not in seen:
+                seen.add(e.get("mode"))
+                lines.append(f"  why{' (' + str(e.get('mode')) + ')' if e.get('mode') else ''}: {e.get('message')}")
     if not writes and not evict and not actions:
         lines.append("nothing would be written or evicted")
     lines.append("(replay: nothing was written or evicted)")

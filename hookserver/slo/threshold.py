@@ -40,6 +40,22 @@ class ResourceThresholdStrategy(SLOModel):
     cpu_evict_lower_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuEvictLowerPercent")
     cpu_evict_time_window_seconds: int | None = Field(default=None, ge=0, alias="cpuEvictTimeWindowSeconds")
     cpu_evict_policy: CPUEvictPolicy = Field(default="evictByRealLimit", alias="cpuEvictPolicy")
+    # koordinator v1.7 (CPUEvict, MemoryEvict) and v1.8 (CPU/MemoryAllocatableEvict). Koordinator gives them
+    # no defaults: unset means the mode's config check fails and the mode is skipped with a reason. Ranges are
+    # checked by the mode (qos.evict_modes), not here, so one bad field skips one mode instead of rejecting the
+    # whole NodeSLO (koordlet's own behaviour).
+    evict_enabled_priority_threshold: int | None = Field(default=None, alias="evictEnabledPriorityThreshold")
+    cpu_allocatable_evict_threshold_percent: int | None = Field(
+        default=None, alias="cpuAllocatableEvictThresholdPercent"
+    )
+    cpu_allocatable_evict_lower_percent: int | None = Field(default=None, alias="cpuAllocatableEvictLowerPercent")
+    memory_allocatable_evict_threshold_percent: int | None = Field(
+        default=None, alias="memoryAllocatableEvictThresholdPercent"
+    )
+    memory_allocatable_evict_lower_percent: int | None = Field(
+        default=None, alias="memoryAllocatableEvictLowerPercent"
+    )
+    allocatable_evict_priority_threshold: int | None = Field(default=None, alias="allocatableEvictPriorityThreshold")
 
     @model_validator(mode="after")
     def _ordered(self) -> ResourceThresholdStrategy:
@@ -63,6 +79,14 @@ class ResourceThresholdStrategy(SLOModel):
         `cfsQuota` (the tier's quota does the suppressing), and the CPU suppress reconciler suppresses with
         this mechanism and restores the other."""
         return self.cpu_suppress_policy if self.enable else None
+
+    def effective_cpu_evict_lower_percent(self) -> int | None:
+        """Koordinator's fallback for CPUEvict: threshold − 2 (None while the threshold is unset)."""
+        if self.cpu_evict_lower_percent is not None:
+            return self.cpu_evict_lower_percent
+        if self.cpu_evict_threshold_percent is None:
+            return None
+        return self.cpu_evict_threshold_percent - 2
 
     def effective_memory_evict_lower_percent(self) -> int:
         """Koordinator's fallback when the lower bound is unset: threshold − 2."""

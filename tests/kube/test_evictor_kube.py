@@ -146,3 +146,104 @@ def test_real_apiserver_runner_evicts_once(api: ApiClientTransport, names: list[
         _, live = api.request_json("GET", f"/api/v1/namespaces/{NS}/pods/{c['metadata']['name']}", timeout_s=10)
         terminating.append(bool(live["metadata"].get("deletionTimestamp")))
     assert terminating == [False, True, False]  # only the 500 MB pod, once
+
+
+# -- the v1.7/v1.8 modes: pods of several priorities --------------------------------------------
+
+PRIORITY_CLASSES = {"i9-batch-low": 5100, "i9-batch": 5300, "i9-mid": 7100, "i9-prod": 9100}
+
+
+def _priority_classes(api: ApiClientTransport) -> None:
+    for name, value in PRIORITY_CLASSES.items():
+        status, body = api.request_json("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value,
+        }, timeout_s=10)
+        assert status in (201, 409), body
+
+
+def _live_terminating(api: ApiClientTransport, name: str) -> bool:
+    status, live = api.request_json("GET", f"/api/v1/namespaces/{NS}/pods/{name}", timeout_s=10)
+    assert status == 200, live
+    return bool(live["metadata"].get("deletionTimestamp"))
+
+
+def test_real_apiserver_cpu_round_across_modes_by_priority(api: ApiClientTransport, names: list[str]) -> None:
+    """CPUAllocatableEvict then CPUEvict in one round, on pods whose priorities the apiserver's Priority admission
+    resolved from their PriorityClass; a second round after the cool-down sees them terminating (pending release)
+    and evicts nobody else."""
+    from types import MappingProxyType
+
+    from qos.cpu_evict import CPUEvict
+
+    _priority_classes(api)
+    run = uuid.uuid4().hex[:6]
+    on = {"koordinator.sh/eviction-enabled": "true"}
+    spec = {  # name: (PriorityClass, labels, batch-cpu or mid-cpu request, CPU used in cores)
+        "b1": ("i9-batch-low", on, {"kubernetes.io/batch-cpu": 2000}, 0.5),
+        "b2": ("i9-batch", on, {"kubernetes.io/batch-cpu": 4000}, 1.5),
+        "b3": ("i9-batch", {}, {"kubernetes.io/batch-cpu": 3000}, 1.0),  # did not opt in
+        "m1": ("i9-mid", on, {"kubernetes.io/mid-cpu": 1000}, 2.0),
+        "p1": ("i9-prod", on, {}, 3.0),  # above every threshold
+    }
+    facts = []
+    created: dict[str, dict[str, Any]] = {}
+    for short, (pclass, labels, requests, used) in spec.items():
+        name = f"i9-prio-{run}-{short}"
+        body = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {"koordinator.sh/qosClass": "LS", **labels}},
+            "spec": {"nodeName": NODE, "priorityClassName": pclass, "containers": [{"name": "main", "image": "busybox"}]},
+        }
+        status, made = api.request_json("POST", f"/api/v1/namespaces/{NS}/pods", body, timeout_s=10)
+        assert status == 201, made
+        names.append(name)
+        created[short] = made
+        assert made["spec"]["priority"] == PRIORITY_CLASSES[pclass]  # admission resolved it
+        facts.append(replace(
+            pod(name, "LS", cpu=used, priority=made["spec"]["priority"], labels=made["metadata"]["labels"], namespace=NS),
+            uid=made["metadata"]["uid"], requests=MappingProxyType(requests),
+        ))
+    t = slo(enable=True, cpuAllocatableEvictThresholdPercent=100, cpuAllocatableEvictLowerPercent=90,
+            allocatableEvictPriorityThreshold=7999, cpuEvictThresholdPercent=80, cpuEvictLowerPercent=50,
+            evictEnabledPriorityThreshold=7999)
+    clock = [1000.0]
+    snap = snapshot(
+        slo=t, pods=tuple(facts), usage=NodeUsage(cpu_cores_avg=7.2, cpu_avg_count=60, cpu_window_s=60),
+        node=node(cpu_milli=8000, extended_allocatable=MappingProxyType({"kubernetes.io/batch-cpu": 6000,
+                                                                         "kubernetes.io/mid-cpu": 4000})),
+    )
+    reconcilers = [CPUEvict()]
+    store = StateStore(clock=lambda: clock[0])
+    runner = QoSRunner(
+        reconcilers, gates=gate_registry(reconcilers).resolve([("test", {"CPUAllocatableEvict": True, "CPUEvict": True})]),
+        snapshots=FixedSnapshots(snap, clock=clock, mark_evicted=True), store=store, executor=None,
+        evictions=EvictionGuard(ApiEvictor(api, node_name=NODE), clock=lambda: clock[0]),
+        clock=lambda: clock[0], mono=lambda: clock[0],
+    )
+    runner._state["CPUEvict"] = EvictState(0.0)
+    # CPUAllocatableEvict: batch-cpu 2000 + 4000 + 3000 = 9000 = 150 % of 6000 > 100 %: release 9000 − 5400 = 3600;
+    #   b1 (5100) 2000, then b2 (5300) 4000 → 6000. mid-cpu 1000 of 4000: fine.
+    # CPUEvict: 7.2 of 8 cores = 90 % ≥ 80 %: release 8000 × (90 − 50) / 100 = 3200m used; b1 + b2 free 2000m;
+    #   m1 (7100, 2000m) → 4000m. p1 (9100) and b3 (no opt-in) are never candidates.
+    plans = run_round(runner)
+    assert [i.request.name.rsplit("-", 1)[1] for i in walk_picked(plans[0])] == ["b1", "b2", "m1"]
+    assert {s: _live_terminating(api, created[s]["metadata"]["name"]) for s in spec} == {
+        "b1": True, "b2": True, "b3": False, "m1": True, "p1": False}
+    assert [e.status for e in store.audit.evictions()] == ["evicted"] * 3
+    reasons = [e.reason for e in store.audit.evictions()]
+    assert reasons == ["EvictPodByCPUAllocatable", "EvictPodByCPUAllocatable", "EvictPodByNodeCPUUsage"]
+    # 30 s later (past the 20 s cool-down), the node unchanged: the three are still terminating (no kubelet
+    # finishes them), so they count as pending release and nobody else is evicted.
+    clock[0] += 30.0
+    plans = run_round(runner)
+    assert plans and plans[0].numbers["CPUAllocatableEvict.pending_pods"] == 2
+    assert plans[0].numbers["CPUEvict.pending_pods"] == 1 and plans[0].numbers["CPUEvict.would_evict"] == 0
+    assert len(store.audit.evictions()) == 3
+    assert not _live_terminating(api, created["b3"]["metadata"]["name"])
+    assert not _live_terminating(api, created["p1"]["metadata"]["name"])
+
+
+def walk_picked(plan: Any) -> list[Any]:
+    from qos.evict_round import walk
+
+    return walk(plan.release_targets, plan.evictions, lambda item: True).picked()

@@ -60,7 +60,7 @@ def build_stack(
     files = SystemFileExecutor({"proc_sys": os.path.join(proc_root, "sys"), "sys": sys_root,
                                 "resctrl": os.path.join(sys_root, "fs", "resctrl")},
                                store=store, originals=originals)
-    values = GateRegistry(r.gate for r in reconcilers).resolve([("test", gates)])
+    values = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("test", gates)])
     reader = KernelReader(view, proc_root=proc_root, sys_root=sys_root, originals=originals, enabled=values.enabled)
     snapshots = SnapshotBuilder(store, cgroups=view, kernel=reader)
     runner = QoSRunner(list(reconcilers), gates=values, snapshots=snapshots, store=store, executor=executor,

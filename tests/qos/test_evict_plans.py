@@ -8,6 +8,7 @@ import pytest
 
 from qos.cpu_evict import CPUEvict, release_by_satisfaction
 from qos.memory_evict import EvictState, MemoryEvict
+from qos.evict_round import walk
 from qos.plan import QoSPlan
 from qos.reconciler import RoundOutcome
 from qos.snapshot import BEStats, NodeUsage, QoSSnapshot
@@ -22,14 +23,8 @@ def names(plan: QoSPlan) -> list[str]:
 
 
 def covering(plan: QoSPlan) -> list[str]:
-    target = float(plan.numbers["release_target"])
-    out, done = [], 0.0
-    for e in plan.evictions:
-        if done >= target:
-            break
-        out.append(e.request.name)
-        done += float(e.numbers["releases"])
-    return out
+    """Whom the round evicts if every eviction goes through."""
+    return [e.request.name for e in walk(plan.release_targets, plan.evictions, lambda item: True).picked()]
 
 
 # -- memory --------------------------------------------------------------------------------------
@@ -54,7 +49,7 @@ OLD = EvictState(last_evict=0.0)
 def test_memory_release_and_order() -> None:
     plan = MemoryEvict().plan(mem_snap(), OLD)
     # 72 % ≥ 70 %: release 10e9 × (72 − 68) / 100 = 400 MB.
-    assert (plan.numbers["usage_percent"], plan.numbers["lower_percent"], plan.numbers["release_target"]) == (72, 68, 400 * M)
+    assert (plan.numbers["BEMemoryEvict.usage_percent"], plan.numbers["BEMemoryEvict.lower_percent"], plan.numbers["BEMemoryEvict.release_target"]) == (72, 68, 400 * M)
     # priority 50 first; then priority 100 by memory descending, name breaking the 500 MB tie.
     assert names(plan) == ["p3", "a-p4", "p2", "p1"]
     assert covering(plan) == ["p3", "a-p4"]
@@ -64,12 +59,12 @@ def test_memory_release_and_order() -> None:
 
 def test_memory_below_threshold_does_nothing() -> None:
     plan = MemoryEvict().plan(mem_snap(used=6_999_999_999), OLD)  # 69.99 % truncates to 69
-    assert plan.evictions == () and plan.numbers["usage_percent"] == 69 and "below the 70% threshold" in plan.summary
+    assert plan.evictions == () and plan.numbers["BEMemoryEvict.usage_percent"] == 69 and "below the 70% threshold" in plan.summary
 
 
 def test_memory_lower_percent_from_the_nodeslo() -> None:
     plan = MemoryEvict().plan(mem_snap(slo=slo(enable=True, memoryEvictThresholdPercent=70, memoryEvictLowerPercent=60)), OLD)
-    assert plan.numbers["release_target"] == CAP * 12 // 100
+    assert plan.numbers["BEMemoryEvict.release_target"] == CAP * 12 // 100
 
 
 def test_memory_eviction_labels_and_annotations() -> None:
@@ -81,7 +76,10 @@ def test_memory_eviction_labels_and_annotations() -> None:
         pod("gone", priority=0, mem=900 * M, terminating=True),
     )
     plan = MemoryEvict().plan(mem_snap(pods=pods), OLD)
-    assert names(plan) == ["p1", "p5"]  # p2 not by this policy, p3 unparsable policy, gone already terminating
+    # p2 not by this policy, p3 unparsable policy; gone is already terminating: listed as pending, never evicted.
+    assert names(plan) == ["p1", "gone", "p5"] and [e.pending for e in plan.evictions] == [False, True, False]
+    # 400 MB: p1 (300 MB) evicted, then gone's 900 MB counts as on its way out: nobody else goes.
+    assert covering(plan) == ["p1"]
 
 
 def test_memory_cooldown_and_commit() -> None:
@@ -128,8 +126,8 @@ def test_cpu_release_is_the_smaller_of_window_and_latest() -> None:
     plan = CPUEvict().plan(cpu_snap(), OLD)
     # window: usage 1900/2000 ≥ 90 %, 10000 × (0.9 − 0.2) = 7000; latest: 2400/2500 ≥ 90 %,
     # 10000 × (0.9 − 0.25) = 6500 → 6500.
-    assert plan.numbers["release_by_avg_milli"] == 7000 and plan.numbers["release_by_latest_milli"] == 6500
-    assert plan.numbers["release_target"] == 6500
+    assert plan.numbers["BECPUEvict.release_by_avg_milli"] == 7000 and plan.numbers["BECPUEvict.release_by_latest_milli"] == 6500
+    assert plan.numbers["BECPUEvict.release_target"] == 6500
     # e (eviction-priority −1) first; priority 0: a 0.25, c 0.2, b 0.125 by usage/request; d (priority 5) last.
     assert names(plan) == ["e", "a", "c", "b", "d"]
     assert covering(plan) == ["e", "a", "c"]  # 1000 + 4000 + 2000 = 7000 ≥ 6500
@@ -140,7 +138,7 @@ def test_cpu_same_latest_values_use_the_window_release() -> None:
     be = BEStats(window_s=60, avg_usage_milli=1900, avg_request_milli=10000, avg_limit_milli=2000, count=60,
                  last_usage_milli=1990, last_request_milli=10000, last_limit_milli=2000)
     plan = CPUEvict().plan(cpu_snap(be=be), OLD)
-    assert plan.numbers["release_target"] == 7000 and "release_by_latest_milli" not in plan.numbers
+    assert plan.numbers["BECPUEvict.release_target"] == 7000 and "BECPUEvict.release_by_latest_milli" not in plan.numbers
 
 
 @pytest.mark.parametrize(
@@ -161,7 +159,7 @@ def test_cpu_no_eviction_when(be: BEStats, why: str) -> None:
 def test_cpu_limit_below_one_core_triggers_regardless_of_usage() -> None:
     be = BEStats(60, 100, 4000, 800, 60, 100, 4000, 800)  # usage 12 % of an 800m limit
     plan = CPUEvict().plan(cpu_snap(be=be), OLD)
-    assert plan.numbers["release_target"] == int(4000 * (0.9 - 0.2))
+    assert plan.numbers["BECPUEvict.release_target"] == int(4000 * (0.9 - 0.2))
 
 
 def test_cpu_evict_by_allocatable_uses_batch_allocatable() -> None:
@@ -170,7 +168,7 @@ def test_cpu_evict_by_allocatable_uses_batch_allocatable() -> None:
                  be=BEStats(1, 2900, 10000, 9000, 1, 2900, 10000, 9000))
     plan = CPUEvict().plan(s, OLD)
     # limit = allocatable 3000: usage 2900/3000 ≥ 90 %, satisfaction 0.3 → 10000 × 0.6 = 6000.
-    assert plan.numbers["release_target"] == 6000
+    assert plan.numbers["BECPUEvict.release_target"] == 6000
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ Event, terminating and vanished pods, and the runner's no-double-eviction, dry r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,7 +137,15 @@ def test_runner_evicts_through_the_api_and_never_twice(fake: FakeApiServer, tmp_
     run_round(runner)  # 2 s: cooling down
     assert len(fake.evictions) == 1
     clock[0] += 2.0
-    run_round(runner)  # 4 s: memory still high; p2 is on its way out (skipped), p1 + p3 cover the 400 MB
+    # 4 s: memory still high, but p2 is still present and on its way out: its 500 MB count as pending release
+    # (≥ 400 MB), so the slow termination is not answered with more evictions.
+    plans = run_round(runner)
+    assert [e["pod"] for e in fake.evictions] == [f"{NS}/p2"]
+    assert plans[0].numbers["BEMemoryEvict.pending_pods"] == 1 and plans[0].numbers["BEMemoryEvict.would_evict"] == 0
+    # p2 gone from the node: p1 (300 MB) and p3 (100 MB) now cover the 400 MB.
+    runner.snapshots.snap = replace(runner.snapshots.snap, pods=tuple(p for p in runner.snapshots.snap.pods if p.name != "p2"))
+    clock[0] += 1.0
+    run_round(runner)
     assert [e["pod"] for e in fake.evictions] == [f"{NS}/p2", f"{NS}/p1", f"{NS}/p3"]
     assert [e.status for e in store.audit.evictions()] == ["evicted"] * 3
     row = runner.report()["reconcilers"][0]

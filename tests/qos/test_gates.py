@@ -94,6 +94,8 @@ def test_the_agent_registers_koordlets_gates_with_koordlets_defaults() -> None:
     # At least these (engineers adding evictors add theirs); each with koordlet's default.
     assert {
         "BECPUSuppress": True, "BECPUEvict": False, "BEMemoryEvict": False,
+        # issue 19: the v1.7/v1.8 eviction modes, off in koordlet
+        "CPUEvict": False, "MemoryEvict": False, "CPUAllocatableEvict": False, "MemoryAllocatableEvict": False,
         # part 2 (issue 10), koordlet's defaults
         "CPUBurst": True, "CgroupReconcile": False, "SystemConfig": False, "BlkIOReconcile": False, "RdtResctrl": True,
     }.items() <= implemented.items()

@@ -37,7 +37,7 @@ def test_every_registered_gate_is_a_koordlet_gate_with_koordlets_default() -> No
     """A reconciler's gate is koordlet's, by name and default: otherwise a koordlet config would mean another
     thing here."""
     for reconciler in build_reconcilers():
-        for gate in reconciler.declared_gates():
+        for gate in reconciler.gates:
             known = koordlet_gate(gate.name)
             assert known is not None, gate.name
             assert known.default == gate.default, gate.name
@@ -72,8 +72,7 @@ def test_implemented_means_registered_not_a_list() -> None:
 
     class Both(Reconciler):
         name = "Both"
-        gate = FeatureGate("BECPUEvict", False)
-        extra_gates = (FeatureGate("CPUEvict", False), FeatureGate("CPUAllocatableEvict", False))
+        gates = (FeatureGate("BECPUEvict", False), FeatureGate("CPUEvict", False), FeatureGate("CPUAllocatableEvict", False))
 
         def plan(self, snapshot, state):  # type: ignore[no-untyped-def]
             raise NotImplementedError

@@ -185,3 +185,27 @@ def test_the_daemon_gives_the_qos_snapshot_the_configured_runtime(tmp_path: Path
         assert daemon.qos_snapshots.cgroups.runtime is ContainerRuntime.CRIO
     finally:
         daemon.http.stop()
+
+
+def test_the_eviction_modes_inputs_requests_offer_and_node_cpu_window() -> None:
+    store = StateStore(clock=lambda: 1000.0)
+    specs = MappingProxyType({
+        "a": (MappingProxyType({"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "1Gi"}), MappingProxyType({})),
+        "b": (MappingProxyType({"kubernetes.io/batch-cpu": "500", "cpu": "250m", "memory": "64Mi"}), MappingProxyType({})),
+    })
+    store.upsert_pod(PodRecord(uid="u-two", namespace="ns", name="two", qos_class="BE", container_specs=specs))
+    store.set_node(NodeRecord(name="n", capacity=MappingProxyType({"cpu": "8", "memory": "32Gi"}), allocatable=MappingProxyType({
+        "cpu": "8", "kubernetes.io/batch-cpu": "3000", "kubernetes.io/mid-cpu": "0", "kubernetes.io/batch-memory": "junk"})))
+    store.set_node_slo(NodeSLOSpec.model_validate({"resourceUsedThresholdWithBE": {"cpuEvictTimeWindowSeconds": 10}}))
+    for i in range(20):  # node CPU 2.0, 2.1, … 3.9 cores at 981 … 1000
+        store.series.append(series_key("node_cpu_usage"), 2.0 + i * 0.1, ts=981.0 + i)
+    snap = SnapshotBuilder(store, cgroups=None).build()
+    two = snap.pods[0]
+    assert dict(two.requests) == {"kubernetes.io/batch-cpu": 2000, "kubernetes.io/batch-memory": 1 << 30, "cpu": 250,
+                                  "memory": 64 << 20}
+    # a zero offer is kept as 0, an unreadable one counts as not offered
+    assert snap.node is not None and dict(snap.node.extended_allocatable) == {
+        "kubernetes.io/batch-cpu": 3000, "kubernetes.io/mid-cpu": 0}
+    # the CPU-evict window is 10 s (NodeSLO): samples at 990 … 1000 (2.9 … 3.9 cores), average 3.4
+    assert snap.usage.cpu_window_s == 10 and snap.usage.cpu_avg_count == 11
+    assert snap.usage.cpu_cores_avg == pytest.approx(3.4)

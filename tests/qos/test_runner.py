@@ -73,7 +73,7 @@ def _runner(*reconcilers: Reconciler, gates: dict[str, bool] | None = None, sett
     recorder = PlanRecorder()
     backend = backend or RecordingBackend()
     t = clock if clock is not None else [100.0]
-    values = GateRegistry(r.gate for r in reconcilers).resolve([("test", gates or {})])
+    values = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("test", gates or {})])
     runner = QoSRunner(
         list(reconcilers), gates=values, snapshots=FixedSnapshots(snap or snapshot(pods=(pod("a"), pod("b"), pod("c")))),
         store=store, executor=recorder, evictions=EvictionGuard(backend, cooldown_s=60, clock=lambda: t[0]),
