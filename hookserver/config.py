@@ -49,6 +49,9 @@ class HookServerSettings(_Frozen):
     breaker_trip_after: int = Field(default=3, ge=1, le=1000)
     breaker_stuck_ms: float = Field(default=500.0, gt=0, le=60000)
     breaker_cool_down_s: float = Field(default=30.0, gt=0, le=3600)
+    # koordlet's --disable-unset-cpu-quota: keep the CFS quota of pods koord-scheduler bound to a cpuset
+    # (CPUSetAllocator unsets it by default, koordinator#489).
+    disable_unset_cpu_quota: bool = False
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:

@@ -62,6 +62,8 @@ from qos.reconciler import Reconciler as QoSReconciler
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
+from hookserver.system.topology import CpuInfo, read_cpu_topology
+from hookserver.errors import SystemFileError
 from qos.burst_metrics import BurstMetricsCollector
 from qos.debug import QoSProviders
 from qos.kernel_readers import KernelReader
@@ -88,6 +90,16 @@ def resolve_feature_gates(settings: Settings) -> tuple[list[QoSReconciler], Gate
     return reconcilers, gate_registry(reconcilers, also=hook_gates).resolve(settings.gate_layers())
 
 
+def _node_cpus(roots: SystemRoots) -> tuple[CpuInfo, ...]:
+    """The node's CPUs from sysfs, read once at start (CPUSetAllocator's share pool and bound-cpuset check).
+    Unreadable: none, said once; the hook then pins only scheduler-bound pods and reports the rest."""
+    try:
+        return read_cpu_topology(roots)
+    except SystemFileError as exc:
+        log.warning("CPU topology unreadable (%s): CPUSetAllocator will not compute the LS share pool", exc)
+        return ()
+
+
 class Daemon:
     def __init__(self, settings: Settings, *, koordlet_args: KoordletArgs | None = None) -> None:
         self.settings = settings
@@ -105,7 +117,10 @@ class Daemon:
         )
         self.health = HealthState(required=("proxy", "debug"))
         self.executor = build_executor(settings.cgroup, store=self.store, roots=self.roots, metrics=self.metrics)
-        self.registry = HookRegistry(default_plugins(self.gates.enabled))  # type: ignore[arg-type]
+        self.cpus = _node_cpus(self.roots)
+        self.registry = HookRegistry(default_plugins(  # type: ignore[arg-type]
+            self.gates.enabled, cpus=self.cpus, unset_cpu_quota=not settings.hook.disable_unset_cpu_quota,
+        ))
         self.registry.disable(settings.hook.disable_stages)
         self.policy = FailurePolicy(settings.hook.failure_policy)
         hook = settings.hook
@@ -296,7 +311,8 @@ class Daemon:
         reconcilers, gates = self.qos_reconcilers, self.gates
         # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens. With
         # BatchResource=false the hook writes nothing, so it owns nothing.
-        hooks = ["batchresource"] if "BatchResource" in self.registry.plugins and gates.enabled("BatchResource") else []
+        hooks = [owner for plugin, owner in (("BatchResource", "batchresource"), ("CPUSetAllocator", "CPUSetAllocator"))
+                 if plugin in self.registry.plugins and gates.enabled(plugin)]
         self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
         view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver,

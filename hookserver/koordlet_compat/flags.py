@@ -175,6 +175,7 @@ _FLAGS: list[KoordletFlag] = [
     _mapped("runtime-hooks-host-endpoint", "string", "hook.host_endpoint"),
     _mapped("runtime-hooks-config-path", "string", "hook.registration_dir"),
     _mapped("runtime-hooks-failure-policy", "string", "hook.failure_policy"),
+    _mapped("disable-unset-cpu-quota", "bool", "hook.disable_unset_cpu_quota"),
     _mapped("runtime-hooks-disable-stages", "list", "hook.disable_stages", _stages),
     _mapped("enable-nri-runtime-hook", "bool", "nri.enabled"),
     _mapped("runtime-hooks-nri-socket-path", "string", "nri.socket", _nri_socket),
@@ -189,7 +190,6 @@ _FLAGS: list[KoordletFlag] = [
               "per-hook policy: under Fail the chain stops at the first failing hook"),
     *_ignored("runtime-hooks-nri-backoff-factor", "float", "hookserver's NRI backoff doubles"),
     *_ignored("runtime-hooks-nri-backoff-steps", "int", "hookserver's NRI backoff never gives up"),
-    *_ignored("disable-unset-cpu-quota", "bool", "no CPUSetAllocator hook here"),
     # prediction
     _mapped("prediction-checkpoint-filepath", "string", "predictor.koordlet_checkpoint_dir"),
     _mapped("prediction-cold-start-duration", "duration", "predictor.cold_start_duration_s", _seconds),
