@@ -63,6 +63,7 @@ from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
 from hookserver.system.topology import CpuInfo, read_cpu_topology
+from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher, TopologySink
 from hookserver.errors import SystemFileError
 from qos.burst_metrics import BurstMetricsCollector
 from qos.debug import QoSProviders
@@ -86,7 +87,7 @@ def resolve_feature_gates(settings: Settings) -> tuple[list[QoSReconciler], Gate
     koordlet's catalog is accepted, not implemented; any other name raises ConfigError."""
     reconcilers = build_reconcilers(settings.qos)
     catalog = {g.name: g for g in koordlet_catalog()}
-    hook_gates = [catalog[name] for name in plugin_gates()]
+    hook_gates = [catalog[name] for name in (*plugin_gates(), "NodeTopologyReport")]
     return reconcilers, gate_registry(reconcilers, also=hook_gates).resolve(settings.gate_layers())
 
 
@@ -153,6 +154,9 @@ class Daemon:
         if settings.capacity.enabled:
             self.capacity = self._build_capacity(settings)
             self.health.add_liveness_check("capacity", self.capacity.hung)
+        self.topology: TopologyPublisher | None = None
+        if settings.topology.enabled:
+            self.topology = self._build_topology(settings)
         self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
@@ -190,6 +194,9 @@ class Daemon:
         if self.capacity is not None:
             capacity = self.capacity
             providers["capacity"] = lambda args: capacity.view()
+        if self.topology is not None:
+            topology = self.topology
+            providers["topology"] = lambda args: topology.view()
         providers["version"] = lambda args: server_version(
             node=settings.node_name, started_at=self.started_at,
             nri_status=self.nri.status() if self.nri is not None else None,
@@ -279,6 +286,26 @@ class Daemon:
             store=self.store, settings=cs, sink=sink, standalone=standalone, prod_reclaimable=self._prod_reclaimable,
             disabled_collectors=self._disabled_collectors, koord_manager_evidence=self._koord_manager_evidence,
             nodemetric=keeper, ready=self.informer.first_sync_done, document_path=document, metrics=metrics,
+        )
+
+    def _build_topology(self, settings: Settings) -> TopologyPublisher:
+        """The NodeResourceTopology report: to the apiserver through the informer's server-side-apply writer
+        when there is one and the NodeTopologyReport gate is on (koordlet's default), else to the state dir."""
+        ts = settings.topology
+        transport = self.informer.transport
+        document = os.path.join(settings.state_dir, ts.document_file)
+        sink: TopologySink
+        if transport is None or self.informer.mode == "standalone" or not self.gates.enabled("NodeTopologyReport"):
+            sink = LocalTopologySink(document)
+        else:
+            from hookserver.informer.nrt import NodeResourceTopologyWriter
+
+            sink = NodeResourceTopologyWriter(transport, node_name=settings.node_name,
+                                              field_manager=ts.field_manager, timeout_s=ts.write_timeout_s)
+        return TopologyPublisher(
+            store=self.store, roots=self.roots, node_name=settings.node_name, sink=sink, interval_s=ts.interval_s,
+            kubelet_cpu_manager_policy=ts.kubelet_cpu_manager_policy, document_path=document,
+            ready=self.informer.first_sync_done,
         )
 
     def _prod_reclaimable(self) -> Pair | None:
@@ -439,6 +466,8 @@ class Daemon:
                 tasks.spawn("capacity", self.capacity.run(stop))
             if self.settings.qos.enabled:
                 tasks.spawn("qos", self.qos.run(stop))
+            if self.topology is not None:
+                tasks.spawn("topology", self.topology.run(stop))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",
                 __version__, self.proxy.address, ",".join(self.registry.stage_names()), self.debug.address,

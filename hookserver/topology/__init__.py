@@ -21,6 +21,7 @@ from hookserver.topology.annotations import (
     pod_cpuset,
 )
 from hookserver.topology.pools import CpuPools, SharePool, compute_pools
+from hookserver.topology.report import NRT_API_VERSION, NRT_KIND, build_report, canonical, logical_cores
 
 __all__ = [
     "ANNOTATION_CPU_BASIC_INFO",
@@ -33,8 +34,13 @@ __all__ = [
     "ANNOTATION_NODE_SYSTEM_QOS_RESOURCE",
     "ANNOTATION_RESOURCE_STATUS",
     "CpuPools",
+    "NRT_API_VERSION",
+    "NRT_KIND",
     "ResourceStatusError",
     "SharePool",
+    "build_report",
+    "canonical",
     "compute_pools",
+    "logical_cores",
     "pod_cpuset",
 ]
