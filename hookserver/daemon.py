@@ -338,8 +338,9 @@ class Daemon:
         reconcilers, gates = self.qos_reconcilers, self.gates
         # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens. With
         # BatchResource=false the hook writes nothing, so it owns nothing.
-        hooks = [owner for plugin, owner in (("BatchResource", "batchresource"), ("CPUSetAllocator", "CPUSetAllocator"))
-                 if plugin in self.registry.plugins and gates.enabled(plugin)]
+        hooks = [owner for plugin, owner in (("BatchResource", "batchresource"), ("CPUSetAllocator", "CPUSetAllocator"),
+                                             ("CPUNormalization", "CPUNormalization"))
+                 if plugin in self.registry.plugins and getattr(self.registry.plugins[plugin], "enabled", False)]
         self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
         view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver,

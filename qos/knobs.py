@@ -22,6 +22,8 @@ The decisions (and why):
 * CPUSetAllocator (the hook) owns LSE/LSR/LS/SYSTEM containers' `cpuset.cpus` (the scheduler's CPUs or the
   share pool) and LSE/LSR pods' and containers' `cpu.cfs_quota_us` (unset for a cpuset pod, koordinator#489);
   BE cpusets stay CPU suppress's, LS quota CPU burst's.
+* CPUNormalization (the hook) owns LS pods' and containers' `cpu.cfs_quota_us` only while CPU burst's gate is
+  off (it stands down otherwise, koordinator#2306), so the two claims never meet in one running agent.
 * GroupIdentity owns `cpu.bvt_warp_ns` everywhere and BE pods' `cpu.idle` (never the tier's: koordinator#2732).
 * memory QoS owns memory.min/low/high and the Anolis wmark/priority/oom files at every level and class.
 * system config owns the vm sysctls; resctrl the three resctrl groups; blkio the BE tier's and BE pods'
@@ -82,6 +84,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
                  *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",))),
     "CPUSetAllocator": (*_claims(("cpuset.cpus",), ("container",), ("LSE", "LSR", "LS", "SYSTEM")),
                         *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LSE", "LSR"))),
+    "CPUNormalization": _claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",)),
     "GroupIdentity": (*_claims(("cpu.bvt_warp_ns",), ("tier", "pod", "container"), ("*",)),
                       KnobClaim("cpu.idle", "pod", "BE")),
     "MemoryQoS": _claims(_MEMORY_QOS_FILES, ("tier", "pod", "container"), ("*",)),

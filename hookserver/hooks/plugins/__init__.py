@@ -3,16 +3,17 @@
 from collections.abc import Callable
 
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
+from hookserver.hooks.plugins.cpunormalization import CPUNormalizationPlugin
 from hookserver.hooks.plugins.cpuset import CPUSetAllocatorPlugin
 from hookserver.system.topology import CpuInfo
 
-__all__ = ["BatchResourcePlugin", "CPUSetAllocatorPlugin", "default_plugins", "plugin_gates"]
+__all__ = ["BatchResourcePlugin", "CPUNormalizationPlugin", "CPUSetAllocatorPlugin", "default_plugins", "plugin_gates"]
 
 
 def plugin_gates() -> list[str]:
     """The koordlet runtime-hook gates the default plugins implement (registered as implemented, so a
     `BatchResource=false` is honoured rather than reported as not implemented)."""
-    return [BatchResourcePlugin.feature_gate, CPUSetAllocatorPlugin.feature_gate]
+    return [BatchResourcePlugin.feature_gate, CPUSetAllocatorPlugin.feature_gate, CPUNormalizationPlugin.feature_gate]
 
 
 def default_plugins(
@@ -29,8 +30,13 @@ def default_plugins(
     def on(name: str) -> bool:
         return True if gate_enabled is None else gate_enabled(name)
 
+    # CPUNormalization is off by default (koordlet's default) and stands down while CPUBurst owns LS quota
+    # (koordinator#2306/#3176): with no gate values it is built off.
+    normalization = gate_enabled is not None and gate_enabled("CPUNormalization") and not gate_enabled("CPUBurst")
+
     return [
         BatchResourcePlugin(enabled=on(BatchResourcePlugin.feature_gate)),
+        CPUNormalizationPlugin(enabled=normalization),
         CPUSetAllocatorPlugin(
             enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota
         ),
