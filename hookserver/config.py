@@ -49,6 +49,9 @@ class HookServerSettings(_Frozen):
     breaker_trip_after: int = Field(default=3, ge=1, le=1000)
     breaker_stuck_ms: float = Field(default=500.0, gt=0, le=60000)
     breaker_cool_down_s: float = Field(default=30.0, gt=0, le=3600)
+    # koordlet's --disable-unset-cpu-quota: keep the CFS quota of pods koord-scheduler bound to a cpuset
+    # (CPUSetAllocator unsets it by default, koordinator#489).
+    disable_unset_cpu_quota: bool = False
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:
@@ -120,6 +123,19 @@ class ReconcilerSettings(_Frozen):
     gc_grace_s: float = Field(default=60.0, ge=0)
 
 
+class TopologySettings(_Frozen):
+    """The NodeResourceTopology report (hookserver.topology.publisher; koordlet's NodeTopologyReport)."""
+
+    enabled: bool = True
+    # koordlet's --node-topology-sync-interval is 3 s; an unchanged document costs no write either way.
+    interval_s: float = Field(default=10.0, gt=0, le=3600)
+    # What `kubelet.koordinator.sh/cpu-manager-policy` says; hookserver does not read the kubelet's /configz.
+    kubelet_cpu_manager_policy: Literal["none", "static"] = "none"
+    document_file: str = "noderesourcetopology.json"
+    field_manager: str = "hookserver"
+    write_timeout_s: float = Field(default=10.0, gt=0, le=120)
+
+
 class Settings(_Frozen):
     standalone: bool = False
     node_name: str = Field(default_factory=lambda: os.environ.get("NODE_NAME", "") or os.uname().nodename)
@@ -140,6 +156,7 @@ class Settings(_Frozen):
     qos: QoSSettings = QoSSettings()
     reconciler: ReconcilerSettings = ReconcilerSettings()
     capacity: CapacitySettings = CapacitySettings()
+    topology: TopologySettings = TopologySettings()
     # koordlet's --feature-gates: `Name=true,...` or a mapping. Values are checked here, names by the QoS
     # gate registry at startup (it knows which gates exist).
     feature_gates: dict[str, bool] = Field(default_factory=dict)

@@ -62,6 +62,9 @@ from qos.reconciler import Reconciler as QoSReconciler
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
+from hookserver.system.topology import CpuInfo, read_cpu_topology
+from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher, TopologySink
+from hookserver.errors import SystemFileError
 from qos.burst_metrics import BurstMetricsCollector
 from qos.debug import QoSProviders
 from qos.kernel_readers import KernelReader
@@ -84,8 +87,18 @@ def resolve_feature_gates(settings: Settings) -> tuple[list[QoSReconciler], Gate
     koordlet's catalog is accepted, not implemented; any other name raises ConfigError."""
     reconcilers = build_reconcilers(settings.qos)
     catalog = {g.name: g for g in koordlet_catalog()}
-    hook_gates = [catalog[name] for name in plugin_gates()]
+    hook_gates = [catalog[name] for name in (*plugin_gates(), "NodeTopologyReport")]
     return reconcilers, gate_registry(reconcilers, also=hook_gates).resolve(settings.gate_layers())
+
+
+def _node_cpus(roots: SystemRoots) -> tuple[CpuInfo, ...]:
+    """The node's CPUs from sysfs, read once at start (CPUSetAllocator's share pool and bound-cpuset check).
+    Unreadable: none, said once; the hook then pins only scheduler-bound pods and reports the rest."""
+    try:
+        return read_cpu_topology(roots)
+    except SystemFileError as exc:
+        log.warning("CPU topology unreadable (%s): CPUSetAllocator will not compute the LS share pool", exc)
+        return ()
 
 
 class Daemon:
@@ -105,7 +118,10 @@ class Daemon:
         )
         self.health = HealthState(required=("proxy", "debug"))
         self.executor = build_executor(settings.cgroup, store=self.store, roots=self.roots, metrics=self.metrics)
-        self.registry = HookRegistry(default_plugins(self.gates.enabled))  # type: ignore[arg-type]
+        self.cpus = _node_cpus(self.roots)
+        self.registry = HookRegistry(default_plugins(  # type: ignore[arg-type]
+            self.gates.enabled, cpus=self.cpus, unset_cpu_quota=not settings.hook.disable_unset_cpu_quota,
+        ))
         self.registry.disable(settings.hook.disable_stages)
         self.policy = FailurePolicy(settings.hook.failure_policy)
         hook = settings.hook
@@ -138,6 +154,9 @@ class Daemon:
         if settings.capacity.enabled:
             self.capacity = self._build_capacity(settings)
             self.health.add_liveness_check("capacity", self.capacity.hung)
+        self.topology: TopologyPublisher | None = None
+        if settings.topology.enabled:
+            self.topology = self._build_topology(settings)
         self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         qos_providers = QoSProviders(
             self.qos, snapshot=self.qos_snapshots.build,
@@ -175,6 +194,9 @@ class Daemon:
         if self.capacity is not None:
             capacity = self.capacity
             providers["capacity"] = lambda args: capacity.view()
+        if self.topology is not None:
+            topology = self.topology
+            providers["topology"] = lambda args: topology.view()
         providers["version"] = lambda args: server_version(
             node=settings.node_name, started_at=self.started_at,
             nri_status=self.nri.status() if self.nri is not None else None,
@@ -266,6 +288,26 @@ class Daemon:
             nodemetric=keeper, ready=self.informer.first_sync_done, document_path=document, metrics=metrics,
         )
 
+    def _build_topology(self, settings: Settings) -> TopologyPublisher:
+        """The NodeResourceTopology report: to the apiserver through the informer's server-side-apply writer
+        when there is one and the NodeTopologyReport gate is on (koordlet's default), else to the state dir."""
+        ts = settings.topology
+        transport = self.informer.transport
+        document = os.path.join(settings.state_dir, ts.document_file)
+        sink: TopologySink
+        if transport is None or self.informer.mode == "standalone" or not self.gates.enabled("NodeTopologyReport"):
+            sink = LocalTopologySink(document)
+        else:
+            from hookserver.informer.nrt import NodeResourceTopologyWriter
+
+            sink = NodeResourceTopologyWriter(transport, node_name=settings.node_name,
+                                              field_manager=ts.field_manager, timeout_s=ts.write_timeout_s)
+        return TopologyPublisher(
+            store=self.store, roots=self.roots, node_name=settings.node_name, sink=sink, interval_s=ts.interval_s,
+            kubelet_cpu_manager_policy=ts.kubelet_cpu_manager_policy, document_path=document,
+            ready=self.informer.first_sync_done,
+        )
+
     def _prod_reclaimable(self) -> Pair | None:
         """The predictor's last published prod-reclaimable figure (mid capacity's input), None when none."""
         report = self.reporter.last_reclaimable if self.reporter is not None else None
@@ -296,7 +338,9 @@ class Daemon:
         reconcilers, gates = self.qos_reconcilers, self.gates
         # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens. With
         # BatchResource=false the hook writes nothing, so it owns nothing.
-        hooks = ["batchresource"] if "BatchResource" in self.registry.plugins and gates.enabled("BatchResource") else []
+        hooks = [owner for plugin, owner in (("BatchResource", "batchresource"), ("CPUSetAllocator", "CPUSetAllocator"),
+                                             ("CPUNormalization", "CPUNormalization"))
+                 if plugin in self.registry.plugins and getattr(self.registry.plugins[plugin], "enabled", False)]
         self.knob_owners = check_running_features(reconcilers, hooks)
         layout = self.executor.layout
         view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver,
@@ -423,6 +467,8 @@ class Daemon:
                 tasks.spawn("capacity", self.capacity.run(stop))
             if self.settings.qos.enabled:
                 tasks.spawn("qos", self.qos.run(stop))
+            if self.topology is not None:
+                tasks.spawn("topology", self.topology.run(stop))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",
                 __version__, self.proxy.address, ",".join(self.registry.stage_names()), self.debug.address,

@@ -65,6 +65,8 @@ RESCTRL_GROUPS = ("LSR", "LS", "BE")
 # Optional files probed once at the kubepods dir (their presence depends on the kernel).
 OPTIONAL_CGROUP_FILES = (
     ("cpu", "cpu.cfs_burst_us", "cpu.max.burst"),
+    ("cpu", "cpu.bvt_warp_ns", "cpu.bvt_warp_ns"),
+    ("cpu", "cpu.idle", "cpu.idle"),
     ("memory", "memory.min", "memory.min"),
     ("memory", "memory.low", "memory.low"),
     ("memory", "memory.high", "memory.high"),

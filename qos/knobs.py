@@ -19,6 +19,12 @@ The decisions (and why):
 * CPU burst owns LS containers' `cpu.cfs_burst_us` and LS pods' and containers' `cpu.cfs_quota_us`
   (quota burst scales them between base and ceiling). The kubelet sets that base at create time and does
   not rewrite it, so the only other writer is the kubelet's resize, which CPU burst reads as the new base.
+* CPUSetAllocator (the hook) owns LSE/LSR/LS/SYSTEM containers' `cpuset.cpus` (the scheduler's CPUs or the
+  share pool) and LSE/LSR pods' and containers' `cpu.cfs_quota_us` (unset for a cpuset pod, koordinator#489);
+  BE cpusets stay CPU suppress's, LS quota CPU burst's.
+* CPUNormalization (the hook) owns LS pods' and containers' `cpu.cfs_quota_us` only while CPU burst's gate is
+  off (it stands down otherwise, koordinator#2306), so the two claims never meet in one running agent.
+* GroupIdentity owns `cpu.bvt_warp_ns` everywhere and BE pods' `cpu.idle` (never the tier's: koordinator#2732).
 * memory QoS owns memory.min/low/high and the Anolis wmark/priority/oom files at every level and class.
 * system config owns the vm sysctls; resctrl the three resctrl groups; blkio the BE tier's and BE pods'
   throttles and cost.weight, and the root iocost files.
@@ -76,6 +82,11 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
                     *_claims(("cpuset.cpus",), ("tier", "pod", "container"), ("BE",))),
     "CPUBurst": (KnobClaim("cpu.cfs_burst_us", "container", "LS"),
                  *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",))),
+    "CPUSetAllocator": (*_claims(("cpuset.cpus",), ("container",), ("LSE", "LSR", "LS", "SYSTEM")),
+                        *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LSE", "LSR"))),
+    "CPUNormalization": _claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",)),
+    "GroupIdentity": (*_claims(("cpu.bvt_warp_ns",), ("tier", "pod", "container"), ("*",)),
+                      KnobClaim("cpu.idle", "pod", "BE")),
     "MemoryQoS": _claims(_MEMORY_QOS_FILES, ("tier", "pod", "container"), ("*",)),
     "SystemConfig": _claims(("vm.min_free_kbytes", "vm.watermark_scale_factor", "memcg_reaper.reap_background"), ("node",), ("*",)),
     "BlkIO": (*_claims(_BLKIO_THROTTLES, ("tier", "pod"), ("BE",)),

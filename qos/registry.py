@@ -11,6 +11,7 @@ from qos.blkio import BlkIO
 from qos.cpu_burst import CPUBurst
 from qos.cpu_evict import CPUEvict
 from qos.cpu_suppress import CPUSuppress
+from qos.group_identity import GroupIdentity
 from qos.gates import FeatureGate, GateRegistry
 from qos.memory_evict import MemoryEvict
 from qos.memory_qos import MemoryQoS
@@ -26,6 +27,8 @@ __all__ = ["RECONCILER_TYPES", "build_reconcilers", "gate_registry"]
 RECONCILER_TYPES: list[Callable[..., Reconciler]] = [CPUSuppress, CPUEvict, MemoryEvict]
 # Part 2 (issue 10): CPU burst, memory QoS (CgroupReconcile), system config, blkio, resctrl.
 RECONCILER_TYPES += [CPUBurst, MemoryQoS, SystemConfig, BlkIO, Resctrl]
+# Issue 20: CPU priority by class (bvt, or BE cpu.idle).
+RECONCILER_TYPES += [GroupIdentity]
 
 
 def build_reconcilers(

@@ -98,6 +98,10 @@ class VersionRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class TopologyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class DebugReply(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]

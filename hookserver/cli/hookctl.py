@@ -3,7 +3,7 @@
     hookctl [--socket PATH] status | pods | explain NS/NAME | events | writes   [-o json]
             slo | top [--window S] | metrics QUERY | nri
             predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric | capacity
-            qos | qos plan NAME [--slo FILE] | version
+            qos | qos plan NAME [--slo FILE] | topology | version
 
 Talks to the debug API on a unix socket (default /var/run/hookserver/debug.sock, or $HOOKCTL_SOCKET).
 Output is a table or `key: value` lines by default; `-o json` prints the server's JSON, indented with
@@ -24,6 +24,7 @@ from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render, render_nodemetric, render_predict, render_reclaimable, render_top
 from hookserver.debug.render_capacity import render_capacity
 from hookserver.debug.render_qos import render_qos, render_qos_plan
+from hookserver.debug.render_topology import render_topology
 from hookserver.errors import InputError
 
 __all__ = ["build_parser", "main"]
@@ -81,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan = qos_sub.add_parser("plan", parents=[output], help="what a reconciler would do now, without doing it")
     plan.add_argument("name", help="reconciler name (see `hookctl qos`)")
     plan.add_argument("--slo", default="", help="a NodeSLO or slo-controller-config file to plan under")
+    sub.add_parser("topology", parents=[output],
+                   help="the NodeResourceTopology report, the CPU share pools and the CPUs bound to pods")
     sub.add_parser("version", parents=[output], help="client and server versions and protocol versions")
     return parser
 
@@ -128,6 +131,7 @@ def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]
         "reclaimable": client.reclaimable,
         "nodemetric": client.nodemetric,
         "capacity": client.capacity,
+        "topology": client.topology,
         "qos": client.qos,
     }
     return simple[command]
@@ -165,6 +169,8 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None
         out.write(render_nodemetric(doc) + "\n")
     elif command == "capacity":
         out.write(render_capacity(doc) + "\n")
+    elif command == "topology":
+        out.write(render_topology(doc) + "\n")
     elif command == "qos":
         out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:

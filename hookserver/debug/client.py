@@ -102,6 +102,9 @@ class DebugClient:
     def capacity(self) -> str:
         return self._call("Capacity", debug_pb2.CapacityRequest())
 
+    def topology(self) -> str:
+        return self._call("Topology", debug_pb2.TopologyRequest())
+
     def qos(self) -> str:
         return self._call("Qos", debug_pb2.QosRequest())
 

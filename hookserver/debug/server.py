@@ -56,6 +56,7 @@ _MISSING: Mapping[str, str] = {
     "qos_plan": "the QoS reconcilers are not running (no 'qos_plan' provider is registered)",
     "version": "no 'version' provider is registered",
     "capacity": "the capacity publisher is not running (capacity.enabled: false)",
+    "topology": "the NodeResourceTopology report is not running (topology.enabled: false)",
 }
 PROVIDER_NAMES = frozenset(_MISSING)
 
@@ -154,6 +155,9 @@ class _Servicer:
 
     def Capacity(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "Capacity", lambda: self._provide("capacity", {}))
+
+    def Topology(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "Topology", lambda: self._provide("topology", {}))
 
     def Qos(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "Qos", lambda: self._provide("qos", {}))

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from hookserver.debug.cpu_sources import cpu_sources
 from hookserver.debug.encoding import format_age, format_ts
 from hookserver.errors import InputError
 from hookserver.store.audit import DecisionRecord, HookEventRecord, WriteRecord
@@ -204,10 +205,12 @@ def explain_view(store: StateStore, namespace: str, name: str) -> dict[str, Any]
     if pod is not None:  # started containers the informer lists (pods whose hooks ran elsewhere, or never)
         containers += [name for name in pod.container_ids if name not in containers]
     recent = [e for e in store.audit.events() if e.pod_key == key][-_EXPLAIN_EVENTS:]
+    writes = _writes_for_uid(store.audit.writes(), uid)
     return {
         "pod": _pod_section(pod, containers, store.clock()),
         "decisions": _group_decisions(records),
-        "writes": [write_row(w) for w in _writes_for_uid(store.audit.writes(), uid)],
+        "cpu": cpu_sources(records, writes),
+        "writes": [write_row(w) for w in writes],
         "events": [event_row(e) for e in recent],
     }
 

@@ -175,6 +175,8 @@ _FLAGS: list[KoordletFlag] = [
     _mapped("runtime-hooks-host-endpoint", "string", "hook.host_endpoint"),
     _mapped("runtime-hooks-config-path", "string", "hook.registration_dir"),
     _mapped("runtime-hooks-failure-policy", "string", "hook.failure_policy"),
+    _mapped("disable-unset-cpu-quota", "bool", "hook.disable_unset_cpu_quota"),
+    _mapped("node-topology-sync-interval", "duration", "topology.interval_s", _seconds),
     _mapped("runtime-hooks-disable-stages", "list", "hook.disable_stages", _stages),
     _mapped("enable-nri-runtime-hook", "bool", "nri.enabled"),
     _mapped("runtime-hooks-nri-socket-path", "string", "nri.socket", _nri_socket),
@@ -189,7 +191,6 @@ _FLAGS: list[KoordletFlag] = [
               "per-hook policy: under Fail the chain stops at the first failing hook"),
     *_ignored("runtime-hooks-nri-backoff-factor", "float", "hookserver's NRI backoff doubles"),
     *_ignored("runtime-hooks-nri-backoff-steps", "int", "hookserver's NRI backoff never gives up"),
-    *_ignored("disable-unset-cpu-quota", "bool", "no CPUSetAllocator hook here"),
     # prediction
     _mapped("prediction-checkpoint-filepath", "string", "predictor.koordlet_checkpoint_dir"),
     _mapped("prediction-cold-start-duration", "duration", "predictor.cold_start_duration_s", _seconds),
@@ -230,7 +231,7 @@ _FLAGS: list[KoordletFlag] = [
     *_ignored("kubelet-read-only-port", "int", "see informer.kubelet_* settings"),
     *_ignored("kubelet-insecure-tls disable-query-kubelet-config enable-pod-taskids enable-node-metric-report "
               "xpu-enforce-collect-from-device-infos", "bool", "koordlet states-informer option"),
-    *_ignored("kubelet-sync-interval kubelet-sync-timeout report-interval node-topology-sync-interval", "duration",
+    *_ignored("kubelet-sync-interval kubelet-sync-timeout report-interval", "duration",
               "koordlet states-informer option"),
     *_ignored("enable-pagecache-collector enable-resctrl-collector", "bool", "collectors are set in collectors.*"),
     *_ignored("collect-res-used-interval collect-sys-metric-outdated-interval collect-node-cpu-info-interval "

@@ -180,6 +180,11 @@ class ResourceQOSStrategy(SLOModel):
             # anything else is left for validation to reject with its path
         return data
 
+    def be_sched_idle(self) -> bool:
+        """koordlet's core-sched `IsCPUIdle` for the BE class: `cpuPolicy: coreSched` and beClass `schedIdle: 1`
+        (BE pods' cgroups get cpu.idle=1, and then their cpu.shares cannot be written)."""
+        return self.policies.cpu_policy == "coreSched" and self.be_class.cpu_qos.sched_idle == 1
+
     def for_class(self, qos: str) -> ResourceQOS | None:
         """The class config for a koordinator.sh/qosClass value (LSE shares LSR's, as in Koordinator)."""
         return {

@@ -39,13 +39,14 @@ def test_gate_off_passes_every_stage_through_untouched() -> None:
         # ... and each answers with no value, saying why
         assert (out.resources.cpu_shares, out.resources.cpu_quota_us, out.resources.memory_limit_bytes) == (
             None, None, None), stage
-        assert [o.result.reason for o in out.outcomes] == ["feature gate BatchResource is off"]
+        batch = [o for o in out.outcomes if o.plugin == "BatchResource"]
+        assert [o.result.reason for o in batch if o.result is not None] == ["feature gate BatchResource is off"]
 
 
 def test_the_daemon_registers_the_gate_and_honours_false(tmp_path: Path) -> None:
     from hookserver.daemon import Daemon
 
-    assert plugin_gates() == ["BatchResource"]
+    assert plugin_gates() == ["BatchResource", "CPUSetAllocator", "CPUNormalization"]
     (tmp_path / "cg").mkdir()
     settings = load_settings(overrides={
         "standalone": True, "state_dir": str(tmp_path / "state"), "feature_gates": "BatchResource=false",

@@ -3,21 +3,41 @@
 from collections.abc import Callable
 
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
+from hookserver.hooks.plugins.cpunormalization import CPUNormalizationPlugin
+from hookserver.hooks.plugins.cpuset import CPUSetAllocatorPlugin
+from hookserver.system.topology import CpuInfo
 
-__all__ = ["BatchResourcePlugin", "default_plugins", "plugin_gates"]
+__all__ = ["BatchResourcePlugin", "CPUNormalizationPlugin", "CPUSetAllocatorPlugin", "default_plugins", "plugin_gates"]
 
 
 def plugin_gates() -> list[str]:
     """The koordlet runtime-hook gates the default plugins implement (registered as implemented, so a
     `BatchResource=false` is honoured rather than reported as not implemented)."""
-    return [BatchResourcePlugin.feature_gate]
+    return [BatchResourcePlugin.feature_gate, CPUSetAllocatorPlugin.feature_gate, CPUNormalizationPlugin.feature_gate]
 
 
-def default_plugins(gate_enabled: Callable[[str], bool] | None = None) -> list[object]:
+def default_plugins(
+    gate_enabled: Callable[[str], bool] | None = None,
+    *,
+    cpus: tuple[CpuInfo, ...] = (),
+    unset_cpu_quota: bool = True,
+) -> list[object]:
     """The plugins the daemon registers by default (koordlet's default gates that apply here), each told
-    whether its gate is on (all on when no gate values are given)."""
+    whether its gate is on (all on when no gate values are given). `cpus` is the node's CPU topology (the
+    share pool and the check of a bound cpuset need it); `unset_cpu_quota` is koordlet's
+    `--disable-unset-cpu-quota` negated."""
 
     def on(name: str) -> bool:
         return True if gate_enabled is None else gate_enabled(name)
 
-    return [BatchResourcePlugin(enabled=on(BatchResourcePlugin.feature_gate))]
+    # CPUNormalization is off by default (koordlet's default) and stands down while CPUBurst owns LS quota
+    # (koordinator#2306/#3176): with no gate values it is built off.
+    normalization = gate_enabled is not None and gate_enabled("CPUNormalization") and not gate_enabled("CPUBurst")
+
+    return [
+        BatchResourcePlugin(enabled=on(BatchResourcePlugin.feature_gate)),
+        CPUNormalizationPlugin(enabled=normalization),
+        CPUSetAllocatorPlugin(
+            enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota
+        ),
+    ]

@@ -12,6 +12,7 @@ Errors are never cached (an exception does not enter an lru_cache).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -92,7 +93,7 @@ class BatchResourcePlugin:
             return text
         suppress, ratio = _rule_inputs(view)
         decide = _pod_decision_cached if len(text) <= _CACHED_TEXT_BYTES else _pod_decision
-        return decide(text, suppress, ratio)
+        return _idle_aware(decide(text, suppress, ratio), view)
 
     def pre_create_container(self, request: ContainerRequest, view: NodeView) -> HookResult:
         return self._container(request, view)
@@ -108,7 +109,19 @@ class BatchResourcePlugin:
             return text
         suppress, ratio = _rule_inputs(view)
         decide = _container_decision_cached if len(text) <= _CACHED_TEXT_BYTES else _container_decision
-        return decide(text, request.name, suppress, ratio)
+        return _idle_aware(decide(text, request.name, suppress, ratio), view)
+
+
+def _idle_aware(result: HookResult, view: NodeView) -> HookResult:
+    """While the NodeSLO chooses BE cpu.idle (GroupIdentity sets it on BE pods), BE shares are left alone: the
+    kernel refuses cpu.shares on an idle group (koordinator#2732), and an idle group's weight is not used."""
+    if not result.applied or result.resources.cpu_shares is None or not view.node_slo.resource_qos_strategy.be_sched_idle():
+        return result
+    return HookResult(
+        resources=dataclasses.replace(result.resources, cpu_shares=None), envs=result.envs,
+        reason=result.reason + "; shares left alone: BE cpu.idle chosen (cpuPolicy coreSched, schedIdle 1)",
+        inputs=result.inputs,
+    )
 
 
 def _be_spec_text(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | HookResult:

@@ -1,0 +1,171 @@
+"""CPUSetAllocator: containers' cpusets from koord-scheduler's allocation, LS containers in the share pool.
+
+koordlet's hook (`pkg/koordlet/runtimehooks/hooks/cpuset/{cpuset,rule}.go`), decided the same way:
+
+* a pod whose `scheduling.koordinator.sh/resource-status` names a `cpuset` (koord-scheduler writes it for
+  LSE and LSR pods) gets exactly those CPUs in every container, init containers included (koordlet's hook runs
+  on every CreateContainer and its reconciler on every container status, init ones too), and its CFS quota
+  unset (-1, pod and containers: koordinator#489, throttling inside an exclusive cpuset is pure loss) unless
+  `hook.disable_unset_cpu_quota` (koordlet's `--disable-unset-cpu-quota`) is set;
+* LS pods, SYSTEM pods (the node's system-qos cpuset when it has one) and pods without a QoS label outside the
+  kubelet's besteffort tier get the LS share pool: every online CPU minus the bound ones, the node's reserved
+  CPUs and exclusive SYSTEM CPUs (`hookserver.topology.pools`, the pool the NRT report publishes);
+* BE containers are left alone: CPU suppress owns every BE cpuset (`qos/knobs.py`).
+
+A resource-status that does not decode, or names CPUs this node does not have online, is an error the audit
+shows (`hookctl explain`) but not a hook failure: the container is still created, unpinned, under either
+failure policy, because a runtime that refuses the container helps nobody and the kernel would refuse the
+cpuset anyway. An LSE/LSR pod without a cpuset gets the share pool (koordlet's rule for an unbound pod under
+the kubelet's `none` policy) and the audit says it was not bound.
+
+Not `pure_decision`: the share pool depends on the other pods. The pools are computed once per store pod map
+and node (identity), so a call costs a dict lookup and a small join.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, Resources
+from hookserver.hooks.outcome import HookResult
+from hookserver.system.cpulist import format_cpu_list
+from hookserver.system.topology import CpuInfo
+from hookserver.topology import ANNOTATION_RESOURCE_STATUS, CpuPools, ResourceStatusError, compute_pools, pod_cpuset
+from hookserver.view import NodeView
+
+__all__ = ["CPUSetAllocatorPlugin"]
+
+_GATE_OFF = HookResult.skip("feature gate CPUSetAllocator is off")
+_BE = HookResult.skip("BE container: its cpuset is CPU suppress's")
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class CPUSetAllocatorPlugin:
+    name = "CPUSetAllocator"
+    feature_gate = "CPUSetAllocator"
+    pure_decision = False  # the LS share pool depends on every pod's allocation
+
+    def __init__(
+        self, *, enabled: bool = True, cpus: tuple[CpuInfo, ...] = (), unset_cpu_quota: bool = True
+    ) -> None:
+        self.enabled = enabled
+        self.cpus = cpus
+        self.unset_cpu_quota = unset_cpu_quota
+        self._online = frozenset(c.cpu for c in cpus if c.online)
+        self._lock = threading.Lock()
+        self._memo: tuple[object, object, CpuPools] | None = None
+
+    # -- pools ----------------------------------------------------------------------------------
+    def pools(self, view: NodeView) -> CpuPools:
+        """The pools for this view's pods and node, computed once per (pod map, node) identity."""
+        memo = self._memo
+        if memo is not None and memo[0] is view.pods and memo[1] is view.node:
+            return memo[2]
+        annotations = view.node.annotations if view.node is not None else _EMPTY
+        pools = compute_pools(self.cpus, view.pods, annotations)
+        with self._lock:
+            self._memo = (view.pods, view.node, pools)
+        return pools
+
+    # -- stages ---------------------------------------------------------------------------------
+    def pre_run_pod_sandbox(self, request: PodRequest, view: NodeView) -> HookResult:
+        if not self.enabled:
+            return _GATE_OFF
+        try:
+            bound = pod_cpuset(request.annotations)
+        except ResourceStatusError as exc:
+            return _error(str(exc), "pod quota left as the kubelet set it")
+        if not bound:
+            return HookResult.skip("no cpuset in the pod's resource-status: pod quota untouched")
+        if not self.unset_cpu_quota:
+            return HookResult.skip("cpuset pod, but hook.disable_unset_cpu_quota keeps its CFS quota")
+        return HookResult(
+            resources=Resources(cpu_quota_us=-1),
+            reason=f"cpuset pod ({format_cpu_list(bound)}): pod CFS quota unset (-1), koordinator#489",
+            inputs=MappingProxyType({"resource-status": request.annotations.get(ANNOTATION_RESOURCE_STATUS, "")}),
+        )
+
+    def pre_create_container(self, request: ContainerRequest, view: NodeView) -> HookResult:
+        return self._container(request, view)
+
+    def pre_update_container_resources(self, request: ContainerRequest, view: NodeView) -> HookResult:
+        return self._container(request, view)
+
+    def _container(self, request: ContainerRequest, view: NodeView) -> HookResult:
+        if not self.enabled:
+            return _GATE_OFF
+        pod = request.pod
+        qos = QoSClass.from_labels(pod.labels)
+        if qos is QoSClass.BE:
+            return _BE
+        try:
+            bound = pod_cpuset(pod.annotations)
+        except ResourceStatusError as exc:
+            return _error(str(exc), "container left unpinned")
+        if bound:
+            return self._bound(request, qos, bound)
+        if qos is QoSClass.NONE and _besteffort_tier(pod, request):
+            return HookResult.skip("kube-BestEffort pod without a QoS label: its cpuset is CPU suppress's")
+        if qos is QoSClass.NONE and request.resources.cpuset_cpus:
+            return HookResult.skip("the kubelet chose this container's cpuset (static CPU manager): kept")
+        if not self._online:
+            return HookResult.skip("node CPU topology unknown: no share pool to pin to")
+        pools = self.pools(view)
+        if qos is QoSClass.SYSTEM and pools.system:
+            cpus, why = pools.system, "SYSTEM container: the node's system-qos cpuset"
+        else:
+            cpus = pools.ls_cpus
+            why = _share_pool_why(qos, pools)
+        if not cpus:
+            return _error("the LS share pool is empty (every CPU bound or reserved)", "container left unpinned")
+        inputs = {"share_pool": format_cpu_list(cpus)}
+        if qos in (QoSClass.LSE, QoSClass.LSR):
+            inputs["error"] = f"{qos.value} pod without a cpuset in {ANNOTATION_RESOURCE_STATUS}: not bound by koord-scheduler"
+            why = f"{qos.value} pod not bound (no cpuset in its resource-status): share pool, as koordlet does"
+        return HookResult(
+            resources=Resources(cpuset_cpus=format_cpu_list(cpus)),
+            reason=f"{why} -> cpuset {format_cpu_list(cpus)}",
+            inputs=MappingProxyType(inputs),
+        )
+
+    def _bound(self, request: ContainerRequest, qos: QoSClass, bound: frozenset[int]) -> HookResult:
+        text = format_cpu_list(bound)
+        if self._online and not bound <= self._online:
+            missing = format_cpu_list(bound - self._online)
+            return _error(
+                f"{ANNOTATION_RESOURCE_STATUS} cpuset {text} names CPUs this node does not have online ({missing}; "
+                f"online {format_cpu_list(self._online)})",
+                "container left unpinned",
+            )
+        quota = -1 if self.unset_cpu_quota else None
+        quota_why = "CFS quota unset (-1)" if quota == -1 else "CFS quota kept (hook.disable_unset_cpu_quota)"
+        return HookResult(
+            resources=Resources(cpuset_cpus=text, cpu_quota_us=quota),
+            reason=f"{qos.value or 'unlabelled'} pod bound by koord-scheduler: cpuset {text} from resource-status; {quota_why}",
+            inputs=MappingProxyType({"resource-status": request.pod.annotations.get(ANNOTATION_RESOURCE_STATUS, "")}),
+        )
+
+
+def _share_pool_why(qos: QoSClass, pools: CpuPools) -> str:
+    parts = [f"online {format_cpu_list(pools.online)}"]
+    bound = frozenset().union(*(c for _, c in pools.exclusive.values()))
+    if bound:
+        parts.append(f"minus bound {format_cpu_list(bound)} ({len(pools.exclusive)} pods)")
+    if pools.reserved:
+        parts.append(f"minus reserved {format_cpu_list(pools.reserved)}")
+    if pools.system:
+        parts.append(f"minus system-qos {format_cpu_list(pools.system)}")
+    return f"{qos.value or 'unlabelled'} container: LS share pool ({', '.join(parts)})"
+
+
+def _besteffort_tier(pod: PodRequest, request: ContainerRequest) -> bool:
+    """koordlet's `GetKubeQoSByCgroupParent`: the kubelet's besteffort tier in the cgroup parent."""
+    parent = request.cgroup_parent or pod.cgroup_parent
+    return "besteffort" in parent
+
+
+def _error(message: str, consequence: str) -> HookResult:
+    """Not applied, and said loudly: the audit's reason starts with `error:`; the container is still created."""
+    return HookResult(applied=False, reason=f"error: {message}; {consequence}", inputs=MappingProxyType({"error": message}))

@@ -1,0 +1,183 @@
+"""Publishes the node's NodeResourceTopology: gather (sysfs, the store's pods and Node), build the document
+(`hookserver.topology.report`), hand it to a sink, and only when its text changed.
+
+Sinks: the informer's server-side-apply writer (`hookserver.informer.nrt`, apiserver mode, with the
+`NodeTopologyReport` gate on) or `LocalTopologySink` (standalone, or the gate off: koordlet then keeps its NRT
+locally only). Whatever the sink, the last document, the pools and the last delivery are what `hookctl topology`
+shows, and `state_dir/noderesourcetopology.json` holds the document.
+
+Unchanged text is never re-sent (koordinator#2942). A failed delivery is retried at the next tick; its state is
+logged when it changes, not at every tick, so a missing CRD is one warning, and its recovery one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hookserver.aio.periodic import run_every
+from hookserver.errors import SystemFileError
+from hookserver.store.state import StateStore
+from hookserver.system.cpu_basic import read_cpu_basic_info
+from hookserver.system.roots import SystemRoots
+from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
+from hookserver.topology.pools import CpuPools, compute_pools
+from hookserver.topology.report import build_report, canonical
+
+__all__ = ["Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink", "write_json_atomically"]
+
+log = logging.getLogger(__name__)
+
+
+class Delivery(Protocol):
+    @property
+    def result(self) -> str: ...
+
+    @property
+    def detail(self) -> str: ...
+
+
+class TopologySink(Protocol):
+    target: str
+    where: str
+
+    def apply(self, document: Mapping[str, Any]) -> Delivery: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _LocalDelivery:
+    result: str
+    detail: str = ""
+
+
+def write_json_atomically(path: str, value: Any) -> str:
+    """Temporary file, fsync, rename. Returns "" or what failed."""
+    tmp = path + ".tmp"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(value, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return ""
+
+
+class LocalTopologySink:
+    """No apiserver (or the NodeTopologyReport gate off): the document goes to the state dir only."""
+
+    target = "file"
+
+    def __init__(self, path: str) -> None:
+        self.where = path
+
+    def apply(self, document: Mapping[str, Any]) -> Delivery:
+        problem = write_json_atomically(self.where, document)
+        return _LocalDelivery("error", problem) if problem else _LocalDelivery("ok")
+
+
+class TopologyPublisher:
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        roots: SystemRoots,
+        node_name: str,
+        sink: TopologySink,
+        interval_s: float = 10.0,
+        kubelet_cpu_manager_policy: str = "none",
+        document_path: str = "",
+        ready: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._roots = roots
+        self._node_name = node_name
+        self.sink = sink
+        self.interval_s = interval_s
+        self._policy = kubelet_cpu_manager_policy
+        self._document_path = document_path
+        self._ready = ready
+        self._clock = clock
+        self._sent = ""  # the text the sink last accepted
+        self._state = ("", "")
+        self.document: dict[str, Any] = {}
+        self.pools: CpuPools | None = None
+        self.writes = 0
+        self.ticks = 0
+        self.last_result = "pending"
+        self.last_detail = ""
+        self.last_write_at = 0.0
+
+    def tick(self) -> str:
+        """One round; returns the result: ok | unchanged | waiting | crd_missing | conflict | forbidden | error."""
+        self.ticks += 1
+        if not self._ready():
+            return self._record("waiting", "informer's first sync not done")
+        try:
+            cpus = read_cpu_topology(self._roots)
+            numa = read_numa_meminfo(self._roots)
+            basic = read_cpu_basic_info(self._roots)
+        except SystemFileError as exc:
+            return self._record("error", f"topology unreadable: {exc}")
+        snap = self._store.snapshot()
+        annotations = snap.node.annotations if snap.node is not None else {}
+        pools = compute_pools(cpus, snap.pods, annotations)
+        document = build_report(node_name=self._node_name, cpus=cpus, numa=numa, basic=basic, pools=pools,
+                                node_annotations=annotations, kubelet_cpu_manager_policy=self._policy)
+        self.document, self.pools = document, pools
+        text = canonical(document)
+        if text == self._sent:
+            return self._record("unchanged", "")
+        if self._document_path and self.sink.target != "file":
+            write_json_atomically(self._document_path, document)
+        delivery = self.sink.apply(document)
+        if delivery.result == "ok":
+            self._sent = text
+            self.writes += 1
+            self.last_write_at = self._clock()
+        return self._record(delivery.result, delivery.detail)
+
+    def _record(self, result: str, detail: str) -> str:
+        self.last_result, self.last_detail = result, detail
+        shown = "ok" if result == "unchanged" else result
+        state = (shown, detail if result not in ("ok", "unchanged") else "")
+        if state != self._state:
+            previous = self._state[0]
+            self._state = state
+            if result in ("ok", "unchanged"):
+                if previous and previous not in ("ok", "waiting"):
+                    log.info("NodeResourceTopology %s: delivered again (%s)", self._node_name, self.sink.where)
+            elif result != "waiting":
+                log.warning("NodeResourceTopology %s not delivered (%s): %s", self._node_name, result, detail)
+        return result
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async def tick() -> None:
+            await asyncio.to_thread(self.tick)
+
+        await run_every(self.interval_s, tick, stop, name="topology")
+
+    def view(self) -> dict[str, Any]:
+        """`hookctl topology`: the document, the pools and the last delivery."""
+        return {
+            "node": self._node_name,
+            "target": self.sink.target,
+            "where": self.sink.where,
+            "last_result": self.last_result,
+            "last_detail": self.last_detail,
+            "writes": self.writes,
+            "ticks": self.ticks,
+            "last_write_at": self.last_write_at,
+            "pools": self.pools.describe() if self.pools is not None else {},
+            "document": self.document,
+        }

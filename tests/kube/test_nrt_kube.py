@@ -1,0 +1,153 @@
+"""The NodeResourceTopology report against a real kube-apiserver (1.20): with the CRD missing (one warning, no
+storm), then installed (tests/kube/nrt/): the object created by server-side apply with koordinator's
+annotations and zones as the apiserver stores them, an unchanged document never re-sent, a change applied, and
+the manifest's ClusterRole enough for it (create, then patch) and nothing more (no delete, no read).
+
+The CRD is cluster-wide: these tests remove it first (to see it missing) and remove it again at the end if it
+was not there before."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hookserver.informer.nrt import NRT_RESOURCE_PATH, NodeResourceTopologyWriter
+from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+from hookserver.store import PodRecord, StateStore
+from hookserver.topology import ANNOTATION_RESOURCE_STATUS
+from hookserver.topology.publisher import TopologyPublisher
+from tests.kube.conftest import NodeFactory
+from tests.kube.kubehttp import KubeHttp
+from tests.kube.test_rbac import Agent, agent, koordinator_namespace  # noqa: F401 - fixtures
+from tests.topology.sysfs import two_sockets_two_numa_eight_cores_two_threads, write_tree
+
+CRD = Path(__file__).parent / "nrt" / "noderesourcetopologies.yaml"
+CRD_NAME = "noderesourcetopologies.topology.node.k8s.io"
+CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
+
+
+def _wait(what: str, ok: Any, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} not true after {timeout_s} s")
+        time.sleep(0.1)
+
+
+def _remove_crd(kube: KubeHttp) -> None:
+    if kube.get(CRD_PATH).status != 404:
+        kube.delete(CRD_PATH)
+    _wait("CRD gone", lambda: kube.get(CRD_PATH).status == 404)
+    _wait("NRT resource gone", lambda: kube.get(NRT_RESOURCE_PATH).status == 404)
+
+
+@pytest.fixture(scope="module")
+def crd_state(kube: KubeHttp) -> Iterator[dict[str, bool]]:
+    state = {"was_there": kube.get(CRD_PATH).ok}
+    yield state
+    if not state["was_there"]:
+        _remove_crd(kube)
+
+
+def _install_crd(kube: KubeHttp) -> None:
+    if kube.get(CRD_PATH).status == 404:
+        kube.must(kube.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(CRD.read_text())),
+                  "create NRT CRD")
+    _wait("NRT resource served", lambda: kube.get(NRT_RESOURCE_PATH).ok)
+
+
+class Recording:
+    def __init__(self, inner: ApiClientTransport) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    def request_json(self, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
+        self.calls += 1
+        return self.inner.request_json(method, path, body, **kwargs)
+
+
+def _publisher(tmp_path: Path, transport: Any, node: str, store: StateStore) -> TopologyPublisher:
+    roots = write_tree(tmp_path, *two_sockets_two_numa_eight_cores_two_threads(), smt=True)
+    writer = NodeResourceTopologyWriter(transport, node_name=node)
+    return TopologyPublisher(store=store, roots=roots, node_name=node, sink=writer)
+
+
+def test_missing_crd_is_one_warning(kube: KubeHttp, kube_kubeconfig: str, crd_state: dict[str, bool],
+                                    tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _remove_crd(kube)
+    transport = Recording(ApiClientTransport(load_client_configuration(kube_kubeconfig)))
+    publisher = _publisher(tmp_path, transport, "hookserver-e2e-nrt-missing", StateStore())
+    with caplog.at_level(logging.INFO, logger="hookserver.topology.publisher"):
+        assert [publisher.tick() for _ in range(5)] == ["crd_missing"] * 5
+    assert transport.calls == 5  # one request a round, no retries within it
+    assert len(caplog.records) == 1 and "not installed" in caplog.records[0].getMessage()
+    transport.inner.close()
+
+
+def test_the_report_is_created_kept_and_never_rewritten_unchanged(
+    kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
+) -> None:
+    _install_crd(kube)
+    node = kube_nodes.make("nrt")["metadata"]["name"]
+    path = f"{NRT_RESOURCE_PATH}/{node}"
+    transport = Recording(ApiClientTransport(load_client_configuration(kube_kubeconfig)))
+    store = StateStore()
+    publisher = _publisher(tmp_path, transport, node, store)
+    try:
+        assert publisher.tick() == "ok", publisher.last_detail
+        stored = kube.must(kube.get(path), "get NRT")
+        assert stored["topologyPolicies"] == ["None"]
+        assert stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "Koordinator"}
+        assert [z["name"] for z in stored["zones"]] == ["node-0", "node-1", "node-2", "node-3"]
+        assert stored["zones"][0]["resources"][0] == {"name": "cpu", "capacity": "16", "allocatable": "16", "available": "16"}
+        ann = stored["metadata"]["annotations"]
+        assert json.loads(ann["node.koordinator.sh/cpu-shared-pools"])[0] == {"socket": 0, "node": 0, "cpuset": "0-7,32-39"}
+        assert ann["node.koordinator.sh/pod-cpu-allocs"] == "null"
+        assert [m["manager"] for m in stored["metadata"]["managedFields"]] == ["hookserver"]
+        version = stored["metadata"]["resourceVersion"]
+        calls = transport.calls
+        assert [publisher.tick() for _ in range(3)] == ["unchanged"] * 3
+        assert transport.calls == calls  # nothing sent
+        assert kube.get(path).body["metadata"]["resourceVersion"] == version
+        store.upsert_pod(PodRecord(uid="u1", namespace="ns", name="lse", labels={"koordinator.sh/qosClass": "LSE"},
+                                   annotations={ANNOTATION_RESOURCE_STATUS: '{"cpuset":"0-1,32-33"}'}, phase="Running"))
+        assert publisher.tick() == "ok"
+        after = kube.get(path).body
+        assert after["metadata"]["resourceVersion"] != version
+        pools = json.loads(after["metadata"]["annotations"]["node.koordinator.sh/cpu-shared-pools"])
+        assert pools[0] == {"socket": 0, "node": 0, "cpuset": "2-7,34-39"}
+    finally:
+        kube.delete(path)
+        transport.inner.close()
+
+
+def test_the_clusterrole_allows_create_and_patch_and_nothing_else(
+    agent: Agent, kube: KubeHttp, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path  # noqa: F811
+) -> None:
+    _install_crd(kube)
+    node = kube_nodes.make("nrt-sa")["metadata"]["name"]
+    path = f"{NRT_RESOURCE_PATH}/{node}"
+    transport = ApiClientTransport(load_client_configuration(agent.kubeconfig))
+    store = StateStore()
+    publisher = _publisher(tmp_path, transport, node, store)
+    try:
+        assert publisher.tick() == "ok", publisher.last_detail  # the apply creates: authorized as create
+        store.upsert_pod(PodRecord(uid="u1", namespace="ns", name="lsr", labels={"koordinator.sh/qosClass": "LSR"},
+                                   annotations={ANNOTATION_RESOURCE_STATUS: '{"cpuset":"5"}'}, phase="Running"))
+        assert publisher.tick() == "ok", publisher.last_detail  # and changes: authorized as patch
+        assert "5" not in json.loads(kube.get(path).body["metadata"]["annotations"][
+            "node.koordinator.sh/cpu-shared-pools"])[0]["cpuset"].split(",")
+        sa = agent.client
+        assert sa.get(path).status == 403
+        assert sa.delete(path).status == 403
+        assert sa.get(NRT_RESOURCE_PATH).status == 403
+    finally:
+        kube.delete(path)
+        transport.close()
