@@ -154,7 +154,10 @@ def test_split_synchronize_loads_store_and_updates_running_be_containers(sock_di
             assert set(snap.pods) == {"uid-1", "uid-9"}
             assert set(snap.containers) == {"ctr-a", "ctr-b", "ctr-ls"}
             status = w.plugin.status()
-            assert status["sync"] == {"pods": 2, "containers": 4, "updates": 2, "chunks": 3}
+            sync = {k: status["sync"][k] for k in ("pods", "containers", "updates", "chunks", "complete", "handed_to_reconciler")}
+            assert sync == {
+                "pods": 2, "containers": 4, "updates": 2, "chunks": 3, "complete": True, "handed_to_reconciler": 0
+            }
 
     run(body())
 
