@@ -202,13 +202,14 @@ class PluginService:
         if done.done() and not done.cancelled() and done.exception() is not None:
             error = f"internal error: {done.exception()}"
         progress = work.progress
+        pending = progress.pending({p.uid for p in pods if p.uid})  # before the copy (see `pending`)
         updates = list(progress.updates)
-        self._sync_finished(progress, updates, pods, len(containers), started, error, budget * 1000)
+        self._sync_finished(progress, updates, pending, pods, len(containers), started, error, budget * 1000)
         loop.call_soon(work.reply_sent.set)  # runs once this task has handed the reply to the socket
         return b"".join(updates)  # SynchronizeResponse{update: ...}, more=false (the default, not encoded)
 
     def _sync_finished(
-        self, progress: SyncProgress, updates: list[bytes], pods: list[nri_pb2.PodSandbox],
+        self, progress: SyncProgress, updates: list[bytes], pending: set[str], pods: list[nri_pb2.PodSandbox],
         containers: int, started: float, error: str, budget_ms: float,
     ) -> None:
         """Status, audit, metric and the hand-over of what is left to the reconciler."""
@@ -218,8 +219,6 @@ class PluginService:
         st.errors += progress.skipped
         st.rejections += progress.rejected
         st.sync_ms = round((time.perf_counter() - started) * 1000, 1)
-        # Cut off before the updates were even being decided (still learning): every pod is left.
-        pending = set(progress.pending) if progress.answered else {p.uid for p in pods if p.uid}
         complete = progress.answered and not pending
         st.sync_complete = complete
         st.sync_pending_pods = len(pending)

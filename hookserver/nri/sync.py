@@ -56,6 +56,16 @@ class SyncProgress:
     """What one Synchronize has done so far; appended to by the worker, read by the loop once it answers
     (list appends and int stores are atomic under the GIL; the reader copies)."""
 
+    def pending(self, all_pods: set[str]) -> set[str]:
+        """The pods whose container updates a reply made now leaves out: those of the containers not yet
+        decided, or every pod while the containers are not even listed. Read `decided` before copying
+        `updates`: an update decided in between is then both answered and handed over (harmless)."""
+        order = self.order
+        if order is None:
+            return set(all_pods)
+        return set(order[self.decided:])
+
+
     pods: int = 0
     containers: int = 0
     wanted: int = 0  # running containers of known pods: each gets its update decided (some decide "none")
@@ -64,8 +74,8 @@ class SyncProgress:
     pods_written: int = 0
     skipped: int = 0
     rejected: int = 0
-    # pod UIDs whose container updates the reply leaves out (undecided when the budget ran out)
-    pending: set[str] = field(default_factory=set)
+    # The pod UID of each container to decide, in the order they are decided (None until translated).
+    order: list[str] | None = None
     answer_s: float = 0.0  # the worker's time to decide them
     answered: bool = False  # the updates are decided (all of them, or up to the stop)
     done: bool = False  # and the pod values are written
@@ -93,6 +103,7 @@ class SyncWork:
         decided: list[tuple[ContainerRequest, StageOutcome]] = []
         try:
             requests, creqs = self._translate()
+            progress.order = [c.pod.uid for c in creqs]
             progress.wanted = len(creqs)
             # The hooks read the store as it was before this sync (as on the hot path, where a call's own
             # bookkeeping comes after its reply): pure decisions do not read other pods anyway.
@@ -101,7 +112,6 @@ class SyncWork:
                 if stop.is_set():
                     break
                 self._answer(creq, snap, decided)
-            progress.pending = {c.pod.uid for c in creqs[progress.decided:]}
             t1 = clock()
             progress.answer_s = t1 - t0
             progress.answered = True

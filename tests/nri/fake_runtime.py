@@ -73,6 +73,7 @@ class RuntimeConn:
         self.pending: dict[int, asyncio.Future[tuple[int, str, bytes]]] = {}
         self.plugin_frames: list[tuple[int, int]] = []  # (conn id, payload length) of every frame received
         self.registered: tuple[str, str] | None = None
+        self.register_payload = b""  # the RegisterPluginRequest bytes as the plugin sent them
         self.register_timeout_nano = 0
         self.configure_reply: nri_pb2.ConfigureResponse | None = None
         self.sync_replies: list[nri_pb2.SynchronizeResponse] = []
@@ -153,6 +154,7 @@ class RuntimeConn:
             request = ttrpc_pb2.Request.FromString(data)
             if request.service == RUNTIME_SVC and request.method == "RegisterPlugin":
                 self.register_timeout_nano = request.timeout_nano
+                self.register_payload = request.payload
                 asyncio.ensure_future(self._register(sid, nri_pb2.RegisterPluginRequest.FromString(request.payload)))
             elif request.service == RUNTIME_SVC and request.method == "UpdateContainers":
                 self.updates_received.append(nri_pb2.UpdateContainersRequest.FromString(request.payload))
