@@ -78,8 +78,6 @@ class CollectorScheduler:
         on_close: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
-        # Run once on the worker thread when it starts (the daemon lowers its CPU priority there).
-        self.thread_initializer: Callable[[], None] | None = None
         self.store = store
         self.resolver = resolver
         self.clock = clock
@@ -151,7 +149,7 @@ class CollectorScheduler:
     async def run(self, stop: asyncio.Event) -> None:
         """Run every enabled collector at its interval until `stop` is set."""
         loop = asyncio.get_running_loop()
-        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collectors", initializer=self.thread_initializer)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collectors")
 
         def on_error(exc: BaseException) -> None:
             self.cycle_failures += 1

@@ -50,10 +50,9 @@ class HookServerSettings(_Frozen):
     breaker_stuck_ms: float = Field(default=500.0, gt=0, le=60000)
     breaker_cool_down_s: float = Field(default=30.0, gt=0, le=3600)
     # The GIL switch interval while serving (`hookserver.aio.interpreter`): how long the event loop's hot path
-    # may wait for a busy background thread to hand over the GIL. CPython's default is 5 ms.
-    switch_interval_ms: float = Field(default=0.5, gt=0, le=100)
-    # How much lower the background threads' CPU priority is (nice +N; 0 = as the hot path's threads).
-    background_nice: int = Field(default=5, ge=0, le=19)
+    # may wait for a busy background thread to hand over the GIL. CPython's own 5 ms until a shorter one is
+    # shown to help on a node (`python -m tests.bench nri_busy` compares two values side by side).
+    switch_interval_ms: float = Field(default=5.0, gt=0, le=100)
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:

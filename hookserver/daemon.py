@@ -9,7 +9,6 @@ the loops a grace period, cancel what is left, report.
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 import gc
 import logging
 import os
@@ -20,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from collectors import CollectorScheduler, build_collectors, query_report, top_report
 from hookserver import __version__
-from hookserver.aio.interpreter import InterpreterTuning, apply_tuning, background_thread_setup
+from hookserver.aio.interpreter import InterpreterTuning, apply_tuning
 from hookserver.aio.tasks import RootTasks
 from hookserver.capacity import (
     CapacityMetrics,
@@ -406,12 +405,7 @@ class Daemon:
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until `stop` is set. Returns the exit code: 0 on a clean stop, 1 if a root task died."""
         tasks = RootTasks(stop)
-        loop = asyncio.get_running_loop()
-        self.health.attach_loop(loop)
-        # Background work (every asyncio.to_thread, the collectors' worker) yields the CPU to the hot path.
-        background = background_thread_setup(self.settings.hook.background_nice)
-        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="hookserver-background", initializer=background))
-        self.collectors.thread_initializer = background
+        self.health.attach_loop(asyncio.get_running_loop())
         try:
             self.http.start()
             self.health.set_ready("proxy", False, "starting")

@@ -6,36 +6,35 @@ reconciler and capacity ticks on `asyncio.to_thread`, the proxy's gRPC threads) 
 the same interpreter. They share one GIL. A thread that wants the GIL waits until the holder drops it,
 and a busy holder drops it only when the *switch interval* has passed (CPython's default: 5 ms). So
 every time the loop thread wakes up for a request (its select() released the GIL) while a background
-thread is computing, it waited up to 5 ms before it could read the frame, and once more for each
+thread is computing, it may wait up to that long before it can read the frame, and once more for each
 release inside the call. Measured side by side (`python -m tests.bench nri_busy`, idle vs busy daemon,
-500 pods on real cgroup v1): with 5 ms the busy agent's CreateContainer p99 was ~14x the idle one's and
-its throughput 0.4x; the slow calls overlapped a collector cycle or a QoS round 4x as often as calls
-in general, and none overlapped a GC pause over 1 ms.
+500 pods on real cgroup v1): the busy agent's CreateContainer p99 was 2-10x the idle one's and its
+throughput 0.3-0.9x; its slowest 1 % of calls overlapped a collector cycle, a QoS round or a reconciler
+pass 2-15x as often as calls in general, and a GC pause over 1 ms (mostly generation 1) in 6-24 % of them.
 
-A shorter interval bounds that wait by itself: the loop gets the GIL within about one interval of asking
-for it. The cost is more switches among the background threads (each ~a microsecond), which do not wait
-for anything. The interval is `hook.switch_interval_ms` (default 0.5 ms), set once when the daemon
-starts serving and restored when it stops.
+A shorter interval bounds that wait: the loop gets the GIL within about one interval of asking for it,
+at the cost of more switches among the background threads. Whether that helps depends on the CPUs: on the
+shared 2-CPU reference VM (load 6-12 from other work) two A/B runs of the same code, 5 ms vs 0.5 ms in the
+same rounds, disagreed (busy/idle p99 1.5x vs 7.0x in one, 9.7x vs 2.4x in the other; throughput 0.88 vs
+0.32, then 0.39 vs 0.43): a thread that has been handed the GIL still waits for a CPU. So the interval is
+a setting, `hook.switch_interval_ms`, CPython's 5 ms by default, set when the daemon starts serving and
+restored when it stops; `HOOKSERVER_BENCH_BEFORE=. HOOKSERVER_BENCH_BEFORE_OVERRIDES='{"hook":
+{"switch_interval_ms": 5}}' python -m tests.bench nri_busy` compares two values on a node.
 
-The GIL is half of it; the CPU is the other. When the node's CPUs are busy, a runnable background thread
-and the loop thread queue for the same CPU, and the kernel shares it fairly. Background threads (the
-collectors' worker, and the loop's default executor behind every `asyncio.to_thread`: QoS, predictor,
-capacity, reconciler, informer polls) lower their own scheduling priority when they start
-(`background_thread_setup`, `hook.background_nice`, default +5), so the loop thread and the proxy's gRPC
-threads, which keep the default, win the CPU when they wake up for a call. A niced thread that holds the
-GIL is not starved by the thread waiting for it: that one sleeps until the GIL is handed over.
+Lowering the background threads' CPU priority (nice) was measured too and left out: a niced thread that
+holds the GIL is the one the kernel preempts when the CPUs are contended, and the loop then waits for the
+GIL for as long as that thread waits for a CPU (in the one run with it, nice +5 and the 0.5 ms interval, the
+busy daemon's GC pauses timed in wall time came to 2.8 s against 0.7 s for the code before it in the same
+rounds, and its CreateContainer p99 to 2.3 against 0.5 ms).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["InterpreterTuning", "apply_tuning", "background_thread_setup"]
+__all__ = ["InterpreterTuning", "apply_tuning"]
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +65,3 @@ def apply_tuning(*, switch_interval_s: float) -> InterpreterTuning:
              "about that long for a busy background thread", applied * 1000, previous * 1000)
     return InterpreterTuning(switch_interval_s=applied, previous_switch_interval_s=previous)
 
-
-def background_thread_setup(nice: int) -> Callable[[], None]:
-    """A thread initializer that raises the calling thread's nice value by `nice` (Linux: per thread). A
-    refusal (no permission, no such call) is logged once per thread at DEBUG and changes nothing."""
-
-    def lower_priority() -> None:
-        if nice <= 0:
-            return
-        tid = threading.get_native_id()
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-        except (OSError, AttributeError) as exc:
-            log.debug("interpreter: thread %s keeps its priority: %s", threading.current_thread().name, exc)
-
-    return lower_priority

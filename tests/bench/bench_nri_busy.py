@@ -120,9 +120,11 @@ def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _settings(base: Path, busy: bool) -> dict[str, Any]:
-    """The daemon's config; HOOKSERVER_BENCH_OVERRIDES (JSON) is merged over it (to compare settings)."""
-    return _merge(_base_settings(base, busy), json.loads(os.environ.get("HOOKSERVER_BENCH_OVERRIDES", "{}")))
+def _settings(base: Path, busy: bool, before: bool = False) -> dict[str, Any]:
+    """The daemon's config; HOOKSERVER_BENCH_OVERRIDES (JSON) is merged over it, and for the "before" pair
+    HOOKSERVER_BENCH_BEFORE_OVERRIDES (HOOKSERVER_BENCH_BEFORE=. and this compare settings of one checkout)."""
+    name = "HOOKSERVER_BENCH_BEFORE_OVERRIDES" if before else "HOOKSERVER_BENCH_OVERRIDES"
+    return _merge(_base_settings(base, busy), json.loads(os.environ.get(name, "{}")))
 
 
 def _base_settings(base: Path, busy: bool) -> dict[str, Any]:
@@ -233,7 +235,8 @@ class _Agent:
         self.proc = subprocess.Popen(
             # This file as a script, so a `tree` without it (the code before) still runs its daemon here.
             [sys.executable, str(Path(__file__).resolve()), "--child", str(theirs.fileno()),
-             json.dumps(_settings(base, busy)), "busy" if busy else "idle", str(self.samples)],
+             json.dumps(_settings(base, busy, name.startswith("before"))), "busy" if busy else "idle",
+             str(self.samples)],
             pass_fds=[theirs.fileno()], cwd=tree or ROOT,
             env={**os.environ, "PYTHONPATH": str(tree or ROOT)}, stdout=subprocess.DEVNULL,
             stderr=(base / "stderr.log").open("w"),
@@ -383,7 +386,7 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
     gcs: list[tuple[float, float]] = []
     by_gen = [0, 0, 0]
     marks: list[tuple[float, list[str]]] = []
-    for line in samples_path.read_text().splitlines():
+    for line in samples_path.read_text(errors="replace").splitlines():  # the last line may be cut short
         try:
             item = json.loads(line)
         except ValueError:
