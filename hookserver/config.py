@@ -52,6 +52,10 @@ class HookServerSettings(_Frozen):
     # koordlet's --disable-unset-cpu-quota: keep the CFS quota of pods koord-scheduler bound to a cpuset
     # (CPUSetAllocator unsets it by default, koordinator#489).
     disable_unset_cpu_quota: bool = False
+    # The GIL switch interval while serving (`hookserver.aio.interpreter`): how long the event loop's hot path
+    # may wait for a busy background thread to hand over the GIL. CPython's own 5 ms until a shorter one is
+    # shown to help on a node (`python -m tests.bench nri_busy` compares two values side by side).
+    switch_interval_ms: float = Field(default=5.0, gt=0, le=100)
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:

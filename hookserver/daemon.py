@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from collectors import CollectorScheduler, build_collectors, query_report, top_report
 from hookserver import __version__
+from hookserver.aio.interpreter import InterpreterTuning, apply_tuning
 from hookserver.aio.tasks import RootTasks
 from hookserver.capacity import (
     CapacityMetrics,
@@ -109,6 +110,7 @@ class Daemon:
         self.qos_reconcilers, self.gates = resolve_feature_gates(settings)
         self._log_koordlet_compat()
         self.started_at = time.time()
+        self.interpreter: InterpreterTuning | None = None
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
@@ -138,7 +140,7 @@ class Daemon:
         if settings.nri.enabled:
             self.nri = NriPlugin(
                 settings.nri, dispatcher=self.dispatcher, store=self.store, registry=self.registry,
-                failure_policy=self.policy,
+                failure_policy=self.policy, catch_up=self._nri_catch_up,
             )
         self.informer: Informer = build_informer(settings, store=self.store, registry=self.prometheus)
         self._gate_readiness_on_first_sync()
@@ -227,6 +229,11 @@ class Daemon:
             ],
             "flags": self.koordlet_args.describe(),
         }
+
+    def _nri_catch_up(self, uids: set[str], why: str) -> None:
+        """What an NRI Synchronize could not finish in the runtime's budget: the reconciler, at once."""
+        if self.reconciler is not None:
+            self.reconciler.catch_up(uids, why)
 
     def _gate_readiness_on_first_sync(self) -> None:
         """With an apiserver or kubelet source, /readyz waits for the informer's first sync (pods, node and
@@ -418,6 +425,7 @@ class Daemon:
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
             "capacity": self._capacity_status(),
             "gc": self.gc_pauses.status(),
+            "interpreter": self.interpreter.status() if self.interpreter is not None else {},
         }
 
     def _capacity_status(self) -> dict[str, Any]:
@@ -453,6 +461,8 @@ class Daemon:
             # freeze's own collection is logged, not counted: the metrics show the pauses of a running agent.
             freeze_startup_heap()
             self.gc_pauses.attach()
+            # The hot path shares the GIL with every background thread: bound how long it waits for one.
+            self.interpreter = apply_tuning(switch_interval_s=self.settings.hook.switch_interval_ms / 1000)
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
@@ -484,6 +494,8 @@ class Daemon:
             await asyncio.to_thread(self.debug.stop, 1.0)
             self.http.stop()
             self.gc_pauses.detach()
+            if self.interpreter is not None:
+                self.interpreter.restore()
             gc.unfreeze()  # a process that goes on (tests, an embedding) collects that heap again
         if tasks.failed:
             log.error("stopped because: %s", "; ".join(f"{k}: {v}" for k, v in tasks.failed.items()))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -248,6 +248,46 @@ class HookDispatcher:
         return self._decided(
             stage, run_stage(self.registry, stage, request, self._views.of(snapshot), stop_on_error=True)
         )
+
+    # -- a whole node at once (NRI Synchronize) ---------------------------------------------------
+    def learn_synced(self, pods: Sequence[PodRequest], containers: Sequence[ContainerRequest]) -> StoreSnapshot:
+        """Learn every pod and container of a sync, then take one snapshot for all its decisions.
+
+        What `dispatch_pod`/`dispatch_container` learn, in bulk: learning a pod and deciding it before the
+        next made the store rebuild its snapshot once per pod, so a sync grew with the square of the node."""
+        for request in pods:
+            self._learn_pod(Stage.PRE_RUN_POD_SANDBOX, request)
+        snap = self.store.pods_snapshot()
+        for creq in containers:
+            self._learn_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, snap)
+        return self.store.snapshot()
+
+    def settle_pod(self, request: PodRequest, snapshot: StoreSnapshot, *, door: str, rpc: str) -> DispatchResult:
+        """PreRunPodSandbox's pod-level values for a running pod, decided on `snapshot` and written to its
+        cgroup: `dispatch_pod` without the learning (`learn_synced` did it) or the per-call event. Under
+        Fail a rejection raises `HookRejected` like `dispatch_pod`; a failed write is a result, not a raise."""
+        stage = Stage.PRE_RUN_POD_SANDBOX
+        decided = self.decide_pod(stage, request, snapshot)
+        outcome = decided.outcome
+        if outcome is None:
+            return decided  # skipped
+        self.record_decisions(door, outcome, request)
+        if decided.result != "ok":
+            if self.policy is FailurePolicy.FAIL:
+                raise HookRejected(decided.error)
+            return decided
+        if outcome.resources.is_empty():
+            return decided
+        try:
+            report = self._write_pod(request, outcome)
+        except ExecutorError as exc:
+            return replace(decided, result="error", error=f"pod cgroup {request.cgroup_parent!r}: {exc}")
+        if report is not None and not report.ok:
+            return replace(
+                decided, pod_writes=report, result="error",
+                error="; ".join(f"{r.path}={r.value}: {r.error}" for r in report.errors),
+            )
+        return replace(decided, pod_writes=report)
 
     def record_decisions(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str = "") -> None:
         """Audit each plugin's decision for `pod` (and `container`) as coming from `door`."""

@@ -19,6 +19,7 @@ __all__ = [
     "Event",
     "MASK_V010",
     "MASK_V03",
+    "NRI_VERSION",
     "STAGE_EVENTS",
     "event_bit",
     "mask_of",
@@ -55,6 +56,12 @@ class Event(enum.IntEnum):
         """`RunPodSandbox`, `CreateContainer`, ...: the rpc name of the event."""
         return "".join(part.capitalize() for part in self.name.split("_"))
 
+
+# What RegisterPluginRequest.NRI_version (field 3, a string, nri v0.12) says we speak: the newest nri whose
+# plugin-facing api.proto the plugin side was checked against (its dedicated per-event rpcs, Configure's
+# NRI_version, the split Synchronize). The runtime logs it ("registered ... with NRI version v0.12.2") and,
+# like the Go stub's, the value is the module version with its "v".
+NRI_VERSION = "v0.12.2"
 
 # Events 1-11: nri v0.3-v0.9 (containerd 1.7, 2.0, 2.1). Events 1-14: nri v0.10+ (containerd 2.2+).
 MASK_V03 = 0x7FF

@@ -13,12 +13,14 @@ There is no hook logic here: each event becomes a `PodRequest`/`ContainerRequest
   status UNKNOWN (the runtime then fails the operation), a timeout DEADLINE_EXCEEDED and an
   internal error INTERNAL. Synchronize and the stop/remove bookkeeping never fail.
 * Split Synchronize: chunks with `more` are gathered and answered `more=true` with no updates; the
-  last chunk is answered with updates for the whole set.
+  last chunk is answered with updates for the whole set (`sync.SyncWork`), or, when the budget runs
+  out first, with the updates decided so far, the rest handed to the reconciler at once (`catch_up`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,8 +31,6 @@ from google.protobuf.message import Message
 
 from hookserver.api import nri_pb2
 from hookserver.dispatch import HookDispatcher, HookRejected
-from hookserver.errors import HookServerError
-from hookserver.hooks.context import PodRequest
 from hookserver.hooks.deadline import CallDeadline
 from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.registry import HookRegistry
@@ -38,6 +38,7 @@ from hookserver.hooks.stages import Stage
 from hookserver.nri.conn import Handler, InlineHandler
 from hookserver.nri.events import EVENT_STAGES, Event, mask_words, subscription_mask, valid_mask_for
 from hookserver.nri.status import NriStatus
+from hookserver.nri.sync import CatchUp, SyncProgress, SyncWork
 from hookserver.nri.hotpath import InlineHotPath, decode
 from hookserver.nri.translate import adjustment_for, container_request, pod_request, update_for
 from hookserver.nri.ttrpc import Code, StatusError
@@ -52,10 +53,11 @@ RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 DOOR = "nri"
 DEFAULT_REQUEST_TIMEOUT_S = 2.0
 BUDGET_FRACTION = 0.5
+# After a Synchronize's budget, how long to let the worker reach its next item boundary (one item is ~0.1 ms).
+_SYNC_STOP_GRACE_S = 0.02
 
 _M = TypeVar("_M", bound=Message)
 _T = TypeVar("_T")
-_STOPPED = nri_pb2.ContainerState.Value("CONTAINER_STOPPED")
 
 _POD_RPCS: dict[Event, tuple[Any, Any]] = {
     Event.RUN_POD_SANDBOX: (nri_pb2.RunPodSandboxRequest, nri_pb2.RunPodSandboxResponse),
@@ -72,6 +74,17 @@ _CONTAINER_RPCS: dict[Event, tuple[Any, Any]] = {
 }
 
 
+def _settle(answered: asyncio.Future[None]) -> None:
+    if not answered.done():
+        answered.set_result(None)
+
+
+def _log_sync_failure(done: asyncio.Future[Any]) -> None:
+    """A Synchronize worker that raised (after its reply, too): logged here, where it is seen."""
+    if not done.cancelled() and done.exception() is not None:
+        log.error("nri Synchronize: the worker failed: %s", done.exception(), exc_info=done.exception())
+
+
 class PluginService:
     """One connection's Plugin service. A fresh one per connection, so sync state never leaks."""
 
@@ -86,8 +99,10 @@ class PluginService:
         clock: Callable[[], float] = time.time,
         watchdog: LoopWatchdog | None = None,
         deadline: CallDeadline | None = None,
+        catch_up: CatchUp | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._catch_up = catch_up
         self._registry = registry
         self._policy = policy
         self._status = status
@@ -154,7 +169,7 @@ class PluginService:
         self.configured.set()
         return nri_pb2.ConfigureResponse(events=mask)
 
-    async def synchronize(self, req: nri_pb2.SynchronizeRequest, budget: float) -> nri_pb2.SynchronizeResponse:
+    async def synchronize(self, req: nri_pb2.SynchronizeRequest, budget: float) -> nri_pb2.SynchronizeResponse | bytes:
         self._sync_pods.extend(req.pods)
         self._sync_containers.extend(req.containers)
         self._sync_chunks += 1
@@ -162,57 +177,74 @@ class PluginService:
             return nri_pb2.SynchronizeResponse(more=True)
         pods, containers = self._sync_pods, self._sync_containers
         self._sync_pods, self._sync_containers = [], []
-        updates: list[nri_pb2.ContainerUpdate] = []
-        await self._guarded(
-            "Synchronize", "", "", lambda: self._sync_work(pods, containers, updates), budget, may_fail=False
-        )
-        collected = list(updates)  # on a timeout the worker may still append: answer what is ready
-        st = self._status
-        st.sync_pods, st.sync_containers, st.sync_updates = len(pods), len(containers), len(collected)
-        st.sync_chunks, self._sync_chunks = self._sync_chunks, 0
-        log.info("nri: synchronized %d pods, %d containers; %d updates", len(pods), len(containers), len(collected))
-        self.synchronized.set()
-        return nri_pb2.SynchronizeResponse(update=collected, more=False)
+        log.debug("nri Synchronize: last of %d chunk(s) in, %d pods, %d containers", self._sync_chunks, len(pods), len(containers))
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[None] = loop.create_future()
 
-    def _sync_work(
-        self, pods: list[nri_pb2.PodSandbox], containers: list[nri_pb2.Container], out: list[nri_pb2.ContainerUpdate]
+        def answer() -> None:  # on the worker: the updates are decided (the pod values come after)
+            loop.call_soon_threadsafe(_settle, answered)
+
+        work = SyncWork(self._dispatcher, pods, containers)
+        done: asyncio.Future[Any] = loop.run_in_executor(self._pool, work.run, answer)
+        either: set[asyncio.Future[Any]] = {answered, done}
+        done.add_done_callback(_log_sync_failure)
+        self._status.sync_progress = work.progress
+        error = ""
+        try:
+            async with asyncio.timeout(budget):
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            work.stop.set()  # the worker ends at its next container; wait that long, not for the rest
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_SYNC_STOP_GRACE_S):
+                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if done.done() and not done.cancelled() and done.exception() is not None:
+            error = f"internal error: {done.exception()}"
+        progress = work.progress
+        pending = progress.pending({p.uid for p in pods if p.uid})  # before the copy (see `pending`)
+        updates = list(progress.updates)
+        self._sync_finished(progress, updates, pending, pods, len(containers), started, error, budget * 1000)
+        loop.call_soon(work.reply_sent.set)  # runs once this task has handed the reply to the socket
+        return b"".join(updates)  # SynchronizeResponse{update: ...}, more=false (the default, not encoded)
+
+    def _sync_finished(
+        self, progress: SyncProgress, updates: list[bytes], pending: set[str], pods: list[nri_pb2.PodSandbox],
+        containers: int, started: float, error: str, budget_ms: float,
     ) -> None:
-        """Load the store and re-apply values: pod level to the pod cgroup, containers as updates.
-
-        Sync never fails: an item that is rejected (Fail policy) or does not translate is logged and
-        skipped, and the rest goes on.
-        """
-        dispatcher = self._dispatcher
-        by_sandbox: dict[str, PodRequest] = {}
-        for pod in pods:
-            try:
-                request = pod_request(pod)
-                by_sandbox[pod.id] = request
-                dispatcher.dispatch_pod(Stage.PRE_RUN_POD_SANDBOX, request, door=DOOR, rpc="Synchronize")
-            except HookServerError as exc:
-                self._skip_sync_item(f"pod {pod.namespace}/{pod.name}", exc)
-        for ctr in containers:
-            pod_req = by_sandbox.get(ctr.pod_sandbox_id)
-            if pod_req is None or ctr.state == _STOPPED:
-                continue
-            try:
-                creq = container_request(pod_req, ctr)
-                result = dispatcher.dispatch_container(
-                    Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, door=DOOR, rpc="Synchronize"
-                )
-                update = update_for(ctr.id, result.resources, ignore_failure=True) if result.result == "ok" else None
-            except HookServerError as exc:
-                self._skip_sync_item(f"container {pod_req.key}/{ctr.name}", exc)
-                continue
-            if update is not None:
-                out.append(update)
-
-    def _skip_sync_item(self, what: str, exc: HookServerError) -> None:
-        if isinstance(exc, HookRejected):
-            self._status.rejections += 1
-        else:
-            self._status.errors += 1
-        log.warning("nri: Synchronize: %s skipped: %s", what, exc)
+        """Status, audit, metric and the hand-over of what is left to the reconciler."""
+        st = self._status
+        st.sync_pods, st.sync_containers, st.sync_updates = len(pods), containers, len(updates)
+        st.sync_chunks, self._sync_chunks = self._sync_chunks, 0
+        st.errors += progress.skipped
+        st.rejections += progress.rejected
+        st.sync_ms = round((time.perf_counter() - started) * 1000, 1)
+        complete = progress.answered and not pending
+        st.sync_complete = complete
+        st.sync_pending_pods = len(pending)
+        if complete:
+            log.info("nri: synchronized %d pods, %d containers; %d updates in %.1f ms (%.1f ms deciding them)",
+                     len(pods), containers, len(updates), st.sync_ms, progress.answer_s * 1000)
+            self._record("Synchronize", "", "", "ok", error, started)
+            self.synchronized.set()
+            return
+        st.sync_partial += 1
+        metrics = self._dispatcher.metrics
+        if metrics is not None:
+            metrics.observe_sync_partial()
+        handed = self._catch_up is not None and bool(pending)
+        message = (
+            f"{progress.decided} of {progress.wanted or containers} containers decided within the "
+            f"{budget_ms:.0f} ms budget ({len(updates)} updates answered); {len(pending)} pods "
+            + ("handed to the reconciler now" if handed else "left to the next reconciler pass (none is running)")
+        )
+        st.last_sync_partial = message
+        log.warning("nri Synchronize: %s", message)
+        self._record("Synchronize", "", "", "partial", error or message, started)
+        if handed:
+            assert self._catch_up is not None
+            self._catch_up(pending, "nri-sync")
+        self.synchronized.set()
 
     async def shutdown(self, req: nri_pb2.Empty, budget: float) -> nri_pb2.Empty:
         log.info("nri: the runtime asked the plugin to shut down; it will reconnect")
@@ -355,12 +387,14 @@ class PluginService:
 
     # -- wire ------------------------------------------------------------------------------------
     def _wire(
-        self, method: str, request_type: type[_M], fn: Callable[[_M, float], Awaitable[Message]]
+        self, method: str, request_type: type[_M], fn: Callable[[_M, float], Awaitable[Message | bytes]]
     ) -> Handler:
         async def handler(payload: bytes, deadline_s: float | None) -> bytes:
             self._status.calls[method] += 1
             request = decode(request_type, method, payload)
             reply = await fn(request, self.budget(deadline_s))
+            if isinstance(reply, bytes):  # a reply encoded by its handler (Synchronize's)
+                return reply
             data: bytes = reply.SerializeToString()
             return data
 

@@ -36,7 +36,9 @@ from hookserver.hooks.registry import HookRegistry
 from hookserver.nri.conn import TtrpcClient, TtrpcServer
 from hookserver.nri.handlers import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginService
 from hookserver.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Multiplexer
+from hookserver.nri.events import NRI_VERSION
 from hookserver.nri.status import ConnState, NriStatus
+from hookserver.nri.sync import CatchUp
 from hookserver.nri.watchdog import LoopWatchdog
 from hookserver.store.state import StateStore
 
@@ -73,6 +75,7 @@ class NriPlugin:
         environ: Mapping[str, str] | None = None,
         hook_workers: int = 4,
         rng: Callable[[], float] = random.random,
+        catch_up: CatchUp | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         self._settings = settings
@@ -86,6 +89,8 @@ class NriPlugin:
         self._on_ready = on_ready
         self._workers = hook_workers
         self._rng = rng
+        # Pods a Synchronize could not finish in the runtime's budget go here (the reconciler, at once).
+        self._catch_up = catch_up
         self._inherited_fd = _inherited_fd(env)
         name, idx = settings.plugin_name, settings.plugin_idx
         if self._inherited_fd is not None:  # launched by the runtime: its names win
@@ -164,7 +169,7 @@ class NriPlugin:
         st.connections += 1
         service = PluginService(
             dispatcher=self._dispatcher, registry=self._registry, policy=self._policy, status=st, pool=pool,
-            clock=self._store.clock, watchdog=self.watchdog, deadline=self.deadline,
+            clock=self._store.clock, watchdog=self.watchdog, deadline=self.deadline, catch_up=self._catch_up,
         )
         server = TtrpcServer(
             mux, PLUGIN_SERVICE_CONN, PLUGIN_SERVICE, service.methods(), inline=service.inline_methods(),
@@ -197,7 +202,8 @@ class NriPlugin:
     ) -> str:
         st = self._status
         st.state = ConnState.REGISTERING
-        request = nri_pb2.RegisterPluginRequest(plugin_name=self.name, plugin_idx=self.idx)
+        # NRI_version (nri v0.12): the protocol level we speak, so the runtime does not log "unknown".
+        request = nri_pb2.RegisterPluginRequest(plugin_name=self.name, plugin_idx=self.idx, NRI_version=NRI_VERSION)
         register = asyncio.create_task(
             client.call(
                 RUNTIME_SERVICE, "RegisterPlugin", request.SerializeToString(),
@@ -224,7 +230,7 @@ class NriPlugin:
                     st.connected_since = self._store.clock()
                     if st.state is ConnState.REGISTERING:
                         st.state = ConnState.REGISTERED
-                    log.info("nri: registered as %s on %s", st.plugin, st.socket)
+                    log.info("nri: registered as %s on %s (NRI version %s)", st.plugin, st.socket, NRI_VERSION)
                 if synced in done:
                     waiting.discard(synced)
                     st.state = ConnState.READY

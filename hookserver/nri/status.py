@@ -50,6 +50,13 @@ class NriStatus:
     sync_containers: int = 0
     sync_updates: int = 0
     sync_chunks: int = 0
+    sync_ms: float = 0.0
+    sync_complete: bool = True  # the last Synchronize answered every update and wrote every pod's values
+    sync_pending_pods: int = 0  # pods the last Synchronize left to the reconciler
+    sync_partial: int = 0  # Synchronize answers that ran out of budget (partial), this process
+    last_sync_partial: str = ""
+    # The last Synchronize's `sync.SyncProgress` (its worker writes the pod values after the reply).
+    sync_progress: Any = None
     calls: Counter[str] = field(default_factory=Counter)
     timeouts: int = 0
     errors: int = 0
@@ -87,6 +94,12 @@ class NriStatus:
                 "containers": self.sync_containers,
                 "updates": self.sync_updates,
                 "chunks": self.sync_chunks,
+                "ms": self.sync_ms,
+                "complete": self.sync_complete,
+                "handed_to_reconciler": self.sync_pending_pods,
+                "partial_total": self.sync_partial,
+                "last_partial": self.last_sync_partial,
+                "pods_written": self.sync_progress.pods_written if self.sync_progress is not None else 0,
             },
             "calls": dict(sorted(self.calls.items())),
             "timeouts": self.timeouts,

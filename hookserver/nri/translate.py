@@ -27,6 +27,8 @@ __all__ = [
     "resources_from_wire",
     "resources_to_wire",
     "split_env",
+    "sync_pod_request",
+    "sync_update_entry",
     "update_for",
 ]
 
@@ -262,3 +264,54 @@ def _ranged(value: int, low: int, high: int, field: str) -> int:
     if not low <= value <= high:
         raise InputError(f"value {value} is outside [{low}, {high}]", field=field)
     return value
+
+
+def sync_update_entry(container_id: str, resources: Resources) -> bytes:
+    """One `update` entry (field 1) of a SynchronizeResponse, encoded: the container's id, then its
+    resources with `ignore_failure` (the encoding memoized per value, as `adjustment_bytes` is). A sync
+    answers thousands of these, and building a message each took longer than the hook; the entries are
+    joined into the reply as they are. Nothing to update -> b""."""
+    if resources.is_empty():
+        return b""
+    if not container_id:
+        raise InputError("an update needs the container id", field="container.id")
+    ident = container_id.encode()
+    body = b"\x0a" + _varint(len(ident)) + ident + _update_tail(resources)
+    return b"\x0a" + _varint(len(body)) + body
+
+
+@functools.lru_cache(maxsize=1024)
+def _update_tail(resources: Resources) -> bytes:
+    """ContainerUpdate fields 2 (linux.resources) and 3 (ignore_failure) for `resources`."""
+    update = nri_pb2.ContainerUpdate(ignore_failure=True)
+    resources_to_wire(resources, update.linux.resources)
+    data: bytes = update.SerializeToString(deterministic=True)
+    return data
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def sync_pod_request(pod: nri_pb2.PodSandbox) -> PodRequest:
+    """`pod_request` for a Synchronize's decisions: labels and annotations read in place (`wire_map`), not
+    copied (a pod's annotations reach 64 KiB, a sync has thousands of pods). The request lives only as long
+    as the sync's messages; what the store keeps is copied when it learns the pod (`_pod_record`)."""
+    linux = pod.linux if pod.HasField("linux") else None
+    return PodRequest(
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        labels=wire_map(pod.labels),
+        annotations=wire_map(pod.annotations),
+        cgroup_parent=linux.cgroup_parent if linux is not None else "",
+        sandbox_id=pod.id,
+        runtime_handler=pod.runtime_handler,
+        resources=resources_from_wire(linux.resources if linux is not None and linux.HasField("resources") else None),
+        source=RequestSource.NRI,
+    )

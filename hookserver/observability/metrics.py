@@ -107,6 +107,12 @@ class HookMetrics:
             ["plugin", "stage", "state"],
             registry=registry,
         )
+        self.nri_sync_partial = Counter(
+            "hookserver_nri_sync_partial_total",
+            "NRI Synchronize answers cut short by the runtime's deadline: the updates decided so far were "
+            "answered and the rest of the pods handed to the reconciler at once.",
+            registry=registry,
+        )
         # `labels()` costs a few microseconds per call; the hot path looks its children up here instead.
         self._children: dict[tuple[str, ...], Any] = {}
 
@@ -186,6 +192,10 @@ class HookMetrics:
             self.plugin_errors.labels(plugin, stage, error_type).inc()
         if self.koordlet is not None:
             self.koordlet.observe(plugin, stage, duration_s, bool(error_type))
+
+    def observe_sync_partial(self) -> None:
+        """An NRI Synchronize answered only part of its updates (`hookserver.nri.sync`)."""
+        self.nri_sync_partial.inc()
 
     def observe_breaker(self, plugin: str, stage: str, state: str) -> None:
         """A hook's breaker changed state (rare: not on the hot path)."""

@@ -1,12 +1,14 @@
 """The reconciler front door: when to run a pass, on the daemon's loop; the pass itself runs in a thread.
 
-Three triggers (koordlet's, reference §3.6):
+Three triggers (koordlet's, reference §3.6), and a fourth of our own:
   * pod syncs: every pod add or relevant change the store reports (apiserver watch, kubelet poll, hook and
     NRI learning) marks the pod; marked pods are reconciled together, at most `pod_sync_rate_per_s` passes a
     second with a burst of `pod_sync_burst`;
   * rules: a NodeSLO or Node change (the CPU-suppress policy switches the quota rule, the cpu-normalization
     ratio scales it) re-applies every pod at once, as one leveled batch;
-  * periodic: every `interval_s`, every pod, which also collects pods whose cgroups are gone.
+  * periodic: every `interval_s`, every pod, which also collects pods whose cgroups are gone;
+  * catch-up (`catch_up`): pods a front door could not finish within its deadline (an NRI Synchronize cut
+    short), reconciled at the next poll, before anything else and outside the rate limit.
 The first pass runs once the informer has synced (so values come from the real NodeSLO and Node, not the
 defaults), so a pod created while the agent was stopped is corrected at once. The store
 listener only adds a UID to a set (it runs on the hook's thread); the loop polls that set every
@@ -55,6 +57,8 @@ class Reconciler:
         self._clock = clock
         self._bucket = TokenBucket(rate_per_s=settings.pod_sync_rate_per_s, burst=settings.pod_sync_burst, clock=clock)
         self._dirty: set[str] = set()
+        self._urgent: set[str] = set()  # catch_up: run before anything else, not rate-limited
+        self._urgent_why = ""
         self._lock = threading.Lock()
         self._rules: tuple[Any, ...] | None = None
         self._state = "stopped"
@@ -72,6 +76,14 @@ class Reconciler:
         with self._lock:
             self._dirty.add(change.uid)
 
+    def catch_up(self, uids: set[str], why: str) -> None:
+        """Reconcile these pods at the next poll (any thread), ahead of the rate limit and the periodic
+        pass: work a front door could not finish in its budget (an NRI Synchronize cut short), so the
+        cgroups get the hooks' values now, not at the next full pass. Counted as trigger `why`."""
+        with self._lock:
+            self._urgent |= uids
+            self._urgent_why = why
+
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         unsubscribe = self.store.subscribe_pods(self.on_pod_change)
@@ -84,11 +96,18 @@ class Reconciler:
                     return
             self._state = "running"
             self._rules = _rule_inputs(self.store.snapshot())
+            with self._lock:
+                self._urgent.clear()  # the first full pass covers them
             await self._pass(None, "start")
             next_full = self._clock() + self.settings.interval_s
             while not stop.is_set():
                 rules = _rule_inputs(self.store.snapshot())
-                if not _same(rules, self._rules):
+                if self._urgent:
+                    with self._lock:
+                        uids, self._urgent = self._urgent, set()
+                        self._dirty -= uids
+                    await self._pass(uids, self._urgent_why)
+                elif not _same(rules, self._rules):
                     self._rules = rules
                     await self._pass(None, "rules")
                     next_full = self._clock() + self.settings.interval_s
@@ -145,6 +164,7 @@ class Reconciler:
             "pods_collected_total": self.engine.totals["collected"],
             "pods_awaiting_gc": len(self.engine.gc),
             "pending_pod_syncs": len(self._dirty),
+            "pending_catch_up": len(self._urgent),
             "last_error": self.last_error,
             "last_error_at": _iso(self._last_error_at),
         }

@@ -85,14 +85,17 @@ async def _measure(call: Call, concurrency: int, per_worker: int) -> list[float]
     return samples
 
 
-def _spawn(role: str, cpu: int | None = None) -> tuple[socket.socket, subprocess.Popen[bytes]]:
+def _spawn(
+    role: str, cpu: int | None = None, *, tree: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[socket.socket, subprocess.Popen[bytes]]:
     """The plugin side in its own process (as containerd and the plugin are), on a socketpair end,
-    pinned to `cpu` when given."""
+    pinned to `cpu` when given; `tree`: another checkout's code (before vs after in one run)."""
     ours, theirs = socket.socketpair()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.bench.bench_nri", role, str(theirs.fileno())]
         + ([str(cpu)] if cpu is not None else []),
-        pass_fds=[theirs.fileno()], cwd=ROOT,
+        pass_fds=[theirs.fileno()], cwd=tree or ROOT,
+        env={**os.environ, "PYTHONPATH": str(tree or ROOT), **(env or {})},
     )
     theirs.close()
     return ours, proc
@@ -433,6 +436,13 @@ def _ratio_row(name: str, results: dict[str, dict[int, list[float]]], placement:
 
 
 if __name__ == "__main__":
+    if os.environ.get("HOOKSERVER_BENCH_LOG"):  # the plugin's own INFO lines (where a slow call's time went)
+        import logging
+
+        logging.basicConfig(
+            level=logging.DEBUG if os.environ["HOOKSERVER_BENCH_LOG"] == "debug" else logging.INFO,
+            format="plugin %(created).4f %(message)s",
+        )
     role, fd_text = sys.argv[1], sys.argv[2]
     if len(sys.argv) > 3:
         os.sched_setaffinity(0, {int(sys.argv[3])})

@@ -7,8 +7,9 @@ mistake in our mux or ttrpc code cannot cancel itself out. Like containerd it:
 * sends every message Go-style: one mux frame if it fits 4096 bytes, else [first 4096][rest];
 * records every mux frame the plugin sends (the plugin must never send one over 4096 bytes);
 * calls Configure *before* answering RegisterPlugin, rejects (closes on) a mask outside its valid
-  set, then Synchronizes, optionally split into `more=true` chunks, and closes if the plugin answers
-  an intermediate chunk with updates or without `more`;
+  set, then Synchronizes as nri >= v0.7 does (one message, re-cut into `more=true` chunks when it is
+  over ttrpc's 4 MiB, all chunks under one request-timeout deadline), or in fixed `sync_chunk`
+  chunks, and closes if the plugin answers an intermediate chunk with updates or without `more`;
 * counts live registrations, so a test can prove there were never two at once.
 """
 
@@ -29,6 +30,7 @@ from hookserver.api import nri_pb2, ttrpc_pb2
 MUX = struct.Struct(">II")
 TTRPC = struct.Struct(">IIBB")
 GO_BUFFER = 4096
+MAX_MESSAGE = 4 << 20  # ttrpc's message limit
 PLUGIN_SVC = "nri.pkg.api.v1alpha1.Plugin"
 RUNTIME_SVC = "nri.pkg.api.v1alpha1.Runtime"
 REQUEST, RESPONSE = 1, 2
@@ -71,9 +73,15 @@ class RuntimeConn:
         self.pending: dict[int, asyncio.Future[tuple[int, str, bytes]]] = {}
         self.plugin_frames: list[tuple[int, int]] = []  # (conn id, payload length) of every frame received
         self.registered: tuple[str, str] | None = None
+        self.register_payload = b""  # the RegisterPluginRequest bytes as the plugin sent them
         self.register_timeout_nano = 0
         self.configure_reply: nri_pb2.ConfigureResponse | None = None
         self.sync_replies: list[nri_pb2.SynchronizeResponse] = []
+        self.sync_chunk_sizes: list[int] = []  # the encoded size of every Synchronize request sent
+        self.sync_started = 0.0
+        self.sync_started_epoch = 0.0
+        self.sync_seconds = 0.0  # from the first Synchronize sent to the last reply
+        self.oversized_syncs = 0  # messages refused locally as over MAX_MESSAGE, then re-cut
         self.updates_received: list[nri_pb2.UpdateContainersRequest] = []
         self.counted = False
         self.ready = asyncio.Event()
@@ -146,6 +154,7 @@ class RuntimeConn:
             request = ttrpc_pb2.Request.FromString(data)
             if request.service == RUNTIME_SVC and request.method == "RegisterPlugin":
                 self.register_timeout_nano = request.timeout_nano
+                self.register_payload = request.payload
                 asyncio.ensure_future(self._register(sid, nri_pb2.RegisterPluginRequest.FromString(request.payload)))
             elif request.service == RUNTIME_SVC and request.method == "UpdateContainers":
                 self.updates_received.append(nri_pb2.UpdateContainersRequest.FromString(request.payload))
@@ -200,8 +209,9 @@ class RuntimeConn:
     async def _synchronize(self) -> None:
         rt = self.runtime
         pods, containers = list(rt.pods), list(rt.containers)
+        self.sync_started = time.perf_counter()
         if rt.sync_chunk <= 0:
-            chunks = [nri_pb2.SynchronizeRequest(pods=pods, containers=containers, more=False)]
+            await self._synchronize_go(pods, containers)
         else:
             items: list[Any] = [("p", p) for p in pods] + [("c", c) for c in containers]
             chunks = []
@@ -213,12 +223,59 @@ class RuntimeConn:
                     )
                 )
             chunks[-1].more = False
-        for chunk in chunks:
-            reply = await self.call("Synchronize", chunk, nri_pb2.SynchronizeResponse)
-            self.sync_replies.append(reply)
-            if chunk.more and (not reply.more or len(reply.update)):
-                await self.close("plugin does not handle split sync requests")
-                raise CallError(9, "split sync not handled")
+            for chunk in chunks:
+                reply = await self.call("Synchronize", chunk, nri_pb2.SynchronizeResponse)
+                self._check_sync_reply(chunk, reply)
+        self.sync_seconds = time.perf_counter() - self.sync_started
+
+    async def _synchronize_go(self, pods: list[nri_pb2.PodSandbox], containers: list[nri_pb2.Container]) -> None:
+        """containerd's way (nri >= v0.7 `plugin.synchronize`): everything in one message; when that
+        message is over ttrpc's 4 MiB the sender refuses it locally and the counts per message are
+        scaled by min(0.9, limit / rejected length) until each chunk fits. One deadline, the request
+        timeout, covers every chunk: each call carries what is left of it.
+
+        The chunks are cut and encoded before the first is sent (and before `sync_seconds` starts): Go's
+        encoder is many times faster than Python's, and what a test or benchmark times is the plugin."""
+        chunks: list[tuple[nri_pb2.SynchronizeRequest, bytes]] = []
+        pods_per, ctrs_per = len(pods), len(containers)
+        while True:
+            chunk = nri_pb2.SynchronizeRequest(
+                pods=pods[:pods_per], containers=containers[:ctrs_per],
+                more=len(pods) > pods_per or len(containers) > ctrs_per,
+            )
+            payload = chunk.SerializeToString()
+            size = len(ttrpc_pb2.Request(service=PLUGIN_SVC, method="Synchronize", payload=payload).SerializeToString())
+            if size > MAX_MESSAGE:
+                if pods_per + ctrs_per <= 8:
+                    raise CallError(8, "failed to synchronize plugin with split messages")
+                factor = min(0.9, MAX_MESSAGE / size)
+                pods_per, ctrs_per = int(pods_per * factor), int(ctrs_per * factor)
+                self.oversized_syncs += 1
+                continue
+            chunks.append((chunk, payload))
+            if not chunk.more:
+                break
+            pods, containers = pods[pods_per:], containers[ctrs_per:]
+            pods_per, ctrs_per = min(pods_per, len(pods)), min(ctrs_per, len(containers))
+        self.sync_started = time.perf_counter()
+        self.sync_started_epoch = time.time()
+        deadline = time.monotonic() + self.runtime.request_timeout_ms / 1000
+        for chunk, payload in chunks:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("context deadline exceeded")
+            code, message, data = await self.call_raw(
+                "Synchronize", payload, timeout=left, timeout_nano=int(left * 1e9)
+            )
+            if code:
+                raise CallError(code, message)
+            self._check_sync_reply(chunk, nri_pb2.SynchronizeResponse.FromString(data))
+
+    def _check_sync_reply(self, chunk: nri_pb2.SynchronizeRequest, reply: nri_pb2.SynchronizeResponse) -> None:
+        self.sync_replies.append(reply)
+        self.sync_chunk_sizes.append(chunk.ByteSize())
+        if chunk.more and (not reply.more or len(reply.update)):
+            raise CallError(9, "plugin does not handle split sync requests")
 
     async def close(self, reason: str = "runtime closed") -> None:
         self.close_reason = self.close_reason or reason

@@ -154,7 +154,10 @@ def test_split_synchronize_loads_store_and_updates_running_be_containers(sock_di
             assert set(snap.pods) == {"uid-1", "uid-9"}
             assert set(snap.containers) == {"ctr-a", "ctr-b", "ctr-ls"}
             status = w.plugin.status()
-            assert status["sync"] == {"pods": 2, "containers": 4, "updates": 2, "chunks": 3}
+            sync = {k: status["sync"][k] for k in ("pods", "containers", "updates", "chunks", "complete", "handed_to_reconciler")}
+            assert sync == {
+                "pods": 2, "containers": 4, "updates": 2, "chunks": 3, "complete": True, "handed_to_reconciler": 0
+            }
 
     run(body())
 
@@ -428,3 +431,18 @@ def test_status_times_are_iso_8601() -> None:
     report = status.as_dict()
     assert report["connected_since"] == "1970-01-01T00:00:00.000Z"
     assert report["last_error_at"] == "2026-11-22T07:15:56.762Z"
+
+
+def test_registration_sends_the_plugins_nri_version(sock_dir: Path) -> None:
+    """nri v0.12's RegisterPluginRequest field 3, NRI_version (a string): without it containerd 2.3 logs the
+    plugin as registered "with NRI version unknown". Checked on the bytes the plugin sent, field by field."""
+    async def body() -> None:
+        async with nri_world(sock_dir, runtime_version="v2.3.0", nri_version="v0.12.0") as w:
+            conn = await w.runtime.ready_conn()
+            raw = conn.register_payload
+            # field 1 plugin_name "hookserver", field 2 plugin_idx "00", field 3 NRI_version "v0.12.2"
+            assert raw == b"\x0a\x0ahookserver" + b"\x12\x0200" + b"\x1a\x07v0.12.2"
+            assert nri_pb2.RegisterPluginRequest.FromString(raw).NRI_version == "v0.12.2"
+            assert w.plugin.status()["runtime"]["nri_version"] == "v0.12.0"
+
+    run(body())

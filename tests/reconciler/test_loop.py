@@ -176,3 +176,31 @@ def test_a_persistent_error_is_logged_once(tmp_path: Path, caplog: pytest.LogCap
     asyncio.run(scenario())
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "evil" in warnings[0].getMessage()
+
+
+def test_catch_up_reconciles_the_pods_at_once_past_the_rate_limit(world: World) -> None:
+    """What an NRI Synchronize could not finish: a pass for exactly those pods at the next poll, not at the
+    next periodic pass (60 s here) and not after the pod-sync rate limit (its only token is spent)."""
+    pod = world.be_pod("synced")
+
+    async def scenario() -> None:
+        reconciler = _loop(world, pod_sync_rate_per_s=0.001, pod_sync_burst=1)
+        stop = asyncio.Event()
+        task = asyncio.create_task(reconciler.run(stop))
+        await _until(lambda: reconciler.last is not None and reconciler.last.trigger == "start", "the start pass")
+        world.be_pod("spends-the-token")
+        await _until(lambda: reconciler.status()["passes"].get("pods", 0) == 1, "the pod-sync pass")
+        for name in ("memory.limit_in_bytes", "cpu.cfs_quota_us", "cpu.shares"):
+            world.tree.path(world.pod_dir(pod), name).write_text(KUBELET_BE[name] + "\n")
+        world.be_pod("waits-for-a-token")  # dirty, and the bucket is empty: no pod-sync pass soon
+        reconciler.catch_up({pod.uid}, "nri-sync")
+        await _until(lambda: reconciler.status()["passes"].get("nri-sync", 0) == 1, "the catch-up pass")
+        assert reconciler.last is not None and reconciler.last.trigger == "nri-sync" and reconciler.last.pods == 1
+        assert world.values(world.pod_dir(pod)) == WANT
+        status = reconciler.status()
+        assert status["passes"].get("periodic", 0) == 0 and status["pending_catch_up"] == 0
+        assert status["pending_pod_syncs"] == 1  # the rate-limited pod still waits its turn
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+
+    asyncio.run(scenario())

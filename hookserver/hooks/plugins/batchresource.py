@@ -139,8 +139,16 @@ def _not_be(qos_class: str) -> HookResult:
     return HookResult.skip("not a BE pod", qos_class=qos_class)
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Mapping[str, ContainerBatchResources]:
+    """A pod's spec, parsed once for its containers' decisions and its own (each decision is cached on its
+    own key, so without this a pod's text was parsed once per container and once more for the pod; a cold
+    NRI Synchronize spent most of its hook time there). Errors are not cached: each caller raises afresh."""
+    return MappingProxyType(parse_spec_text(text))
+
+
 def _container_decision(text: str, container: str, suppress: bool, ratio: float | None) -> HookResult:
-    entry = parse_spec_text(text).get(container)
+    entry = (_parsed(text) if len(text) <= _CACHED_TEXT_BYTES else parse_spec_text(text)).get(container)
     if entry is None:
         return HookResult.skip(f"container {container!r} has no entry in the extended-resource spec")
     rule = QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio)
@@ -161,7 +169,7 @@ def _container_decision(text: str, container: str, suppress: bool, ratio: float 
 
 
 def _pod_decision(text: str, suppress: bool, ratio: float | None) -> HookResult:
-    containers = list(parse_spec_text(text).values())
+    containers = list((_parsed(text) if len(text) <= _CACHED_TEXT_BYTES else parse_spec_text(text)).values())
     if not containers:
         return HookResult.skip("the extended-resource spec lists no container")
     return _pod_result(containers, QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio))

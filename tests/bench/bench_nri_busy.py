@@ -1,0 +1,496 @@
+"""The hot path with the agent idle vs busy: NRI CreateContainer and the proxy's PreCreateContainerHook.
+
+Two real daemons (`hookserver.daemon.Daemon`, everything the DaemonSet runs) in child processes, each
+with 500 BE pods on real cgroup v1 (a private `/sys/fs/cgroup/<cpu,cpuacct,memory>/hookserver-bench-*`
+subtree, one container a pod, removed afterwards), learnt through NRI Synchronize from the test runtime
+(tests/nri/fake_runtime.py) on a socketpair end:
+
+* idle: NRI and the proxy only (collectors, QoS, predictor, capacity and the reconciler off);
+* busy: as a 500-pod node makes it: every 1 s collector on the 500 pods and 500 containers, the QoS
+  runner (dry run: it plans and audits, and writes nothing outside the subtree), predictor training and a
+  checkpoint round of every model every 3 s (fsyncs), capacity, the reconciler, and a thread making
+  garbage (cycles, as parsers and snapshots leave).
+
+The idle and busy daemons run side by side and their calls are interleaved in ROUNDS rounds, the order
+flipped every round, so machine noise (and the busy daemon's load on the CPUs) hits both alike: what
+differs is what shares the busy daemon's interpreter. With HOOKSERVER_BENCH_BEFORE the two checkouts'
+pairs take turns, the other pair stopped (SIGSTOP) meanwhile and given RESUME_S to catch up.
+Per call: one CreateContainer of a new container of a synced pod (serial, one in flight), then the same
+count of PreCreateContainerHook on the proxy socket. Throughput is calls / wall time of the serial run.
+
+Where the time goes: each daemon runs a sampler (SAMPLE_S) that notes which areas' code the other
+threads are in (collectors, qos, predictor, capacity, reconciler) and every GC pause over 1 ms; a call's
+window is matched against them, and the slowest 1 % of busy calls are compared with all busy calls.
+
+Targets (issue 24): busy vs idle CreateContainer p99 <= 1.2x, p99.9 <= 2 ms, throughput >= 0.95x.
+HOOKSERVER_BENCH_BEFORE=<checkout> runs that checkout's daemons in the same rounds (before vs after).
+`python -m tests.bench nri_busy` runs only this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import itertools
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from hookserver.api import nri_pb2, runtime_hook_pb2, ttrpc_pb2
+from hookserver.nri.handlers import PLUGIN_SERVICE
+from tests.bench.common import BenchRow, percentile
+from tests.nri.fake_runtime import FakeRuntime
+from tests.reference_example import SPEC_KEY, WORKED_SPEC_JSON
+
+PODS = 500
+ROUNDS = int(os.environ.get("HOOKSERVER_BENCH_ROUNDS", "8"))
+CALLS_PER_ROUND = 400
+WARMUP_S = 4.0
+SAMPLE_S = 0.002
+# After a checkout's pair is resumed: its timers fire what came due while it was stopped; let that pass.
+RESUME_S = 1.0
+ROOT = Path(__file__).resolve().parents[2]
+CGROUP = "/sys/fs/cgroup"
+CONTROLLERS = ("cpu", "cpuacct", "memory")
+PROXY_METHOD = "/runtime.v1alpha1.RuntimeHookService/PreCreateContainerHook"
+AREAS = ("collectors", "qos", "hookserver/predictor", "hookserver/capacity", "hookserver/reconciler")
+
+
+# -- the node: cgroups and pods ----------------------------------------------------------------------
+def _unusable() -> str:
+    if os.geteuid() != 0:
+        return "not root"
+    for c in CONTROLLERS:
+        if not os.access(f"{CGROUP}/{c}", os.W_OK):
+            return f"{CGROUP}/{c} is not a writable cgroup v1 hierarchy"
+    return ""
+
+
+def _make_tree(top: str) -> tuple[list[str], list[nri_pb2.PodSandbox], list[nri_pb2.Container]]:
+    made: list[str] = []
+    pods: list[nri_pb2.PodSandbox] = []
+    ctrs: list[nri_pb2.Container] = []
+    for i in range(PODS):
+        uid = f"0000{i:04d}-beef-4c8a-9d2b-{i:012d}"
+        cid = f"{i:08d}" + "c" * 56
+        rel = f"{top}/pod{uid}"
+        for c in CONTROLLERS:
+            for path in (f"{CGROUP}/{c}/{top}", f"{CGROUP}/{c}/{rel}", f"{CGROUP}/{c}/{rel}/{cid}"):
+                if not os.path.isdir(path):
+                    os.mkdir(path)
+                    made.append(path)
+        pod = nri_pb2.PodSandbox(id=f"sb-{i}", name=f"be-{i}", uid=uid, namespace="batch")
+        pod.labels["koordinator.sh/qosClass"] = "BE"
+        pod.annotations[SPEC_KEY] = WORKED_SPEC_JSON
+        pod.linux.cgroup_parent = "/" + rel
+        pods.append(pod)
+        ctr = nri_pb2.Container(id=cid, pod_sandbox_id=pod.id, name="a", state=3)
+        ctr.linux.resources.cpu.shares.value = 2
+        ctrs.append(ctr)
+    return made, pods, ctrs
+
+
+def _remove_tree(made: list[str]) -> None:
+    for path in reversed(made):
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
+    out = dict(low)
+    for key, value in high.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _settings(base: Path, busy: bool, before: bool = False) -> dict[str, Any]:
+    """The daemon's config; HOOKSERVER_BENCH_OVERRIDES (JSON) is merged over it, and for the "before" pair
+    HOOKSERVER_BENCH_BEFORE_OVERRIDES (HOOKSERVER_BENCH_BEFORE=. and this compare settings of one checkout)."""
+    name = "HOOKSERVER_BENCH_BEFORE_OVERRIDES" if before else "HOOKSERVER_BENCH_OVERRIDES"
+    return _merge(_base_settings(base, busy), json.loads(os.environ.get(name, "{}")))
+
+
+def _base_settings(base: Path, busy: bool) -> dict[str, Any]:
+    off = {"enabled": False}
+    collectors: dict[str, Any] = {"gpu": off}
+    if not busy:
+        collectors = {name: off for name in (
+            "node_resource", "pod_resource", "pod_throttled", "host_application", "system_resource", "be_resource",
+            "numa_resource", "psi", "node_info", "gpu",
+        )}
+    return {
+        "standalone": True, "node_name": "bench", "state_dir": str(base / "state"),
+        "hook": {"socket": str(base / "hook.sock"), "registration_dir": str(base / "reg")},
+        "debug": {"socket": str(base / "debug.sock")}, "metrics": {"addr": "127.0.0.1:0"},
+        "cgroup": {"root": CGROUP, "driver": "cgroupfs", "version": "v1"},
+        "nri": {"socket": "/nonexistent/nri.sock", "backoff_initial_s": 60, "backoff_max_s": 60},
+        "collectors": collectors,
+        "qos": {"enabled": busy, "dry_run": True},
+        "predictor": {"enabled": busy, "training_interval_s": 3, "checkpoint_round_s": 3, "checkpoint_interval_s": 0,
+                      "checkpoint_max_per_step": 2 * PODS, "koordlet_checkpoint_dir": ""},
+        "capacity": {"enabled": busy},
+        "reconciler": {"enabled": busy},
+    }
+
+
+# -- the daemon child --------------------------------------------------------------------------------
+class _Sampler:
+    """In a daemon: which areas the other threads are in, every SAMPLE_S, and GC pauses over 1 ms."""
+
+    def __init__(self, out: Path) -> None:
+        self._out = out.open("w")
+        self._stop = threading.Event()
+        self._gc_start = 0.0
+        gc.callbacks.append(self._on_gc)
+        threading.Thread(target=self._run, name="bench-sampler", daemon=True).start()
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.time()
+        elif time.time() - self._gc_start > 0.001:
+            self._out.write(json.dumps({"gc": [self._gc_start, time.time(), info.get("generation", -1)]}) + "\n")
+
+    def _run(self) -> None:
+        me = threading.get_ident()
+        while not self._stop.wait(SAMPLE_S):
+            areas: set[str] = set()
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                f: Any = frame
+                while f is not None:
+                    path = f.f_code.co_filename
+                    hit = next((a for a in AREAS if f"/{a}/" in path), None)
+                    if hit is not None:
+                        if not _waiting(frame):
+                            areas.add(hit.split("/")[-1])
+                        break
+                    f = f.f_back
+            if areas:
+                self._out.write(json.dumps({"t": time.time(), "a": sorted(areas)}) + "\n")
+        self._out.close()
+
+
+def _waiting(frame: Any) -> bool:
+    """A thread parked in a wait (its innermost frame in threading/queue/selectors) is not working."""
+    name = frame.f_code.co_filename
+    return name.endswith(("threading.py", "queue.py", "selectors.py", "thread.py")) and frame.f_code.co_name in (
+        "wait", "get", "select", "_worker", "acquire",
+    )
+
+
+def _garbage(stop: threading.Event) -> None:
+    """Cyclic garbage, as parsers, snapshots and closures leave: ~20k objects a second."""
+    while not stop.wait(0.01):
+        for _ in range(100):
+            a: dict[str, Any] = {"x": list(range(10))}
+            b: dict[str, Any] = {"a": a}
+            a["b"] = b
+
+
+async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
+    from hookserver.config import load_settings
+    from hookserver.daemon import Daemon
+
+    os.environ["NRI_PLUGIN_SOCKET"] = str(fd)
+    settings = load_settings(overrides=json.loads(config), environ={})
+    daemon = Daemon(settings)
+    _Sampler(Path(samples))
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    garbage_stop = threading.Event()
+    if busy:
+        threading.Thread(target=_garbage, args=(garbage_stop,), name="bench-garbage", daemon=True).start()
+    try:
+        await daemon.run(stop)
+    finally:
+        garbage_stop.set()
+
+
+# -- the runtime side ---------------------------------------------------------------------------------
+class _Agent:
+    def __init__(self, name: str, busy: bool, tree: Path | None, base: Path,
+                 pods: list[nri_pb2.PodSandbox], ctrs: list[nri_pb2.Container]) -> None:
+        self.name, self.busy, self.base = name, busy, base
+        base.mkdir(parents=True)
+        ours, theirs = socket.socketpair()
+        self.samples = base / "samples.jsonl"
+        self.proc = subprocess.Popen(
+            # This file as a script, so a `tree` without it (the code before) still runs its daemon here.
+            [sys.executable, str(Path(__file__).resolve()), "--child", str(theirs.fileno()),
+             json.dumps(_settings(base, busy, name.startswith("before"))), "busy" if busy else "idle",
+             str(self.samples)],
+            pass_fds=[theirs.fileno()], cwd=tree or ROOT,
+            env={**os.environ, "PYTHONPATH": str(tree or ROOT)}, stdout=subprocess.DEVNULL,
+            stderr=(base / "stderr.log").open("w"),
+        )
+        theirs.close()
+        self.sock = ours
+        self.runtime = FakeRuntime(runtime_version="v2.3.0", nri_version="v0.12.0", pods=pods, containers=ctrs)
+        self.pods = pods
+        self.conn: Any = None
+        self.grpc: Any = None
+
+    async def start(self) -> None:
+        import grpc
+
+        reader, writer = await asyncio.open_unix_connection(sock=self.sock)
+        await self.runtime.attach(reader, writer)
+        self.conn = await self.runtime.ready_conn(0, timeout=60)
+        path = self.base / "hook.sock"
+        for _ in range(300):
+            if path.exists():
+                break
+            await asyncio.sleep(0.05)
+        channel = grpc.insecure_channel(f"unix://{path}")
+        self.grpc = channel.unary_unary(PROXY_METHOD)
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def save_status(self) -> None:
+        """`hookctl status` and `nri` of the daemon, next to its log (what it was doing)."""
+        from hookserver.debug.client import DebugClient
+
+        try:
+            with DebugClient(str(self.base / "debug.sock")) as client:
+                (self.base / "status.json").write_text(client.status() + "\n" + client.nri())
+        except Exception as exc:  # noqa: BLE001 - a diagnostic only
+            (self.base / "status.json").write_text(f"no status: {exc}")
+
+    async def stop(self) -> None:
+        self.resume()
+        await asyncio.to_thread(self.save_status)
+        await self.runtime.aclose()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _nri_requests(pods: list[nri_pb2.PodSandbox], tag: str) -> itertools.cycle[bytes]:
+    out = []
+    for i in range(2000):
+        pod = pods[i % len(pods)]
+        ctr = nri_pb2.Container(id=f"new-{tag}-{i:06d}", pod_sandbox_id=pod.id, name="a", state=1)
+        ctr.linux.resources.cpu.shares.value = 2
+        payload = nri_pb2.CreateContainerRequest(pod=pod, container=ctr).SerializeToString()
+        out.append(ttrpc_pb2.Request(service=PLUGIN_SERVICE, method="CreateContainer", payload=payload,
+                                     timeout_nano=2_000_000_000).SerializeToString())
+    return itertools.cycle(out)
+
+
+def _proxy_requests(pods: list[nri_pb2.PodSandbox]) -> itertools.cycle[bytes]:
+    pb = runtime_hook_pb2
+    out = []
+    for i, pod in enumerate(pods):
+        req = pb.ContainerResourceHookRequest(
+            pod_meta=pb.PodSandboxMetadata(name=pod.name, uid=pod.uid, namespace=pod.namespace),
+            container_meta=pb.ContainerMetadata(name="a"),
+            container_resources=pb.LinuxContainerResources(cpu_period=100000, cpu_shares=2),
+            pod_cgroup_parent=pod.linux.cgroup_parent,
+            pod_labels=dict(pod.labels), pod_annotations=dict(pod.annotations),
+        )
+        out.append(req.SerializeToString())
+    return itertools.cycle(out)
+
+
+async def _nri_calls(agent: _Agent, requests: itertools.cycle[bytes], n: int) -> tuple[list[tuple[float, float]], float]:
+    """(epoch start, seconds) per call, and the wall time of the run."""
+    conn = agent.conn
+    loop = asyncio.get_running_loop()
+    out: list[tuple[float, float]] = []
+    began = time.perf_counter()
+    for _ in range(n):
+        sid = conn.next_sid
+        conn.next_sid += 2
+        fut: asyncio.Future[Any] = loop.create_future()
+        conn.pending[sid] = fut
+        t_epoch, t0 = time.time(), time.perf_counter()
+        conn._send_message(1, sid, 1, next(requests))
+        code, _message, _reply = await fut
+        out.append((t_epoch, time.perf_counter() - t0))
+        del conn.pending[sid]
+        if code:
+            raise RuntimeError(f"{agent.name}: CreateContainer failed with {code}")
+    return out, time.perf_counter() - began
+
+
+def _proxy_calls(agent: _Agent, requests: itertools.cycle[bytes], n: int) -> tuple[list[tuple[float, float]], float]:
+    out: list[tuple[float, float]] = []
+    call = agent.grpc
+    began = time.perf_counter()
+    for _ in range(n):
+        t_epoch, t0 = time.time(), time.perf_counter()
+        call(next(requests), timeout=2.0)
+        out.append((t_epoch, time.perf_counter() - t0))
+    return out, time.perf_counter() - began
+
+
+async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
+    """Rounds of calls; in each, every pair (idle, busy of one checkout) in turn, the other pairs stopped."""
+    agents = [a for pair in pairs for a in pair]
+    results: dict[str, dict[str, Any]] = {
+        a.name: {"nri": [], "nri_wall": 0.0, "proxy": [], "proxy_wall": 0.0} for a in agents
+    }
+    nri_req = {a.name: _nri_requests(a.pods, a.name) for a in agents}
+    proxy_req = {a.name: _proxy_requests(a.pods) for a in agents}
+    for a in agents:  # warm both paths
+        await _nri_calls(a, nri_req[a.name], 200)
+        await asyncio.to_thread(_proxy_calls, a, proxy_req[a.name], 200)
+    await asyncio.sleep(WARMUP_S)  # the busy daemons' loops are all running by now
+    for r in range(ROUNDS):
+        for pair in pairs if r % 2 == 0 else list(reversed(pairs)):
+            for other in agents:
+                if other not in pair:
+                    other.pause()
+            for a in pair:
+                a.resume()
+            await asyncio.sleep(RESUME_S if len(pairs) > 1 else 0)
+            for a in pair if r % 2 == 0 else list(reversed(pair)):
+                calls, wall = await _nri_calls(a, nri_req[a.name], CALLS_PER_ROUND)
+                results[a.name]["nri"] += calls
+                results[a.name]["nri_wall"] += wall
+                pcalls, pwall = await asyncio.to_thread(_proxy_calls, a, proxy_req[a.name], CALLS_PER_ROUND)
+                results[a.name]["proxy"] += pcalls
+                results[a.name]["proxy_wall"] += pwall
+    for a in agents:
+        a.resume()
+    return results
+
+
+def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
+    """What was going on in the daemon during its slowest 1 % of calls vs during all of them."""
+    gcs: list[tuple[float, float]] = []
+    by_gen = [0, 0, 0]
+    marks: list[tuple[float, list[str]]] = []
+    for line in samples_path.read_text(errors="replace").splitlines():  # the last line may be cut short
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if "gc" in item:
+            gcs.append((item["gc"][0], item["gc"][1]))
+            by_gen[item["gc"][2]] += 1
+        else:
+            marks.append((item["t"], item["a"]))
+    marks.sort()
+    times = [m[0] for m in marks]
+    import bisect
+
+    def during(start: float, seconds: float) -> set[str]:
+        end = start + seconds
+        found = {"gc" for g0, g1 in gcs if g0 < end and g1 > start}
+        lo, hi = bisect.bisect_left(times, start - SAMPLE_S), bisect.bisect_right(times, end)
+        for _, areas in marks[lo:hi]:
+            found.update(areas)
+        return found
+
+    threshold = percentile([c[1] for c in calls], 99)
+    slow = [c for c in calls if c[1] >= threshold]
+
+    def shares(group: list[tuple[float, float]]) -> dict[str, float]:
+        counts: dict[str, int] = {}
+        for start, seconds in group:
+            for area in during(start, seconds):
+                counts[area] = counts.get(area, 0) + 1
+        return {k: v / max(1, len(group)) for k, v in sorted(counts.items())}
+
+    s_slow, s_all = shares(slow), shares(calls)
+    parts = [f"{k} {s_slow.get(k, 0) * 100:.0f}% vs {s_all.get(k, 0) * 100:.0f}%"
+             for k in sorted(set(s_slow) | set(s_all))]
+    gc_ms = sum(g1 - g0 for g0, g1 in gcs) * 1000
+    return (f"slowest 1% (>= {threshold * 1000:.2f} ms, {len(slow)} calls) overlapped vs all calls: "
+            + (", ".join(parts) or "nothing") + f"; GC pauses > 1 ms: {len(gcs)} ({gc_ms:.0f} ms; by generation {by_gen})")
+
+
+def _row(path: str, label: str, idle: dict[str, Any], busy: dict[str, Any]) -> list[BenchRow]:
+    def stats(run: dict[str, Any]) -> tuple[float, float, float, float]:
+        lat = [c[1] for c in run[path]]
+        return (percentile(lat, 50) * 1000, percentile(lat, 99) * 1000, percentile(lat, 99.9) * 1000,
+                len(lat) / run[f"{path}_wall"])
+
+    i, b = stats(idle), stats(busy)
+    fmt = "p50 {:.3f} p99 {:.3f} p99.9 {:.3f} ms, {:.0f}/s"
+    return [
+        BenchRow(f"{path}-busy", f"{label} idle", fmt.format(*i), f"{len(idle[path])} calls"),
+        BenchRow(f"{path}-busy", f"{label} busy", fmt.format(*b), f"{len(busy[path])} calls"),
+        BenchRow(
+            f"{path}-busy", f"{label} busy/idle",
+            f"p50 {b[0] / i[0]:.2f} p99 {b[1] / i[1]:.2f} p99.9 {b[2] / i[2]:.2f} tput {b[3] / i[3]:.2f}",
+            "targets (NRI): p99 <= 1.2, p99.9 <= 2 ms, throughput >= 0.95"
+            f"; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
+        ),
+    ]
+
+
+def run() -> list[BenchRow]:
+    why = _unusable()
+    if why:
+        return [BenchRow("nri-busy", "idle vs busy", "skipped", why)]
+    before = os.environ.get("HOOKSERVER_BENCH_BEFORE")
+    trees: dict[str, Path | None] = {"": None}
+    if before:
+        trees = {"before ": Path(before), "": None}
+    top = f"hookserver-bench-{uuid.uuid4().hex[:10]}"
+    made, pods, ctrs = _make_tree(top)
+    rows: list[BenchRow] = []
+    try:
+        keep = os.environ.get("HOOKSERVER_BENCH_KEEP")  # a directory to leave the daemons' logs and status in
+        with contextlib.nullcontext(tempfile.mkdtemp(prefix="hs-busy-", dir=keep)) if keep else \
+                tempfile.TemporaryDirectory(prefix="hs-busy-", dir="/tmp") as tmp:
+            pairs = []
+            for label, tree in trees.items():
+                tag = label.strip() or "after"
+                pairs.append([_Agent(f"{tag}-idle", False, tree, Path(tmp) / f"{tag}-idle", pods, ctrs),
+                              _Agent(f"{tag}-busy", True, tree, Path(tmp) / f"{tag}-busy", pods, ctrs)])
+            agents = [a for pair in pairs for a in pair]
+
+            async def main() -> dict[str, dict[str, Any]]:
+                try:
+                    for a in agents:
+                        await a.start()
+                    return await _measure(pairs)
+                finally:
+                    for a in agents:
+                        await a.stop()
+
+            results = asyncio.run(main())
+            for label in trees:
+                tag = label.strip() or "after"
+                idle, busy = results[f"{tag}-idle"], results[f"{tag}-busy"]
+                rows += _row("nri", f"{label}CreateContainer", idle, busy)
+                rows += _row("proxy", f"{label}PreCreateContainerHook", idle, busy)
+                busy_agent = next(a for a in agents if a.name == f"{tag}-busy")
+                rows.append(BenchRow("nri-busy", f"{label}where the slow busy calls' time went",
+                                     "", _attribution(busy["nri"], busy_agent.samples)))
+    finally:
+        _remove_tree(made)
+    return rows
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--child":
+        asyncio.run(_child(int(sys.argv[2]), sys.argv[3], sys.argv[4] == "busy", sys.argv[5]))

@@ -1,0 +1,155 @@
+"""NRI Synchronize at node scale, on the wire against the test runtime: every update, multi-part under
+ttrpc's 4 MiB, and a sync cut short by the runtime's deadline answering what it has and handing the rest
+to the reconciler at once (`hookctl nri`, the metric). No test here times anything: how long a sync takes
+is `python -m tests.bench nri_sync`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from hookserver.api import nri_pb2
+from hookserver.dispatch import HookDispatcher
+from hookserver.hooks.context import ContainerRequest
+from hookserver.hooks.outcome import HookResult
+from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
+from hookserver.hooks.registry import HookRegistry
+from hookserver.nri.sync import SyncWork
+from hookserver.observability.metrics import HookMetrics
+from hookserver.store.state import StateStore
+from tests.nri.conftest import nri_world, run
+from tests.nri.fake_runtime import GO_BUFFER, MAX_MESSAGE, wait_for
+from tests.nri.scale import expected_update, node_objects
+
+
+def _check_updates(reply: nri_pb2.SynchronizeResponse) -> dict[str, tuple[int, int, int]]:
+    got: dict[str, tuple[int, int, int]] = {}
+    for u in reply.update:
+        _, index, name = u.container_id.split("-", 2)
+        r = u.linux.resources
+        values = (r.cpu.shares.value, r.cpu.quota.value, r.memory.limit.value)
+        assert values == expected_update(int(index), name), u.container_id
+        assert u.ignore_failure
+        got[u.container_id] = values
+    return got
+
+
+def test_2500_pods_sync_in_parts_under_the_limit_with_every_update(sock_dir: Path) -> None:
+    pods, ctrs = node_objects(2500, stopped_every=10)
+
+    async def body() -> None:
+        # A generous request timeout: this test is about completeness, not time (a shared CI machine).
+        async with nri_world(sock_dir, pods=pods, containers=ctrs, request_timeout_ms=60_000) as w:
+            conn = await w.runtime.ready_conn(timeout=60)
+            assert conn.oversized_syncs >= 1 and len(conn.sync_replies) >= 4  # one message would be over 4 MiB
+            assert max(conn.sync_chunk_sizes) <= MAX_MESSAGE
+            assert all(r.more and not r.update for r in conn.sync_replies[:-1])
+            final = conn.sync_replies[-1]
+            assert not final.more and final.ByteSize() <= MAX_MESSAGE
+            got = _check_updates(final)
+            assert len(got) == len(final.update) == 5000  # every running container once; stopped ones none
+            assert conn.max_plugin_frame <= GO_BUFFER
+            status = w.plugin.status()["sync"]
+            assert status["pods"] == 2500 and status["containers"] == 5250 and status["updates"] == 5000
+            assert status["complete"] and status["handed_to_reconciler"] == 0 and status["partial_total"] == 0
+            # After the reply the store learns the whole node and every pod's values are written.
+            def learnt() -> bool:
+                snap = w.store.snapshot()
+                return len(snap.pods) == 2500 and len([c for c in snap.containers.values() if c.source == "nri"]) == 5000
+
+            await wait_for(learnt, 30, "the store to learn the node")
+            await wait_for(lambda: w.plugin.status()["sync"]["pods_written"] == 2500, 30, "the pod values")
+
+    run(body(), timeout=120)
+
+
+def test_64_kib_annotations_a_pod_sync_in_parts_with_every_update(sock_dir: Path) -> None:
+    pods, ctrs = node_objects(150, annotation_bytes=64 << 10)
+
+    async def body() -> None:
+        async with nri_world(sock_dir, pods=pods, containers=ctrs, request_timeout_ms=60_000) as w:
+            conn = await w.runtime.ready_conn(timeout=60)
+            assert len(conn.sync_replies) >= 3 and max(conn.sync_chunk_sizes) <= MAX_MESSAGE
+            assert len(_check_updates(conn.sync_replies[-1])) == 300
+            # The store keeps its own copy of each pod's annotations (the sync's messages are gone).
+            await wait_for(lambda: len(w.store.snapshot().pods) == 150, 30, "the store to learn the node")
+            pod = w.store.snapshot().pods[pods[7].uid]
+            assert dict(pod.annotations) == dict(pods[7].annotations)
+
+    run(body(), timeout=120)
+
+
+class _Gate:
+    """BatchResource's container decision, held at the `hold_from`-th container until released."""
+
+    name = "Gate"
+    pure_decision = True
+
+    def __init__(self, hold_from: int) -> None:
+        self.hold_from = hold_from
+        self.seen = 0
+        self.release = threading.Event()
+        self.holding = threading.Event()
+
+    def pre_update_container_resources(self, request: ContainerRequest, view: object) -> HookResult:
+        self.seen += 1
+        if self.seen > self.hold_from:
+            self.holding.set()
+            self.release.wait(10)
+        return BatchResourcePlugin().pre_update_container_resources(request, view)  # type: ignore[arg-type]
+
+
+def test_a_sync_cut_short_answers_what_is_done_and_hands_the_rest_to_the_reconciler(sock_dir: Path) -> None:
+    pods, ctrs = node_objects(40)
+    gate = _Gate(hold_from=30)  # 15 pods' containers decided, then the hook holds past the budget
+    handed: list[tuple[set[str], str]] = []
+    metrics = HookMetrics(CollectorRegistry())
+
+    async def body() -> None:
+        async with nri_world(
+            sock_dir, plugins=[gate], pods=pods, containers=ctrs, request_timeout_ms=400, start_plugin=False,
+        ) as w:
+            w.dispatcher.metrics = metrics
+            w.plugin._catch_up = lambda uids, why: handed.append((set(uids), why))
+            import asyncio
+
+            w.task = asyncio.create_task(w.plugin.run(w.stop))
+            conn = await w.runtime.ready_conn(timeout=10)
+            gate.release.set()
+            final = conn.sync_replies[-1]
+            got = _check_updates(final)
+            assert len(got) == 30  # what was decided: every container of the first 15 pods, nothing else
+            assert {cid.split("-")[1] for cid in got} == {str(i) for i in range(15)}
+            assert len(handed) == 1 and handed[0][1] == "nri-sync"
+            assert handed[0][0] == {p.uid for p in pods[15:]}  # the pods the reply leaves out, and only those
+            status = w.plugin.status()["sync"]
+            assert not status["complete"] and status["handed_to_reconciler"] == 25 and status["partial_total"] == 1
+            assert "handed to the reconciler now" in status["last_partial"]
+            assert metrics.registry.get_sample_value("hookserver_nri_sync_partial_total") == 1.0
+            events = [e for e in w.store.audit.events() if e.rpc == "Synchronize"]
+            assert events and events[-1].result == "partial"
+            # The connection lives on: the runtime got a valid answer in time.
+            assert not conn.closed.is_set()
+
+    run(body(), timeout=30)
+    # `nri_world` started no plugin task of its own (start_plugin=False); ours was stopped with the world.
+
+
+def test_sync_work_decides_before_it_learns() -> None:
+    """The reply's decisions come from the store as it was before the sync (as on the hot path); the store
+    learns the node only after `answered` (the reply can go before the bookkeeping)."""
+    pods, ctrs = node_objects(3)
+    store = StateStore()
+    dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=store, executor=None)
+    work = SyncWork(dispatcher, pods, ctrs)
+    seen_at_answer: list[int] = []
+    work.reply_sent.set()
+    progress = work.run(lambda: seen_at_answer.append(len(store.snapshot().pods)))
+    assert seen_at_answer == [0]
+    assert progress.answered and progress.done and progress.decided == progress.wanted == 6
+    assert len(progress.updates) == 6 and not progress.pending({p.uid for p in pods})
+    assert len(store.snapshot().pods) == 3
+    reply = nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates))
+    assert len(_check_updates(reply)) == 6
