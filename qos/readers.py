@@ -19,6 +19,7 @@ from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
+from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -79,7 +80,6 @@ BE_CPU_LIMIT = "be_cpu_real_limit"
 SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SYSTEM_CPU, HOST_APP_CPU,
                BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT)
 
-_NO_SPEC: Mapping[str, str] = MappingProxyType({})
 
 
 class KernelSource(Protocol):
@@ -225,9 +225,9 @@ class SnapshotBuilder:
         (`hookserver.store.records.started_containers`)."""
         out = []
         for c in started_containers(pod, by_pod.get(pod.uid, ())):
-            requests, limits = pod.container_specs.get(c.name, (_NO_SPEC, _NO_SPEC))
+            spec = container_spec(pod, c.name, c)  # the pod spec, else what the runtime announced
             out.append(ContainerFacts(id=c.id, name=c.name, cgroup_dir=self._container_dir(pod_rel, c.cgroup_parent, c.id),
-                                      requests=requests, limits=limits))
+                                      requests=spec.requests, limits=spec.limits))
         return tuple(sorted(out, key=lambda c: (c.name, c.id)))
 
     def _pods(

@@ -14,7 +14,8 @@ from typing import Any
 from hookserver.debug.encoding import format_age, format_ts
 from hookserver.errors import InputError
 from hookserver.store.audit import DecisionRecord, HookEventRecord, WriteRecord
-from hookserver.store.records import PodRecord
+from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore
 
 __all__ = [
@@ -145,6 +146,18 @@ def _pod_section(pod: PodRecord | None, containers: Iterable[str], now: float) -
     }
 
 
+def _resources_section(pod: PodRecord, records: Iterable[ContainerRecord], names: Iterable[str]) -> list[dict[str, Any]]:
+    """Per container, the requests and limits the reconcilers read and where they came from: the pod spec,
+    or, without one (standalone, a pod known only from the proxy or NRI), the runtime's announced resources."""
+    by_name = {c.name: c for c in records}
+    out = []
+    for name in sorted(set(names)):
+        spec = container_spec(pod, name, by_name.get(name))
+        out.append({"container": name, "source": spec.source, "requests": dict(spec.requests),
+                    "limits": dict(spec.limits)})
+    return out
+
+
 def _hook_entry(record: DecisionRecord, calls: int) -> dict[str, Any]:
     return {
         "plugin": record.plugin,
@@ -204,8 +217,11 @@ def explain_view(store: StateStore, namespace: str, name: str) -> dict[str, Any]
     if pod is not None:  # started containers the informer lists (pods whose hooks ran elsewhere, or never)
         containers += [name for name in pod.container_ids if name not in containers]
     recent = [e for e in store.audit.events() if e.pod_key == key][-_EXPLAIN_EVENTS:]
+    section = _pod_section(pod, containers, store.clock())
+    if pod is not None:
+        section["resources"] = _resources_section(pod, snap.containers_of(pod.uid), containers)
     return {
-        "pod": _pod_section(pod, containers, store.clock()),
+        "pod": section,
         "decisions": _group_decisions(records),
         "writes": [write_row(w) for w in _writes_for_uid(store.audit.writes(), uid)],
         "events": [event_row(e) for e in recent],
