@@ -14,6 +14,7 @@ cool-downs a real run would).
 
 from __future__ import annotations
 
+import datetime as _dt
 import asyncio
 import logging
 import threading
@@ -75,6 +76,19 @@ class ReconcilerStatus:
     last_error_at: float = 0.0
     last_plan: dict[str, Any] = field(default_factory=dict)
     last_outcome: RoundOutcome | None = None
+
+
+# `hookctl qos` names the pods of the last evictions (whom, when, why); `hookctl events` lists them all.
+_LAST_EVICTIONS = 5
+
+
+def _eviction_row(record: EvictionRecord) -> dict[str, Any]:
+    return {
+        "time": _dt.datetime.fromtimestamp(record.ts, _dt.timezone.utc).isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+        "pod": record.pod_key, "reconciler": record.reconciler, "reason": record.reason, "status": record.status,
+        "backend": record.backend, "message": record.message, "detail": record.detail, "error": record.error,
+    }
 
 
 class QoSRunner:
@@ -421,6 +435,7 @@ class QoSRunner:
             "last_round_error": self.last_round_error,
             "gates": self.gates.describe(),
             "reconcilers": rows,
+            "last_evictions": [_eviction_row(e) for e in self.store.audit.evictions(limit=_LAST_EVICTIONS)],
         }
 
     def replay(self, name: str, snapshot: QoSSnapshot) -> dict[str, Any]:

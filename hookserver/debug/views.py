@@ -13,7 +13,7 @@ from typing import Any
 
 from hookserver.debug.encoding import format_age, format_ts
 from hookserver.errors import InputError
-from hookserver.store.audit import DecisionRecord, HookEventRecord, WriteRecord
+from hookserver.store.audit import DecisionRecord, EvictionRecord, HookEventRecord, WriteRecord
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore
@@ -23,6 +23,7 @@ __all__ = [
     "MAX_LIMIT",
     "NotFoundError",
     "event_row",
+    "eviction_row",
     "events_view",
     "explain_view",
     "pods_view",
@@ -104,11 +105,34 @@ def event_row(event: HookEventRecord) -> dict[str, Any]:
         "latency_ms": round(event.latency_s * 1000, 3),
         "result": event.result,
         "error": event.error,
+        "detail": "",
+    }
+
+
+def eviction_row(record: EvictionRecord) -> dict[str, Any]:
+    """An eviction (API eviction, standalone kill, report or dry run) as an event row: the operator asking
+    "who killed my pod, when, on which numbers" finds it beside the hook calls. `detail` carries koordlet's
+    reason and the reconciler's sentence with the numbers."""
+    return {
+        "time": format_ts(record.ts),
+        "door": "qos",
+        "rpc": f"evict/{record.backend or '-'}",
+        "pod": record.pod_key,
+        "container": "",
+        "latency_ms": None,
+        "result": record.status,
+        "error": record.error,
+        "detail": "; ".join(x for x in (f"{record.reconciler}: {record.reason}", record.message, record.detail) if x),
     }
 
 
 def events_view(store: StateStore, *, limit: int = 0) -> list[dict[str, Any]]:
-    return [event_row(e) for e in store.audit.events(limit=_limit(limit))]
+    """Hook calls and evictions, oldest first, the newest `limit` of them."""
+    n = _limit(limit)
+    rows = [(e.ts, event_row(e)) for e in store.audit.events(limit=n)]
+    rows += [(r.ts, eviction_row(r)) for r in store.audit.evictions(limit=n)]
+    rows.sort(key=lambda pair: pair[0])  # stable: same-time rows keep hook calls first
+    return [row for _ts, row in rows[-n:]]
 
 
 def write_row(write: WriteRecord) -> dict[str, Any]:

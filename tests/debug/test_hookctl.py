@@ -149,7 +149,7 @@ def test_explain_malformed_key_fails_before_dialing(key: str, ctl: Any, tmp_path
 def test_events_table_and_json(make_server: ServerFactory, ctl: Any) -> None:
     server = make_server()
     header, rows = _table(ctl("--socket", server.socket_path, "events").out)
-    assert header == ["TIME", "DOOR", "RPC", "POD", "CONTAINER", "LATENCY_MS", "RESULT", "ERROR"]
+    assert header == ["TIME", "DOOR", "RPC", "POD", "CONTAINER", "LATENCY_MS", "RESULT", "ERROR", "DETAIL"]
     assert len(rows) == 5
     doc = ctl("--socket", server.socket_path, "events", "-o", "json").json()
     assert [e["pod"] for e in doc] == [
