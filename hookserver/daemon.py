@@ -370,6 +370,7 @@ class Daemon:
             "qos": {
                 "enabled": s.qos.enabled, "dry_run": s.qos.dry_run, "evictor": self.qos.evictions.kind,
                 "reconcilers": sorted(self.qos.reconcilers),
+                "be_tier_missing": str(getattr(self.qos.snapshots, "tier_problem", "") or ""),
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
             "capacity": self._capacity_status(),

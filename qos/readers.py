@@ -167,6 +167,8 @@ class SnapshotBuilder:
         self._requests: dict[str, tuple[object, tuple[int, int, Mapping[str, int]]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
+        # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
+        self.tier_problem = ""
         self._lock = threading.Lock()
 
     # -- readers ---------------------------------------------------------------------------------
@@ -302,6 +304,13 @@ class SnapshotBuilder:
         tier = qos_dir(view.driver, KubeQoS.BESTEFFORT)
         cpuset_root = view.hierarchy_root("cpuset")
         cpu_root = view.hierarchy_root("cpu")
+        if not os.path.isdir(os.path.join(cpu_root, tier)) and not os.path.isdir(os.path.join(cpuset_root, tier)):
+            # No kubelet BE tier on this node (a developer machine, a node before its first BE pod): a state,
+            # not an error. Planners see "no tier" and say so once in their summary (which the runner records
+            # only when it changes); they plan no write into a directory that is not there.
+            self._note_tier(f"no BE tier cgroup ({tier} under {cpu_root})")
+            return None
+        self._note_tier("")
         cpuset: frozenset[int] | None = None
         text = read_text(os.path.join(cpuset_root, tier, "cpuset.cpus"))
         if text is not None:
@@ -332,6 +341,15 @@ class SnapshotBuilder:
                 period = int(raw_period)
         levels = _cgroup_levels(cpuset_root, tier, depth=2)
         return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2)
+
+    def _note_tier(self, problem: str) -> None:
+        """Log the BE tier's coming and going once per change, never per round."""
+        if problem != self.tier_problem:
+            if problem:
+                log.info("qos: %s: BE tier reconcilers wait for it", problem)
+            elif self.tier_problem:
+                log.info("qos: the BE tier cgroup is there now")
+            self.tier_problem = problem
 
     # -- the snapshot ----------------------------------------------------------------------------
     def build(self, *, evicted: frozenset[str] = frozenset(), replay_gate: str = "") -> QoSSnapshot:

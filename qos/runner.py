@@ -435,6 +435,8 @@ class QoSRunner:
             "last_round_error": self.last_round_error,
             "gates": self.gates.describe(),
             "reconcilers": rows,
+            # "" when the kubelet's BE tier cgroup is there; else why not (one calm state, not a failed write)
+            "be_tier_missing": str(getattr(self.snapshots, "tier_problem", "") or ""),
             "last_evictions": [_eviction_row(e) for e in self.store.audit.evictions(limit=_LAST_EVICTIONS)],
         }
 

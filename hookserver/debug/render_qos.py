@@ -71,6 +71,8 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
     lines.append("")
     lines.append(f"evictions: {doc.get('evictor', '-')}, cool-down {doc.get('eviction_cooldown_s', '-')}s"
                  + ("; DRY RUN: nothing is written or evicted" if doc.get("dry_run") else ""))
+    if doc.get("be_tier_missing"):
+        lines.append(f"BE tier: {doc.get('be_tier_missing')}; the reconcilers that act on it wait for it")
     lines.extend(_last_evictions(doc.get("last_evictions")))
     lines.extend(_gates(doc.get("gates")))
     lines.extend(_owners_and_originals(doc))

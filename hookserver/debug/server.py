@@ -22,6 +22,7 @@ from hookserver import __version__
 from hookserver.api import debug_pb2, debug_pb2_grpc
 from hookserver.debug.encoding import dumps, to_jsonable
 from hookserver.debug.podref import validate_pod_ref
+from hookserver.debug.render_status import status_units
 from hookserver.system.socketfiles import prepare_socket_path, remove_own_socket
 from hookserver.debug.views import (
     NotFoundError,
@@ -198,7 +199,8 @@ class _Servicer:
             except Exception as exc:  # noqa: BLE001 - shown in the status, not fatal to it
                 log.warning("debug status: nri provider failed: %s", exc, exc_info=True)
                 out["nri"] = {"error": _one_line(f"{type(exc).__name__}: {exc}")}
-        return out
+        units: dict[str, Any] = status_units(out)
+        return units  # ISO times and millisecond durations, whichever area reported them
 
     def _answer(self, context: Any, rpc: str, build: Callable[[], Any]) -> Any:
         try:

@@ -34,7 +34,7 @@ def _table(out: str) -> tuple[list[str], list[list[str]]]:
 # -- status ---------------------------------------------------------------------------------------
 def test_status_counts_the_store_and_merges_info(make_server: ServerFactory, ctl: Any) -> None:
     server = make_server(info=lambda: {"version": "9.9.9-test", "stages": ["PreRunPodSandbox"]})
-    table: CtlResult = ctl("--socket", server.socket_path, "status")
+    table: CtlResult = ctl("--socket", server.socket_path, "status", "-v")
     assert table.rc == 0, table.err
     assert "pods: 3" in table.out and "containers: 2" in table.out
     assert "version: 9.9.9-test" in table.out and "stages: PreRunPodSandbox" in table.out

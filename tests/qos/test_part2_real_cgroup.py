@@ -154,3 +154,27 @@ def test_standalone_cpu_burst_from_the_announced_resources_on_real_cgroups(root:
     assert plans and not plans[0].skipped, plans
     # 500m (announced 50000/100000) × 50 % × 100 ms = 25000 µs
     assert _read(cdir / "cpu.cfs_burst_us") == "25000"
+
+
+def test_a_node_without_a_be_tier_gets_no_failed_write_and_one_calm_state(tmp_path: Path) -> None:
+    """Issue 21: `make run` on a machine with no kubepods tree recorded a failed cpuset write every second
+    (CPU suppress restoring the BE tier's cpuset.cpus: ENOENT). A missing tier is a state, shown once."""
+    from qos.cpu_suppress import CPUSuppress
+    from hookserver.debug.render_qos import render_qos
+    from qos.readers import NODE_TOPOLOGY_KEY
+    from tests.qos.helpers import topology
+
+    root = tmp_path / "cgroup"
+    for sub in SUBSYSTEMS:
+        (root / sub).mkdir(parents=True)  # hierarchies, but no kubepods under them
+    stack = build_stack(str(root), CPUSuppress(), gates={"BECPUSuppress": True})
+    stack.store.series.put_static(NODE_TOPOLOGY_KEY, topology(4))
+    for _ in range(5):
+        sample(stack.store, "node_cpu_usage", 0.5)
+        stack.tick()
+    assert stack.store.audit.writes() == []
+    plans = stack.store.audit.plans(reconciler="CPUSuppress")
+    assert len(plans) == 1 and "no BE tier" in plans[0].summary
+    report = stack.runner.report()
+    assert "no BE tier cgroup" in report["be_tier_missing"]
+    assert "BE tier: no BE tier cgroup" in render_qos(report)
