@@ -80,6 +80,8 @@ class ReconcilerStatus:
 
 # `hookctl qos` names the pods of the last evictions (whom, when, why); `hookctl events` lists them all.
 _LAST_EVICTIONS = 5
+# Pods whose last eviction result the runner remembers (to log and audit changes, not repeats).
+_EVICTION_STATES_MAX = 4096
 
 
 def _eviction_row(record: EvictionRecord) -> dict[str, Any]:
@@ -133,6 +135,9 @@ class QoSRunner:
         self.executor = executor
         self.system_files = system_files
         self.evictions = evictions
+        # pod UID -> the status of its last eviction result; repeated refusals are counted, not re-audited
+        self._eviction_states: dict[str, str] = {}
+        self.refusals_repeated = 0
         self.metrics = metrics
         self._clock = clock
         self._mono = mono
@@ -363,7 +368,20 @@ class QoSRunner:
         return evicted, released, statuses
 
     def _record_eviction(self, reconciler: Reconciler, result: EvictionResult) -> None:
+        """Audit, count and log one eviction result. A refusal that repeats (a PodDisruptionBudget holding
+        the pod round after round) is counted only: the audit and the log get changes of state."""
         r = result.request
+        status = result.status.value
+        repeated = result.status is EvictionStatus.REFUSED and self._eviction_states.get(r.pod_uid) == status
+        self._eviction_states[r.pod_uid] = status
+        if len(self._eviction_states) > _EVICTION_STATES_MAX:
+            self._eviction_states.pop(next(iter(self._eviction_states)))
+        if repeated:
+            self.refusals_repeated += 1
+            if self.metrics is not None:
+                self.metrics.evictions.labels(reconciler.name, r.reason, status).inc()
+            log.debug("qos %s: evict %s (%s): still refused: %s", reconciler.name, r.key, r.reason, result.detail)
+            return
         self.store.audit.record_eviction(EvictionRecord(
             ts=self._clock(), reconciler=reconciler.name, pod_key=r.key, pod_uid=r.pod_uid, reason=r.reason,
             message=r.message, status=result.status.value, backend=self.evictions.kind if result.status not in (
@@ -375,8 +393,8 @@ class QoSRunner:
             if result.done:
                 self.metrics.pod_eviction.inc(self.metrics.node, r.reason)
         level = logging.WARNING if result.status in (EvictionStatus.FAILED,) else logging.INFO
-        log.log(level, "qos %s: evict %s (%s): %s %s%s", reconciler.name, r.key, r.reason, result.status.value,
-                result.detail, f" error: {result.error}" if result.error else "")
+        log.log(level, "qos %s: evict %s (%s): %s: %s%s", reconciler.name, r.key, r.reason, result.status.value,
+                result.detail or "-", f" error: {result.error}" if result.error else "")
 
     def _record_plan(self, plan: QoSPlan, mode: str, duration: float) -> None:
         """Plans that change something are always recorded; a plan that does nothing is recorded when its
@@ -430,6 +448,7 @@ class QoSRunner:
             "dry_run": self.settings.dry_run,
             "evictor": self.evictions.kind,
             "eviction_cooldown_s": self.evictions.cooldown_s,
+            "eviction_refusals_repeated": self.refusals_repeated,
             "waiting": self.waiting,
             "round_errors": self.round_errors,
             "last_round_error": self.last_round_error,

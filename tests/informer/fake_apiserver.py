@@ -196,6 +196,7 @@ class FakeApiServer:
         self.writes: list[Write] = []
         self.policy_versions: list[str] = ["policy/v1", "policy/v1beta1"]
         self.pdb_refusals: dict[str, int] = {}
+        self.pdb_retry_after_s = 10  # the apiserver's retryAfterSeconds on a PDB refusal
         self.evictions: list[dict[str, Any]] = []
         self.eviction_posts: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
@@ -609,8 +610,12 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     return _send_json(self, 409, _status(409, "Conflict", "Precondition failed: UID in precondition"))
                 if fake.pdb_refusals.get(key, 0) > 0:
                     fake.pdb_refusals[key] -= 1
-                    return _send_json(self, 429, _status(
-                        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget."))
+                    refusal = _status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.")
+                    # as the apiserver (registry/core/pod/storage/eviction.go): retry after 10 s, cause DisruptionBudget
+                    refusal["details"] = {"causes": [{"type": "DisruptionBudget", "message": "The disruption budget "
+                                                      "needs 1 healthy pods and has 1 currently"}],
+                                          "retryAfterSeconds": fake.pdb_retry_after_s}
+                    return _send_json(self, 429, refusal)
                 fake.evictions.append({"pod": key, "apiVersion": version, "body": copy.deepcopy(body)})
                 old = copy.deepcopy(pod)
                 pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -27,7 +27,7 @@ CAP = 10_000_000_000
 M = 1_000_000
 
 
-def _runner(store: StateStore, backend: object, cgroup_dir: str) -> QoSRunner:
+def _runner(store: StateStore, backend: object, cgroup_dir: str, t: list[float] | None = None) -> QoSRunner:
     from dataclasses import replace
 
     be = replace(pod("be-mem", priority=100, mem=900 * M), cgroup_dirs=(cgroup_dir,))
@@ -35,7 +35,7 @@ def _runner(store: StateStore, backend: object, cgroup_dir: str) -> QoSRunner:
                     slo=slo(enable=True))
     reconciler = MemoryEvict()
     gates = GateRegistry(g for g in reconciler.gates).resolve([("test", {g.name: True for g in reconciler.gates})])
-    t = [100.0]
+    t = t if t is not None else [100.0]
     return QoSRunner([reconciler], gates=gates, snapshots=FixedSnapshots(snap), store=store, executor=None,  # type: ignore[arg-type]
                      evictions=EvictionGuard(backend, cooldown_s=60, clock=lambda: t[0]),  # type: ignore[arg-type]
                      clock=lambda: t[0], mono=lambda: t[0])
@@ -71,3 +71,29 @@ def test_reported_evictions_are_events_too_and_keep_time_order() -> None:
     rows = events_view(store)
     assert [(r["pod"], r["result"], r["rpc"]) for r in rows] == [("default/be-mem", "reported", "evict/report")]
     assert events_view(store, limit=1) == rows
+
+
+def test_a_refusal_that_repeats_is_counted_not_audited_or_logged_again(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 21: a pod held by its PodDisruptionBudget was logged ("refused refused (HTTP 429)") and audited
+    every round. The audit and the log get the change of state; the repeats are counted."""
+    import logging
+
+    from hookserver.eviction import EvictionStatus
+    from tests.qos.helpers import RecordingBackend
+
+    store = StateStore()
+    backend = RecordingBackend({"be-mem": EvictionStatus.REFUSED})
+    t = [100.0]
+    runner = _runner(store, backend, "kubepods/besteffort/podx", t)
+    caplog.set_level(logging.INFO, logger="qos.runner")
+    for _ in range(4):
+        run_round(runner)
+        t[0] += 10.0  # past the reconciler's interval and its eviction back-off
+    assert len(backend.requests) >= 2
+    assert [e.status for e in store.audit.evictions()] == ["refused"]
+    assert runner.report()["eviction_refusals_repeated"] == len(backend.requests) - 1
+    logged = [r.getMessage() for r in caplog.records if "evict default/be-mem" in r.getMessage()]
+    assert len(logged) == 1 and "refused refused" not in logged[0]
+    backend.answers.clear()
+    run_round(runner)
+    assert [e.status for e in store.audit.evictions()] == ["refused", "evicted"]
