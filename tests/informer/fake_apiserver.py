@@ -197,6 +197,8 @@ class FakeApiServer:
         self.policy_versions: list[str] = ["policy/v1", "policy/v1beta1"]
         self.pdb_refusals: dict[str, int] = {}
         self.pdb_retry_after_s = 10  # the apiserver's retryAfterSeconds on a PDB refusal
+        # pod exec: (namespace, pod, container, command) -> (stdout, stderr, exit status); None: not served
+        self.exec_run: Callable[[str, str, str, list[str]], tuple[bytes, bytes, int]] | None = None
         self.evictions: list[dict[str, Any]] = []
         self.eviction_posts: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
@@ -632,6 +634,12 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             fake.requests.append((url.path, query))
             if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
+            if fake.exec_run is not None:  # pod exec (the kubectl plugin's tests: tests/kubectl/fake_exec.py)
+                from tests.kubectl.fake_exec import exec_path, serve_exec
+
+                target = exec_path(url.path)
+                if target is not None:
+                    return serve_exec(self, *target, parse_qs(url.query), fake.exec_run)
             one = _object_route(url.path)
             if one is not None and one[0] not in fake._uninstalled:
                 obj = fake.get(one[0], one[1])
