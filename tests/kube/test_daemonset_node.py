@@ -10,7 +10,8 @@ deploy/README.md): the harness runs no CNI (pods use the host network) and no Se
 (`HOOKSERVER_KUBECONFIG`); the harness runs no controller-manager, so this test runs one
 (tests/kube/build-controller-manager.sh) with only the daemonset, garbagecollector and namespace controllers; and
 koordinator's namespace does not exist, so the two objects the manifest puts there are left out (as `kubectl
-apply` would report them NotFound).
+apply` would report them NotFound); and where the host's /sys is a private mount (this machine; a systemd node's
+is shared) the HostToContainer propagation of the /sys mount is dropped, which containerd would refuse.
 
 Skips unless the node tier and scheduler are up, the controller-manager is built, the image is built
 (`make image`) and `ctr` and `kubectl` are on PATH. Prints one JSON line of timings (`daemonset e2e: {...}`).
@@ -87,8 +88,24 @@ def test_cluster_shim(docs: list[dict[str, Any]], kubeconfig_text: str) -> list[
             container["env"].append({"name": "HOOKSERVER_KUBECONFIG", "value": "/etc/hookserver-e2e/kubeconfig"})
             container["volumeMounts"].append({"name": "e2e-kubeconfig", "mountPath": "/etc/hookserver-e2e",
                                               "readOnly": True})
+            if _private_mount("/sys"):
+                # containerd refuses HostToContainer (rslave) from a private host mount ("not a shared or slave
+                # mount"): this host's /sys is private, a node's (systemd) is shared.
+                for mount in container["volumeMounts"]:
+                    mount.pop("mountPropagation", None)
             pod["volumes"].append({"name": "e2e-kubeconfig", "secret": {"secretName": "hookserver-e2e-kubeconfig"}})
     return out
+
+
+def _private_mount(path: str) -> bool:
+    """Whether the mount holding `path` propagates nothing (no `shared:`/`master:` tag in mountinfo)."""
+    best = ("", "")
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        target, tags = fields[4], " ".join(fields[6:fields.index("-")])
+        if (path == target or path.startswith(target.rstrip("/") + "/")) and len(target) >= len(best[0]):
+            best = (target, tags)
+    return "shared:" not in best[1] and "master:" not in best[1]
 
 
 test_cluster_shim.__test__ = False  # type: ignore[attr-defined] # a helper named for what it is, not a test
@@ -125,7 +142,7 @@ def controller_manager(tmp_path: Path) -> Iterator[None]:
     log = open(tmp_path / "kcm.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [str(KCM), f"--kubeconfig={KUBECONFIG}", "--controllers=daemonset,garbagecollector,namespace",
-         "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=10257", "--port=0", "-v=1"],
+         "--leader-elect=false", "--secure-port=0", "--port=0", "-v=1"],  # serves nothing: writes no cert
         stdout=log, stderr=subprocess.STDOUT)
     try:
         time.sleep(1)
@@ -229,8 +246,8 @@ def test_the_daemonset_installs_corrects_answers_upgrades_and_uninstalls(
     installed = False
     try:
         started = time.monotonic()
+        installed = True  # whatever part of it applied is deleted below
         _kubectl("apply", "-f", "-", stdin=text)
-        installed = True
         try:
             numbers["running_s"] = round(wait(lambda: _agent_with("hookserver:" + __version__, ready=False) is not None,
                                               "the agent pod Running", 120), 1)
