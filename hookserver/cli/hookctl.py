@@ -27,7 +27,7 @@ from hookserver.debug.render_qos import render_qos, render_qos_plan
 from hookserver.debug.render_status import render_status
 from hookserver.errors import InputError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "print_reply"]
 
 ENV_SOCKET = "HOOKCTL_SOCKET"
 _EXIT_ERROR = 1
@@ -173,6 +173,9 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "", *, verb
         out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:
         out.write(render(doc) + "\n")
+
+
+print_reply = _print_reply  # the kubectl plugin renders a view fetched through the apiserver the same way
 
 
 def _version(socket_path: str, timeout_s: float, output: str) -> int:

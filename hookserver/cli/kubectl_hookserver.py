@@ -6,9 +6,11 @@
     kubectl hookserver hookctl NODE -- ARGS...          any other hookctl command on that node
 
 Flags, as kubectl plugins take them: --kubeconfig (else $KUBECONFIG, else ~/.kube/config, else in-cluster),
---context, -o json, --agent-namespace (default hookserver-system), --request-timeout. Each node command runs
-`hookctl` in the agent's container through the apiserver (pod exec, see hookserver/kubectl), so it answers
-exactly as `hookctl` does on the node, and exits with hookctl's status (1: failed call, 2: usage error).
+--context, -o json, --agent-namespace (default hookserver-system), --request-timeout, --via. Each node command
+runs `hookctl` in the agent's container through the apiserver (pod exec, see hookserver/kubectl), so it answers
+exactly as `hookctl` does on the node, and exits with hookctl's status (1: failed call, 2: usage error). Where the
+apiserver cannot exec (it cannot reach or authenticate to the kubelet), the views come through the pods/proxy
+subresource from the agent's metrics port (`/debug/v1/<View>`) and are rendered here by hookctl's renderers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render_table
@@ -46,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the DaemonSet's namespace (default hookserver-system)")
     common.add_argument("--request-timeout", type=float, default=argparse.SUPPRESS,
                         help="seconds per apiserver call (default 30)")
+    common.add_argument("--via", choices=["auto", "exec", "proxy"], default=argparse.SUPPRESS,
+                        help="pod exec (hookctl in the agent), pods/proxy (the agent's /debug/v1 views), or auto: "
+                             "exec, then proxy when the apiserver cannot exec (default auto)")
     parser = argparse.ArgumentParser(prog="kubectl hookserver", parents=[common],
                                      description="Ask the hookserver agent on a node, through the apiserver.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -84,6 +90,42 @@ def _hookctl_args(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+# command -> the debug API view (`/debug/v1/<Rpc>`) and how its arguments map to the view's fields
+_VIEWS = {"status": "Status", "explain": "Explain", "events": "Events", "writes": "Writes", "pods": "Pods",
+          "slo": "Slo", "top": "Top", "nodemetric": "NodeMetric", "qos": "Qos", "capacity": "Capacity"}
+
+
+def _view_query(args: argparse.Namespace) -> dict[str, str]:
+    if args.command == "explain":
+        namespace, name = parse_pod_key(args.pod)
+        return {"namespace": namespace, "name": name}
+    query = {}
+    if getattr(args, "limit", 0):
+        query["limit"] = str(args.limit)
+    if getattr(args, "window", 0):
+        query["window_seconds"] = str(args.window)
+    return query
+
+
+def _through_proxy(cluster: Any, agent: Any, args: argparse.Namespace) -> int:
+    """The view as JSON through pods/proxy, rendered here as hookctl renders it."""
+    from hookserver.cli.hookctl import print_reply
+
+    if args.command not in _VIEWS:
+        raise HookServerError(f"`{args.command}` needs pod exec (hookctl in the agent); pods/proxy serves the views "
+                              f"{', '.join(sorted(_VIEWS))}")
+    status, text = cluster.proxy_get(agent, f"/debug/v1/{_VIEWS[args.command]}", _view_query(args))
+    if status != 200:
+        try:
+            message = json.loads(text).get("error") or text
+        except (ValueError, AttributeError):
+            message = text.strip()[:300]
+        raise HookServerError(f"{agent.key}: HTTP {status}: {message}")
+    print_reply(text, getattr(args, "output", "table"), sys.stdout, args.command,
+                verbose=bool(getattr(args, "verbose", False)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -114,7 +156,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         node = cluster.node_of(namespace, name) if args.command == "explain" else args.node
         agent = cluster.agent_on(node)
-        result = cluster.exec(agent, ["hookctl", *_hookctl_args(args)])
+        via = getattr(args, "via", "auto")
+        if via == "proxy":
+            return _through_proxy(cluster, agent, args)
+        try:
+            result = cluster.exec(agent, ["hookctl", *_hookctl_args(args)])
+        except HookServerError as exc:
+            if via == "exec" or args.command not in _VIEWS:
+                raise
+            # the apiserver could not exec (no route or no credentials to the kubelet): the views by pods/proxy
+            try:
+                return _through_proxy(cluster, agent, args)
+            except HookServerError as proxy_exc:
+                raise HookServerError(f"{exc}; and through pods/proxy: {proxy_exc}") from proxy_exc
     except HookServerError as exc:
         print(f"kubectl-hookserver: error: {exc}", file=sys.stderr)
         return 1

@@ -36,6 +36,7 @@ class AgentPod:
     phase: str
     ready: bool
     image: str
+    metrics_port: int = 9316
 
     @property
     def key(self) -> str:
@@ -75,8 +76,9 @@ def _ready(pod: Any) -> bool:
 def _agent(pod: Any) -> AgentPod:
     containers = pod.spec.containers or []
     image = next((c.image for c in containers if c.name == AGENT_CONTAINER), containers[0].image if containers else "")
+    port = next((p.container_port for c in containers for p in (c.ports or []) if p.name == "metrics"), 9316)
     return AgentPod(pod.metadata.namespace, pod.metadata.name, pod.spec.node_name or "",
-                    (pod.status.phase if pod.status is not None else "") or "", _ready(pod), image or "")
+                    (pod.status.phase if pod.status is not None else "") or "", _ready(pod), image or "", int(port))
 
 
 def _labels_match(labels: Mapping[str, str] | None, selector: str) -> bool:
@@ -135,6 +137,22 @@ class Cluster:
                                 f"namespace {self.namespace}: {what}); is the DaemonSet deployed and the node "
                                 "not excluded by its tolerations/selectors?")
         return running[0]
+
+    def proxy_get(self, agent: AgentPod, path: str, query: Mapping[str, str]) -> tuple[int, str]:
+        """GET `path` on the agent's metrics port through the apiserver's pods/proxy subresource: (HTTP status,
+        body). The apiserver dials the pod itself (no kubelet in the way); RBAC `get pods/proxy`."""
+        client = self.api.api_client
+        resource = f"/api/v1/namespaces/{agent.namespace}/pods/{agent.name}:{agent.metrics_port}/proxy{path}"
+        what = f"pods/proxy to {agent.key}:{agent.metrics_port}{path}"
+        try:
+            method, url, headers, _body, _post = client.param_serialize(
+                "GET", resource, query_params=list(query.items()), auth_settings=["BearerToken"])
+            response = client.call_api(method, url, headers, _request_timeout=self.timeout_s)
+            response.read()
+        except Exception as exc:  # noqa: BLE001 - urllib3/socket failures: one line
+            raise HookServerError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        data = response.data
+        return int(response.status), data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
 
     def exec(self, agent: AgentPod, command: Sequence[str]) -> ExecResult:
         """Run `command` in the agent's container (pod exec) and return its output and exit status."""

@@ -43,8 +43,37 @@ def exec_path(path: str) -> tuple[str, str] | None:
     return None
 
 
+def proxy_path(path: str) -> tuple[str, str, int, str] | None:
+    """(namespace, pod, port, path) for `/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/<path>`, else None."""
+    parts = path.split("/", 8)
+    if len(parts) >= 8 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods" and parts[7] == "proxy":
+        name, _, port = parts[6].partition(":")
+        return parts[4], name, int(port or 80), "/" + (parts[8] if len(parts) > 8 else "")
+    return None
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, body: str, content_type: str = "application/json") -> None:
+    data = body.encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def serve_proxy(handler: BaseHTTPRequestHandler, namespace: str, pod: str, port: int, path: str,
+                query: dict[str, str], run: Callable[[str, str, int, str, dict[str, str]], tuple[int, str]]) -> None:
+    status, body = run(namespace, pod, port, path, query)
+    _send(handler, status, body)
+
+
 def serve_exec(handler: BaseHTTPRequestHandler, namespace: str, pod: str, query: dict[str, list[str]],
-               run: ExecRun) -> None:
+               run: ExecRun | None) -> None:
+    if run is None:  # as kube-apiserver answers when it cannot dial the kubelet (the kube-e2e harness)
+        _send(handler, 500, json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                        "message": "error dialing backend: dial tcp: lookup node-a: no such host",
+                                        "code": 500}))
+        return
     key = handler.headers.get("Sec-WebSocket-Key", "")
     offered = [p.strip() for p in handler.headers.get("Sec-WebSocket-Protocol", "").split(",")]
     if handler.headers.get("Upgrade", "").lower() != "websocket" or not key or PROTOCOL not in offered:

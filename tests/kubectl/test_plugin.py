@@ -131,3 +131,47 @@ def test_the_plugin_is_a_console_script_kubectl_finds_on_path() -> None:
     assert exe.exists() and os.access(exe, os.X_OK)
     done = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "explain" in done.stdout
+
+
+@pytest.fixture
+def proxied(make_server: ServerFactory, tmp_path: Path) -> Iterator[tuple[FakeApiServer, str, list[Any], str]]:  # noqa: F811
+    """An apiserver that cannot exec (500 "error dialing backend", as the kube-e2e harness's) but proxies to
+    the agent's metrics port, where the agent serves its debug views."""
+    agent = make_server()
+    fake = FakeApiServer(token="t0ken").start()
+    calls: list[Any] = []
+
+    def proxy(namespace: str, pod: str, port: int, path: str, query: dict[str, str]) -> tuple[int, str]:
+        calls.append((namespace, pod, port, path, query))
+        assert path.startswith("/debug/v1/")
+        return agent.http_view(path.removeprefix("/debug/v1/"), query)
+
+    fake.proxy_run = proxy
+    fake.apply("pods", make_pod("be-job-0", node="node-a", namespace="batch"))
+    fake.apply("pods", _agent("hookserver-aaaaa", "node-a"))
+    try:
+        yield fake, fake.kubeconfig(str(tmp_path / "kubeconfig")), calls, agent.socket_path
+    finally:
+        fake.kill()
+
+
+def test_where_exec_fails_the_views_come_through_pods_proxy(
+    proxied: tuple[FakeApiServer, str, list[Any], str], capsys: pytest.CaptureFixture[str],
+) -> None:
+    _fake, kubeconfig, calls, socket = proxied
+    assert main(["--kubeconfig", kubeconfig, "explain", "batch/be-job-0"]) == 0
+    assert capsys.readouterr().out == _hookctl(socket, "explain", "batch/be-job-0").stdout  # rendered alike
+    assert calls[-1] == ("hookserver-system", "hookserver-aaaaa", 9316, "/debug/v1/Explain",
+                         {"namespace": "batch", "name": "be-job-0"})
+    assert main(["--kubeconfig", kubeconfig, "--via", "proxy", "status", "node-a", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pods"] == 3
+    assert main(["--kubeconfig", kubeconfig, "events", "node-a", "--limit", "2", "-o", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+    assert main(["--kubeconfig", kubeconfig, "--via", "exec", "status", "node-a"]) == 1
+    assert "error dialing backend" in capsys.readouterr().err
+    assert main(["--kubeconfig", kubeconfig, "qos", "node-a"]) == 1  # the agent's own error, through the proxy
+    assert "QoS reconcilers are not running" in capsys.readouterr().err
+    assert main(["--kubeconfig", kubeconfig, "hookctl", "node-a", "--", "pods"]) == 1  # raw hookctl: exec only
+    assert "error dialing backend" in capsys.readouterr().err
+    assert main(["--kubeconfig", kubeconfig, "--via", "proxy", "hookctl", "node-a", "--", "pods"]) == 1
+    assert "needs pod exec" in capsys.readouterr().err
