@@ -44,7 +44,7 @@ ARCHIVE = ROOT / "build" / "image" / f"hookserver-{__version__}.oci.tar"
 REF = f"docker.io/library/hookserver:{__version__}"
 UPGRADE_TAG = f"hookserver:{__version__}-e2e-upgrade"
 AGENT_NS = "hookserver-system"
-TEST_NS = "i21-daemonset"
+TEST_NS = f"i21-daemonset-{uuid.uuid4().hex[:5]}"  # a namespace left Terminating by a cut run never blocks the next
 HOST_DIRS = (Path("/var/run/koordlet"), Path("/etc/runtime/hookserver.d"), Path("/var/run/nri"))
 SPEC = json.dumps({"containers": {"main": {
     "requests": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "1Gi"},
@@ -196,6 +196,15 @@ def be_pod() -> Iterator[tuple[str, str, str]]:
             api.delete_namespace(TEST_NS)
         except client.ApiException:
             pass
+
+        def gone() -> bool:
+            try:
+                api.read_namespace(TEST_NS)
+            except client.ApiException as exc:
+                return exc.status == 404
+            return False
+
+        wait(gone, f"namespace {TEST_NS} deleted (while the namespace controller still runs)", 120, 1.0)
 
 
 def _agents() -> list[Any]:
