@@ -6,8 +6,9 @@ is found once by discovery (`GET /apis/policy`) and kept. Per eviction:
   1. GET the pod: gone (or a new pod under the same name) -> not_found; a deletionTimestamp -> terminating;
   2. POST `pods/<name>/eviction` with a UID precondition: 201 evicted; 429 refused (a PodDisruptionBudget
      forbids it now: the reconciler tries again on a later round, but not before the server's retry-after,
-     `details.retryAfterSeconds` of its Status (the apiserver sends 10 s for a PDB), or its `Retry-After`
-     header where the transport passes headers on; meanwhile the refusal is answered here without a request
+     `details.retryAfterSeconds` of its Status (10 s for a PDB on recent apiservers; 1.20 sends none, and
+     DEFAULT_RETRY_AFTER_S applies; the transport passes no headers, and the `Retry-After` header carries
+     the same number); meanwhile the refusal is answered here without a request
      and counted); 404/409 not_found; else failed;
   3. on success, POST a core/v1 Event (type Warning, reason `evictPodSuccess`, as koordlet writes it).
 Nothing here raises for an apiserver failure: the result says what happened.
