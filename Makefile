@@ -34,8 +34,11 @@ IMAGE_TAG := hookserver:$(IMAGE_VERSION)
 IMAGE_DIR := build/image
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
+# deploy/image/needs.sh installs mmdebstrap with apt-get when it is missing (a fresh machine), as $(STAMP)
+# installs the venv for `make test`.
 image: $(STAMP)
 	@start=$$(date +%s); \
+	deploy/image/needs.sh || exit 1; \
 	export SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH); \
 	PYTHON=$(PY) deploy/image/build-rootfs.sh $(IMAGE_DIR) && \
 	$(PY) deploy/image/oci.py --containerfile deploy/Containerfile --context . \

@@ -78,6 +78,9 @@ class CgroupSettings(_Frozen):
 
 class DebugSettings(_Frozen):
     socket: str = "/var/run/hookserver/debug.sock"
+    # The same read-only views as JSON on the metrics port (`/debug/v1/<Rpc>`): what `kubectl hookserver`
+    # reads through the apiserver's pods/proxy where pod exec cannot reach the kubelet.
+    http_views: bool = True
 
 
 class MetricsSettings(_Frozen):

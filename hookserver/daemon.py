@@ -208,7 +208,8 @@ class Daemon:
             nri_status=self.nri.status if self.nri is not None else None,
         )
         self.debug = DebugServer(settings.debug.socket, store=self.store, providers=providers, info=self.info)
-        self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health)
+        self.http = MetricsHttpServer(settings.metrics.addr, self.prometheus, self.health,
+                                      debug_views=self.debug.http_view if settings.debug.http_views else None)
 
     def _log_koordlet_compat(self) -> None:
         """Once, at startup: koordlet gates accepted but not implemented, and koordlet flags mapped or ignored.
@@ -421,6 +422,7 @@ class Daemon:
             "qos": {
                 "enabled": s.qos.enabled, "dry_run": s.qos.dry_run, "evictor": self.qos.evictions.kind,
                 "reconcilers": sorted(self.qos.reconcilers),
+                "be_tier_missing": str(getattr(self.qos.snapshots, "tier_problem", "") or ""),
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
             "capacity": self._capacity_status(),

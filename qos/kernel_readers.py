@@ -16,6 +16,7 @@ from types import MappingProxyType
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
 from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
+from hookserver.store.specs import container_spec
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -319,7 +320,8 @@ class KernelReader:
                 except Exception:  # noqa: BLE001 - a crafted id: skip this container
                     continue
                 cdir = f"{pdir}/{name}"
-                requests, limits = pod.container_specs.get(c.name, ({}, {}))
+                spec = container_spec(pod, c.name, c)  # the pod spec, else what the runtime announced
+                requests, limits = spec.requests, spec.limits
                 if be:
                     cpu_limit = _quantity(limits, BATCH_CPU, milli=False)
                     mem_req = _quantity(requests, BATCH_MEMORY, milli=False)

@@ -19,6 +19,7 @@ from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
+from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
@@ -79,7 +80,6 @@ BE_CPU_LIMIT = "be_cpu_real_limit"
 SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SYSTEM_CPU, HOST_APP_CPU,
                BE_CPU_USAGE, BE_CPU_REQUEST, BE_CPU_LIMIT)
 
-_NO_SPEC: Mapping[str, str] = MappingProxyType({})
 
 
 class KernelSource(Protocol):
@@ -167,6 +167,8 @@ class SnapshotBuilder:
         self._requests: dict[str, tuple[object, tuple[int, int, Mapping[str, int]]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
+        # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
+        self.tier_problem = ""
         self._lock = threading.Lock()
 
     # -- readers ---------------------------------------------------------------------------------
@@ -225,9 +227,9 @@ class SnapshotBuilder:
         (`hookserver.store.records.started_containers`)."""
         out = []
         for c in started_containers(pod, by_pod.get(pod.uid, ())):
-            requests, limits = pod.container_specs.get(c.name, (_NO_SPEC, _NO_SPEC))
+            spec = container_spec(pod, c.name, c)  # the pod spec, else what the runtime announced
             out.append(ContainerFacts(id=c.id, name=c.name, cgroup_dir=self._container_dir(pod_rel, c.cgroup_parent, c.id),
-                                      requests=requests, limits=limits))
+                                      requests=spec.requests, limits=spec.limits))
         return tuple(sorted(out, key=lambda c: (c.name, c.id)))
 
     def _pods(
@@ -302,6 +304,13 @@ class SnapshotBuilder:
         tier = qos_dir(view.driver, KubeQoS.BESTEFFORT)
         cpuset_root = view.hierarchy_root("cpuset")
         cpu_root = view.hierarchy_root("cpu")
+        if not os.path.isdir(os.path.join(cpu_root, tier)) and not os.path.isdir(os.path.join(cpuset_root, tier)):
+            # No kubelet BE tier on this node (a developer machine, a node before its first BE pod): a state,
+            # not an error. Planners see "no tier" and say so once in their summary (which the runner records
+            # only when it changes); they plan no write into a directory that is not there.
+            self._note_tier(f"no BE tier cgroup ({tier} under {cpu_root})")
+            return None
+        self._note_tier("")
         cpuset: frozenset[int] | None = None
         text = read_text(os.path.join(cpuset_root, tier, "cpuset.cpus"))
         if text is not None:
@@ -332,6 +341,15 @@ class SnapshotBuilder:
                 period = int(raw_period)
         levels = _cgroup_levels(cpuset_root, tier, depth=2)
         return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2)
+
+    def _note_tier(self, problem: str) -> None:
+        """Log the BE tier's coming and going once per change, never per round."""
+        if problem != self.tier_problem:
+            if problem:
+                log.info("qos: %s: BE tier reconcilers wait for it", problem)
+            elif self.tier_problem:
+                log.info("qos: the BE tier cgroup is there now")
+            self.tier_problem = problem
 
     # -- the snapshot ----------------------------------------------------------------------------
     def build(self, *, evicted: frozenset[str] = frozenset(), replay_gate: str = "") -> QoSSnapshot:

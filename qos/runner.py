@@ -14,6 +14,7 @@ cool-downs a real run would).
 
 from __future__ import annotations
 
+import datetime as _dt
 import asyncio
 import logging
 import threading
@@ -77,6 +78,21 @@ class ReconcilerStatus:
     last_outcome: RoundOutcome | None = None
 
 
+# `hookctl qos` names the pods of the last evictions (whom, when, why); `hookctl events` lists them all.
+_LAST_EVICTIONS = 5
+# Pods whose last eviction result the runner remembers (to log and audit changes, not repeats).
+_EVICTION_STATES_MAX = 4096
+
+
+def _eviction_row(record: EvictionRecord) -> dict[str, Any]:
+    return {
+        "time": _dt.datetime.fromtimestamp(record.ts, _dt.timezone.utc).isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+        "pod": record.pod_key, "reconciler": record.reconciler, "reason": record.reason, "status": record.status,
+        "backend": record.backend, "message": record.message, "detail": record.detail, "error": record.error,
+    }
+
+
 class QoSRunner:
     def __init__(
         self,
@@ -119,6 +135,9 @@ class QoSRunner:
         self.executor = executor
         self.system_files = system_files
         self.evictions = evictions
+        # pod UID -> the status of its last eviction result; repeated refusals are counted, not re-audited
+        self._eviction_states: dict[str, str] = {}
+        self.refusals_repeated = 0
         self.metrics = metrics
         self._clock = clock
         self._mono = mono
@@ -349,7 +368,20 @@ class QoSRunner:
         return evicted, released, statuses
 
     def _record_eviction(self, reconciler: Reconciler, result: EvictionResult) -> None:
+        """Audit, count and log one eviction result. A refusal that repeats (a PodDisruptionBudget holding
+        the pod round after round) is counted only: the audit and the log get changes of state."""
         r = result.request
+        status = result.status.value
+        repeated = result.status is EvictionStatus.REFUSED and self._eviction_states.get(r.pod_uid) == status
+        self._eviction_states[r.pod_uid] = status
+        if len(self._eviction_states) > _EVICTION_STATES_MAX:
+            self._eviction_states.pop(next(iter(self._eviction_states)))
+        if repeated:
+            self.refusals_repeated += 1
+            if self.metrics is not None:
+                self.metrics.evictions.labels(reconciler.name, r.reason, status).inc()
+            log.debug("qos %s: evict %s (%s): still refused: %s", reconciler.name, r.key, r.reason, result.detail)
+            return
         self.store.audit.record_eviction(EvictionRecord(
             ts=self._clock(), reconciler=reconciler.name, pod_key=r.key, pod_uid=r.pod_uid, reason=r.reason,
             message=r.message, status=result.status.value, backend=self.evictions.kind if result.status not in (
@@ -361,8 +393,8 @@ class QoSRunner:
             if result.done:
                 self.metrics.pod_eviction.inc(self.metrics.node, r.reason)
         level = logging.WARNING if result.status in (EvictionStatus.FAILED,) else logging.INFO
-        log.log(level, "qos %s: evict %s (%s): %s %s%s", reconciler.name, r.key, r.reason, result.status.value,
-                result.detail, f" error: {result.error}" if result.error else "")
+        log.log(level, "qos %s: evict %s (%s): %s: %s%s", reconciler.name, r.key, r.reason, result.status.value,
+                result.detail or "-", f" error: {result.error}" if result.error else "")
 
     def _record_plan(self, plan: QoSPlan, mode: str, duration: float) -> None:
         """Plans that change something are always recorded; a plan that does nothing is recorded when its
@@ -416,11 +448,15 @@ class QoSRunner:
             "dry_run": self.settings.dry_run,
             "evictor": self.evictions.kind,
             "eviction_cooldown_s": self.evictions.cooldown_s,
+            "eviction_refusals_repeated": self.refusals_repeated,
             "waiting": self.waiting,
             "round_errors": self.round_errors,
             "last_round_error": self.last_round_error,
             "gates": self.gates.describe(),
             "reconcilers": rows,
+            # "" when the kubelet's BE tier cgroup is there; else why not (one calm state, not a failed write)
+            "be_tier_missing": str(getattr(self.snapshots, "tier_problem", "") or ""),
+            "last_evictions": [_eviction_row(e) for e in self.store.audit.evictions(limit=_LAST_EVICTIONS)],
         }
 
     def replay(self, name: str, snapshot: QoSSnapshot) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """`hookctl`: ask a running hookserver what it knows and why it decided what it did.
 
-    hookctl [--socket PATH] status | pods | explain NS/NAME | events | writes   [-o json]
+    hookctl [--socket PATH] status [-v] | pods | explain NS/NAME | events | writes   [-o json]
             slo | top [--window S] | metrics QUERY | nri
             predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric | capacity
             qos | qos plan NAME [--slo FILE] | topology | version
@@ -25,9 +25,10 @@ from hookserver.debug.render import render, render_nodemetric, render_predict, r
 from hookserver.debug.render_capacity import render_capacity
 from hookserver.debug.render_qos import render_qos, render_qos_plan
 from hookserver.debug.render_topology import render_topology
+from hookserver.debug.render_status import render_status
 from hookserver.errors import InputError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "print_reply"]
 
 ENV_SOCKET = "HOOKCTL_SOCKET"
 _EXIT_ERROR = 1
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds to wait for a reply (default {DEFAULT_TIMEOUT_S:g})"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("status", parents=[output], help="node, store and process status")
+    status = sub.add_parser("status", parents=[output], help="node, store and process status (one screen; -v: all)")
+    status.add_argument("-v", "--verbose", action="store_true", help="every field of the status")
     sub.add_parser("pods", parents=[output], help="pods the agent knows")
     explain = sub.add_parser("explain", parents=[output], help="what each hook decided for a pod, and why")
     explain.add_argument("pod", metavar="NAMESPACE/NAME")
@@ -155,10 +157,12 @@ def _read_slo_file(path: str) -> tuple[str, str]:
         raise InputError(f"{path} is not UTF-8 text: {exc.reason} at byte {exc.start}", field="--slo") from exc
 
 
-def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None:
+def _print_reply(text: str, output: str, out: TextIO, command: str = "", *, verbose: bool = False) -> None:
     doc: Any = json.loads(text)
     if output == "json":
         out.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    elif command == "status":
+        out.write(render_status(doc, verbose=verbose) + "\n")
     elif command == "top":
         out.write(render_top(doc) + "\n")
     elif command == "predict":
@@ -175,6 +179,9 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "") -> None
         out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:
         out.write(render(doc) + "\n")
+
+
+print_reply = _print_reply  # the kubectl plugin renders a view fetched through the apiserver the same way
 
 
 def _version(socket_path: str, timeout_s: float, output: str) -> int:
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hookctl: error: {exc}", file=sys.stderr)
             return _EXIT_ERROR
     try:
-        _print_reply(text, output, sys.stdout, args.command)
+        _print_reply(text, output, sys.stdout, args.command, verbose=bool(getattr(args, "verbose", False)))
         sys.stdout.flush()
     except BrokenPipeError:
         # `hookctl events | head`: the reader left. Point stdout at /dev/null so the interpreter's

@@ -71,9 +71,22 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
     lines.append("")
     lines.append(f"evictions: {doc.get('evictor', '-')}, cool-down {doc.get('eviction_cooldown_s', '-')}s"
                  + ("; DRY RUN: nothing is written or evicted" if doc.get("dry_run") else ""))
+    if doc.get("be_tier_missing"):
+        lines.append(f"BE tier: {doc.get('be_tier_missing')}; the reconcilers that act on it wait for it")
+    lines.extend(_last_evictions(doc.get("last_evictions")))
     lines.extend(_gates(doc.get("gates")))
     lines.extend(_owners_and_originals(doc))
     return "\n".join(lines)
+
+
+def _last_evictions(rows: Any) -> list[str]:
+    """Whom the last evictions were for, when, why and what came of it (all of them: `hookctl events`)."""
+    if not isinstance(rows, list) or not rows:
+        return []
+    table = [{"time": r.get("time"), "pod": r.get("pod"), "by": r.get("reconciler"), "reason": r.get("reason"),
+              "result": r.get("status"), "numbers": _short(r.get("message"), 60)}
+             for r in rows if isinstance(r, Mapping)]
+    return ["last evictions (all: hookctl events):"] + ["  " + line for line in render_table(table)]
 
 
 def _gates(gates: Any) -> list[str]:

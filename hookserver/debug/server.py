@@ -22,6 +22,7 @@ from hookserver import __version__
 from hookserver.api import debug_pb2, debug_pb2_grpc
 from hookserver.debug.encoding import dumps, to_jsonable
 from hookserver.debug.podref import validate_pod_ref
+from hookserver.debug.render_status import status_units
 from hookserver.system.socketfiles import prepare_socket_path, remove_own_socket
 from hookserver.debug.views import (
     NotFoundError,
@@ -34,7 +35,7 @@ from hookserver.debug.views import (
 from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.store.state import StateStore
 
-__all__ = ["DEFAULT_TOP_WINDOW_S", "PROVIDER_NAMES", "DebugServer", "Provider", "ProviderUnavailable"]
+__all__ = ["DEFAULT_TOP_WINDOW_S", "HTTP_RPCS", "PROVIDER_NAMES", "DebugServer", "Provider", "ProviderUnavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,8 @@ class _Servicer:
             except Exception as exc:  # noqa: BLE001 - shown in the status, not fatal to it
                 log.warning("debug status: nri provider failed: %s", exc, exc_info=True)
                 out["nri"] = {"error": _one_line(f"{type(exc).__name__}: {exc}")}
-        return out
+        units: dict[str, Any] = status_units(out)
+        return units  # ISO times and millisecond durations, whichever area reported them
 
     def _answer(self, context: Any, rpc: str, build: Callable[[], Any]) -> Any:
         try:
@@ -222,6 +224,51 @@ class _Servicer:
             return debug_pb2.DebugReply(json=body)
         context.abort(code, _one_line(message) or code.name)
         raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+
+
+# The rpcs also served as `GET /debug/v1/<Rpc>?field=value` (the metrics port): every read-only view that takes
+# its arguments as scalars. QosPlan (an uploaded NodeSLO document) stays on the socket.
+HTTP_RPCS = frozenset({"Status", "Pods", "Explain", "Events", "Writes", "Slo", "Top", "Metrics", "Nri", "Predict",
+                       "Reclaimable", "NodeMetric", "Qos", "Version", "Capacity"})
+_HTTP_STATUS = {grpc.StatusCode.NOT_FOUND: 404, grpc.StatusCode.INVALID_ARGUMENT: 400,
+                grpc.StatusCode.UNAVAILABLE: 503, grpc.StatusCode.FAILED_PRECONDITION: 409,
+                grpc.StatusCode.INTERNAL: 500}
+
+
+class _Aborted(Exception):
+    def __init__(self, code: Any, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _HttpContext:
+    """What `_Servicer._answer` needs of a gRPC context: `abort` raises."""
+
+    def abort(self, code: Any, message: str) -> None:
+        raise _Aborted(code, message)
+
+
+def _request_from_query(rpc: str, query: Mapping[str, str]) -> Any:
+    """The rpc's request message with its scalar fields from the query; a bad value is InputError."""
+    request = getattr(debug_pb2, f"{rpc}Request")()
+    for field in request.DESCRIPTOR.fields:
+        if field.name not in query:
+            continue
+        text = query[field.name]
+        if field.type == field.TYPE_BOOL:
+            value: Any = text.lower() in ("1", "true", "yes")
+        elif field.type in (field.TYPE_INT32, field.TYPE_INT64, field.TYPE_UINT32, field.TYPE_UINT64):
+            try:
+                value = int(text)
+            except ValueError:
+                raise InputError(f"not an integer: {text!r}", field=field.name) from None
+            if value < 0 or value > 2**32 - 1:
+                raise InputError(f"must be between 0 and {2**32 - 1}, got {value}", field=field.name)
+        else:
+            value = text
+        setattr(request, field.name, value)
+    return request
 
 
 class DebugServer:
@@ -259,6 +306,7 @@ class DebugServer:
         self._max_workers = max_workers
         self._clock = clock
         self._server: Any = None
+        self._servicer: _Servicer | None = None
         self._inode: int | None = None
 
     @property
@@ -287,6 +335,7 @@ class DebugServer:
             options=[("grpc.max_send_message_length", _MAX_MESSAGE_BYTES)],
         )
         servicer = _Servicer(self._store, self._providers, self._info, self._clock(), self._clock)
+        self._servicer = servicer
         register: Callable[[Any, Any], None] = debug_pb2_grpc.add_DebugServicer_to_server  # untyped, generated
         register(servicer, server)
         try:
@@ -306,6 +355,22 @@ class DebugServer:
             raise ConfigError(f"debug socket {self._path}: cannot set mode {self._mode:o}: {exc.strerror}") from exc
         self._server = server
         log.info("debug API listening on %s", self.address)
+
+    def http_view(self, rpc: str, query: Mapping[str, str]) -> tuple[int, str]:
+        """`GET /debug/v1/<rpc>`: (HTTP status, JSON body) of the same view hookctl gets over the socket; an
+        error is the status for its gRPC code and `{"error": message}`. Read-only, like the socket."""
+        servicer = self._servicer
+        if rpc not in HTTP_RPCS:
+            return 404, dumps({"error": f"no view {rpc!r} (known: {', '.join(sorted(HTTP_RPCS))})"})
+        if servicer is None:
+            return 503, dumps({"error": "the debug API is not started"})
+        try:
+            reply = getattr(servicer, rpc)(_request_from_query(rpc, query), _HttpContext())
+        except InputError as exc:
+            return 400, dumps({"error": str(exc)})
+        except _Aborted as exc:
+            return _HTTP_STATUS.get(exc.code, 500), dumps({"error": exc.message})
+        return 200, str(reply.json)
 
     def stop(self, grace_s: float = 1.0) -> None:
         """Stop serving (in-flight calls get `grace_s`) and remove our socket file."""

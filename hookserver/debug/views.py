@@ -14,8 +14,9 @@ from typing import Any
 from hookserver.debug.cpu_sources import cpu_sources
 from hookserver.debug.encoding import format_age, format_ts
 from hookserver.errors import InputError
-from hookserver.store.audit import DecisionRecord, HookEventRecord, WriteRecord
-from hookserver.store.records import PodRecord
+from hookserver.store.audit import DecisionRecord, EvictionRecord, HookEventRecord, WriteRecord
+from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_LIMIT",
     "NotFoundError",
     "event_row",
+    "eviction_row",
     "events_view",
     "explain_view",
     "pods_view",
@@ -104,11 +106,34 @@ def event_row(event: HookEventRecord) -> dict[str, Any]:
         "latency_ms": round(event.latency_s * 1000, 3),
         "result": event.result,
         "error": event.error,
+        "detail": "",
+    }
+
+
+def eviction_row(record: EvictionRecord) -> dict[str, Any]:
+    """An eviction (API eviction, standalone kill, report or dry run) as an event row: the operator asking
+    "who killed my pod, when, on which numbers" finds it beside the hook calls. `detail` carries koordlet's
+    reason and the reconciler's sentence with the numbers."""
+    return {
+        "time": format_ts(record.ts),
+        "door": "qos",
+        "rpc": f"evict/{record.backend or '-'}",
+        "pod": record.pod_key,
+        "container": "",
+        "latency_ms": None,
+        "result": record.status,
+        "error": record.error,
+        "detail": "; ".join(x for x in (f"{record.reconciler}: {record.reason}", record.message, record.detail) if x),
     }
 
 
 def events_view(store: StateStore, *, limit: int = 0) -> list[dict[str, Any]]:
-    return [event_row(e) for e in store.audit.events(limit=_limit(limit))]
+    """Hook calls and evictions, oldest first, the newest `limit` of them."""
+    n = _limit(limit)
+    rows = [(e.ts, event_row(e)) for e in store.audit.events(limit=n)]
+    rows += [(r.ts, eviction_row(r)) for r in store.audit.evictions(limit=n)]
+    rows.sort(key=lambda pair: pair[0])  # stable: same-time rows keep hook calls first
+    return [row for _ts, row in rows[-n:]]
 
 
 def write_row(write: WriteRecord) -> dict[str, Any]:
@@ -144,6 +169,18 @@ def _pod_section(pod: PodRecord | None, containers: Iterable[str], now: float) -
         "age": format_age(now - pod.first_seen) if pod.first_seen else "",
         "containers": sorted(containers),
     }
+
+
+def _resources_section(pod: PodRecord, records: Iterable[ContainerRecord], names: Iterable[str]) -> list[dict[str, Any]]:
+    """Per container, the requests and limits the reconcilers read and where they came from: the pod spec,
+    or, without one (standalone, a pod known only from the proxy or NRI), the runtime's announced resources."""
+    by_name = {c.name: c for c in records}
+    out = []
+    for name in sorted(set(names)):
+        spec = container_spec(pod, name, by_name.get(name))
+        out.append({"container": name, "source": spec.source, "requests": dict(spec.requests),
+                    "limits": dict(spec.limits)})
+    return out
 
 
 def _hook_entry(record: DecisionRecord, calls: int) -> dict[str, Any]:
@@ -206,8 +243,11 @@ def explain_view(store: StateStore, namespace: str, name: str) -> dict[str, Any]
         containers += [name for name in pod.container_ids if name not in containers]
     recent = [e for e in store.audit.events() if e.pod_key == key][-_EXPLAIN_EVENTS:]
     writes = _writes_for_uid(store.audit.writes(), uid)
+    section = _pod_section(pod, containers, store.clock())
+    if pod is not None:
+        section["resources"] = _resources_section(pod, snap.containers_of(pod.uid), containers)
     return {
-        "pod": _pod_section(pod, containers, store.clock()),
+        "pod": section,
         "decisions": _group_decisions(records),
         "cpu": cpu_sources(records, writes),
         "writes": [write_row(w) for w in writes],

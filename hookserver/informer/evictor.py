@@ -5,7 +5,11 @@ The apiserver serves evictions as `policy/v1` from Kubernetes 1.22 and `policy/v
 is found once by discovery (`GET /apis/policy`) and kept. Per eviction:
   1. GET the pod: gone (or a new pod under the same name) -> not_found; a deletionTimestamp -> terminating;
   2. POST `pods/<name>/eviction` with a UID precondition: 201 evicted; 429 refused (a PodDisruptionBudget
-     forbids it now: the reconciler tries again on a later round); 404/409 not_found; else failed;
+     forbids it now: the reconciler tries again on a later round, but not before the server's retry-after,
+     `details.retryAfterSeconds` of its Status (10 s for a PDB on recent apiservers; 1.20 sends none, and
+     DEFAULT_RETRY_AFTER_S applies; the transport passes no headers, and the `Retry-After` header carries
+     the same number); meanwhile the refusal is answered here without a request
+     and counted); 404/409 not_found; else failed;
   3. on success, POST a core/v1 Event (type Warning, reason `evictPodSuccess`, as koordlet writes it).
 Nothing here raises for an apiserver failure: the result says what happened.
 """
@@ -31,6 +35,9 @@ POLICY_V1 = "policy/v1"
 POLICY_V1BETA1 = "policy/v1beta1"
 EVENT_REASON_SUCCESS = "evictPodSuccess"
 COMPONENT = "hookserver"
+# A 429 without a retry-after: wait this long before asking again (one reconciler round is ~1-10 s).
+DEFAULT_RETRY_AFTER_S = 5.0
+_MAX_RETRY_AFTER_S = 600.0
 
 
 class KubeWriter(Protocol):
@@ -41,6 +48,16 @@ def _status_message(body: Any) -> str:
     if isinstance(body, Mapping):
         return str(body.get("message") or body.get("reason") or "")
     return ""
+
+
+def _retry_after_s(body: Any, default: float) -> float:
+    """The server's wait before the next eviction attempt: the Status's `details.retryAfterSeconds` (what
+    the apiserver's `Retry-After` header carries too), else `default`."""
+    details = body.get("details") if isinstance(body, Mapping) else None
+    value = details.get("retryAfterSeconds") if isinstance(details, Mapping) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(min(value, _MAX_RETRY_AFTER_S))
+    return default
 
 
 def _rfc3339(ts: float) -> str:
@@ -66,8 +83,11 @@ class ApiEvictor:
         self._clock = clock
         self._lock = threading.Lock()
         self._version: str = ""
-        self.refused = 0
+        self.refused = 0  # 429s the apiserver answered
+        self.held = 0  # refusals answered here, inside the server's retry-after, without a request
         self.events_failed = 0
+        # pod key -> (monotonic-free wall time until which the server asked us to wait, refusals in a row)
+        self._refused_until: dict[str, tuple[float, int]] = {}
 
     # -- discovery --------------------------------------------------------------------------------
     def api_version(self) -> str:
@@ -100,7 +120,21 @@ class ApiEvictor:
         except InformerError as exc:
             return EvictionResult(request, EvictionStatus.FAILED, error=str(exc), api_version=self._version)
 
+    def _held(self, request: EvictionRequest) -> EvictionResult | None:
+        """Inside the server's retry-after for this pod: refused again, without asking (counted)."""
+        with self._lock:
+            until, times = self._refused_until.get(request.key, (0.0, 0))
+            left = until - self._clock()
+            if left <= 0:
+                return None
+            self.held += 1
+        return EvictionResult(request, EvictionStatus.REFUSED, api_version=self._version,
+                              detail=f"PodDisruptionBudget: {times} refusal(s); next try in {left:.0f} s (server's retry-after)")
+
     def _evict(self, request: EvictionRequest) -> EvictionResult:
+        held = self._held(request)
+        if held is not None:
+            return held
         ns, name = request.namespace, request.name
         pod_path = f"/api/v1/namespaces/{ns}/pods/{name}"
         status, pod = self._transport.request_json("GET", pod_path, timeout_s=self.timeout_s)
@@ -129,14 +163,24 @@ class ApiEvictor:
         status, reply = self._transport.request_json("POST", f"{pod_path}/eviction", body, timeout_s=self.timeout_s)
         message = _status_message(reply)
         if status in (200, 201):
+            with self._lock:
+                _until, times = self._refused_until.pop(request.key, (0.0, 0))
+            if times:
+                log.info("eviction of %s accepted after %d refusal(s) by its PodDisruptionBudget", request.key, times)
             created = self._event(request, pod)
             return EvictionResult(request, EvictionStatus.EVICTED, detail=f"eviction accepted ({version})",
                                   api_version=version, event_created=created)
         if status == 429:
+            wait = _retry_after_s(reply, DEFAULT_RETRY_AFTER_S)
             with self._lock:
                 self.refused += 1
-            return EvictionResult(request, EvictionStatus.REFUSED, detail=f"refused (HTTP 429): {message}",
-                                  api_version=version)
+                _until, times = self._refused_until.get(request.key, (0.0, 0))
+                self._refused_until[request.key] = (self._clock() + wait, times + 1)
+            if not times:  # a change of state: logged once; the rest is counted (refused, held)
+                log.info("eviction of %s refused (HTTP 429: %s); not asking again for %.0f s, as the server says",
+                         request.key, message, wait)
+            return EvictionResult(request, EvictionStatus.REFUSED, api_version=version,
+                                  detail=f"HTTP 429: {message}; next try in {wait:.0f} s (server's retry-after)")
         if status in (404, 409):
             return EvictionResult(request, EvictionStatus.NOT_FOUND, detail=f"HTTP {status}: {message}", api_version=version)
         return EvictionResult(request, EvictionStatus.FAILED, error=f"POST {pod_path}/eviction: HTTP {status} {message}".rstrip(),

@@ -1,4 +1,5 @@
-"""`/metrics`, `/healthz` and `/readyz` over plain HTTP, on a background thread.
+"""`/metrics`, `/healthz` and `/readyz` over plain HTTP, on a background thread (and, when the daemon hands
+them in, the debug API's read-only views as JSON under `/debug/v1/`).
 
 Exposition is `prometheus_client.generate_latest` over hookserver's own registry, passed in (the
 global default registry is never read). The server is a small `ThreadingHTTPServer` so a slow scrape
@@ -14,19 +15,25 @@ import socket
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Mapping
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from hookserver.errors import ConfigError
 from hookserver.observability.health import HealthState
 
-__all__ = ["MetricsHttpServer", "parse_addr"]
+__all__ = ["DebugViews", "MetricsHttpServer", "parse_addr"]
 
 log = logging.getLogger(__name__)
 
 _TEXT = "text/plain; charset=utf-8"
+_JSON = "application/json"
+# `GET /debug/v1/<Rpc>?arg=value`: the debug API's read-only views as JSON (hookserver.debug.server.http_view),
+# for `kubectl hookserver` through the apiserver's pods/proxy subresource.
+_DEBUG_PREFIX = "/debug/v1/"
+DebugViews = Callable[[str, Mapping[str, str]], tuple[int, str]]
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -52,9 +59,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, health: HealthState) -> None:
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, health: HealthState,
+                 debug_views: DebugViews | None = None) -> None:
         self.registry = registry
         self.health = health
+        self.debug_views = debug_views
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
@@ -96,6 +105,10 @@ class _Handler(BaseHTTPRequestHandler):
             lines = [("ready" if ready else "not ready")]
             lines += [f"{c.name}: {'ok' if c.ready else 'not ready' + (': ' + c.reason if c.reason else '')}" for c in checks]
             self._reply(200 if ready else 503, ("\n".join(lines) + "\n").encode(), _TEXT, body)
+        elif path.startswith(_DEBUG_PREFIX) and server.debug_views is not None:
+            query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            status, text = server.debug_views(path[len(_DEBUG_PREFIX):], query)
+            self._reply(status, text.encode(), _JSON, body)
         else:
             self._reply(404, f"not found: {path} (try /metrics, /healthz, /readyz)\n".encode(), _TEXT, body)
 
@@ -119,8 +132,10 @@ class MetricsHttpServer:
     """
 
     def __init__(
-        self, addr: str, registry: CollectorRegistry, health: HealthState, *, poll_interval_s: float = 0.2
+        self, addr: str, registry: CollectorRegistry, health: HealthState, *, poll_interval_s: float = 0.2,
+        debug_views: DebugViews | None = None,
     ) -> None:
+        self._debug_views = debug_views
         self._host, self._requested_port = parse_addr(addr)
         self._poll_interval_s = poll_interval_s
         self._addr = addr
@@ -145,7 +160,7 @@ class MetricsHttpServer:
         if self._server is not None:
             raise ConfigError(f"metrics server on {self._addr}: already started")
         try:
-            server = _Server((self._host, self._requested_port), self._registry, self._health)
+            server = _Server((self._host, self._requested_port), self._registry, self._health, self._debug_views)
         except OSError as exc:
             raise ConfigError(f"metrics.addr: cannot listen on {self._addr}: {exc.strerror or exc}") from exc
         self._server = server

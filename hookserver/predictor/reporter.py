@@ -87,6 +87,10 @@ class FileStatusSink:
         return _Done("ok")
 
 
+# How often a report wait looks at the NodeMetric spec again (its interval may change meanwhile).
+_REPLAN_S = 1.0
+
+
 class NodeMetricReporter:
     def __init__(
         self,
@@ -163,11 +167,22 @@ class NodeMetricReporter:
             self.metrics.report_duration.observe(time.perf_counter() - started)
         return delivery
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Report every interval (re-read from the spec each time, as koordlet does) until stopped."""
+    async def run(self, stop: asyncio.Event, *, mono: Callable[[], float] = time.monotonic) -> None:
+        """Report every interval (re-read from the spec, as koordlet does) until stopped.
+
+        The wait is re-planned every `_REPLAN_S` from the policy of that moment: the spec usually arrives
+        from the informer after the loop started, and a first wait taken from the 60 s default then delayed
+        the first report past the spec's own interval (issue 21). Now the first report is due one spec
+        interval after the start (or at once when the spec says the start is already that long ago)."""
+        last = mono()
         while not stop.is_set():
-            if await sleep_or_stop(stop, self.policy().report_interval_s):
-                return
+            while True:
+                left = last + self.policy().report_interval_s - mono()
+                if left <= 0:
+                    break
+                if await sleep_or_stop(stop, min(left, _REPLAN_S)):
+                    return
+            last = mono()
             try:
                 await asyncio.to_thread(self.report_once)
             except asyncio.CancelledError:

@@ -34,7 +34,7 @@ def _table(out: str) -> tuple[list[str], list[list[str]]]:
 # -- status ---------------------------------------------------------------------------------------
 def test_status_counts_the_store_and_merges_info(make_server: ServerFactory, ctl: Any) -> None:
     server = make_server(info=lambda: {"version": "9.9.9-test", "stages": ["PreRunPodSandbox"]})
-    table: CtlResult = ctl("--socket", server.socket_path, "status")
+    table: CtlResult = ctl("--socket", server.socket_path, "status", "-v")
     assert table.rc == 0, table.err
     assert "pods: 3" in table.out and "containers: 2" in table.out
     assert "version: 9.9.9-test" in table.out and "stages: PreRunPodSandbox" in table.out
@@ -149,7 +149,7 @@ def test_explain_malformed_key_fails_before_dialing(key: str, ctl: Any, tmp_path
 def test_events_table_and_json(make_server: ServerFactory, ctl: Any) -> None:
     server = make_server()
     header, rows = _table(ctl("--socket", server.socket_path, "events").out)
-    assert header == ["TIME", "DOOR", "RPC", "POD", "CONTAINER", "LATENCY_MS", "RESULT", "ERROR"]
+    assert header == ["TIME", "DOOR", "RPC", "POD", "CONTAINER", "LATENCY_MS", "RESULT", "ERROR", "DETAIL"]
     assert len(rows) == 5
     doc = ctl("--socket", server.socket_path, "events", "-o", "json").json()
     assert [e["pod"] for e in doc] == [

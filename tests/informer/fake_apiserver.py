@@ -196,6 +196,12 @@ class FakeApiServer:
         self.writes: list[Write] = []
         self.policy_versions: list[str] = ["policy/v1", "policy/v1beta1"]
         self.pdb_refusals: dict[str, int] = {}
+        self.pdb_retry_after_s = 10  # the apiserver's retryAfterSeconds on a PDB refusal
+        # pod exec: (namespace, pod, container, command) -> (stdout, stderr, exit status); None: not served
+        self.exec_run: Callable[[str, str, str, list[str]], tuple[bytes, bytes, int]] | None = None
+        # pods/proxy: (namespace, pod, port, path, query) -> (HTTP status, body); with it and no exec_run, an
+        # exec answers 500 "error dialing backend" as an apiserver that cannot reach the kubelet does
+        self.proxy_run: Callable[[str, str, int, str, dict[str, str]], tuple[int, str]] | None = None
         self.evictions: list[dict[str, Any]] = []
         self.eviction_posts: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
@@ -609,8 +615,12 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     return _send_json(self, 409, _status(409, "Conflict", "Precondition failed: UID in precondition"))
                 if fake.pdb_refusals.get(key, 0) > 0:
                     fake.pdb_refusals[key] -= 1
-                    return _send_json(self, 429, _status(
-                        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget."))
+                    refusal = _status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.")
+                    # as the apiserver (registry/core/pod/storage/eviction.go): retry after 10 s, cause DisruptionBudget
+                    refusal["details"] = {"causes": [{"type": "DisruptionBudget", "message": "The disruption budget "
+                                                      "needs 1 healthy pods and has 1 currently"}],
+                                          "retryAfterSeconds": fake.pdb_retry_after_s}
+                    return _send_json(self, 429, refusal)
                 fake.evictions.append({"pod": key, "apiVersion": version, "body": copy.deepcopy(body)})
                 old = copy.deepcopy(pod)
                 pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -627,6 +637,15 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             fake.requests.append((url.path, query))
             if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
+            if fake.exec_run is not None or fake.proxy_run is not None:  # the kubectl plugin's tests
+                from tests.kubectl.fake_exec import exec_path, proxy_path, serve_exec, serve_proxy
+
+                target = exec_path(url.path)
+                if target is not None:
+                    return serve_exec(self, *target, parse_qs(url.query), fake.exec_run)
+                proxied = proxy_path(url.path)
+                if proxied is not None and fake.proxy_run is not None:
+                    return serve_proxy(self, *proxied, query, fake.proxy_run)
             one = _object_route(url.path)
             if one is not None and one[0] not in fake._uninstalled:
                 obj = fake.get(one[0], one[1])

@@ -23,6 +23,8 @@ if [[ -z ${HOOKSERVER_E2E_KUBECONFIG:-} ]]; then
     alive kubelet && already+=" kubelet"
     alive kube-scheduler && already+=" scheduler"
     "$TOOLS/build.sh" && "$TOOLS/build-kubelet.sh" && "$TOOLS/build-scheduler.sh"
+    # the DaemonSet test's controller-manager (daemonset, garbagecollector, namespace controllers)
+    KUBE_E2E_TOOLS=$TOOLS tests/kube/build-controller-manager.sh
     if [[ -z $already ]]; then
       trap 'echo "make e2e: stopping the harness it started"; "$TOOLS/stop-scheduler.sh" || true; ALL=1 "$TOOLS/stop-node.sh" || true' EXIT
     else

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -109,9 +110,15 @@ def test_real_apiserver_pdb_refuses_with_429_until_it_allows(api: ApiClientTrans
            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"i9-pdb": run}}}}
     status, made = api.request_json("POST", f"/apis/policy/v1beta1/namespaces/{NS}/poddisruptionbudgets", pdb, timeout_s=10)
     assert status == 201, made
-    evictor = ApiEvictor(api, node_name=NODE)
+    t = [time.time()]
+    evictor = ApiEvictor(api, node_name=NODE, clock=lambda: t[0])
     refused = evictor.evict(_request(created))
     assert refused.status is EvictionStatus.REFUSED and "429" in refused.detail
+    print(f"the apiserver's PDB refusal: {refused.detail}")  # its retry-after (1.20 sends none: 5 s default)
+    # inside the server's retry-after the evictor does not ask again (issue 21): it answers the refusal itself
+    held = evictor.evict(_request(created))
+    assert held.status is EvictionStatus.REFUSED and evictor.held == 1 and evictor.refused == 1
+    t[0] += 601  # past any retry-after
     # No disruption controller runs here: we set the status it would compute, allowing one disruption.
     made["status"] = {"observedGeneration": made["metadata"].get("generation", 1), "disruptionsAllowed": 1,
                       "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}

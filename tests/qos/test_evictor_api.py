@@ -85,10 +85,56 @@ def test_pdb_refusal_is_reported_then_retried(fake: FakeApiServer, tmp_path: Pat
     _pod(fake, "a")
     fake.pdb_refusals[f"{NS}/a"] = 1
     evictor = _evictor(fake, tmp_path)
+    t = [1000.0]
+    evictor._clock = lambda: t[0]
     first = evictor.evict(_request("a"))
     assert first.status is EvictionStatus.REFUSED and "disruption budget" in first.detail
     assert fake.events == [] and evictor.refused == 1
+    t[0] += 10.0
     assert evictor.evict(_request("a")).status is EvictionStatus.EVICTED
+
+
+def test_pdb_refusal_honours_the_servers_retry_after(fake: FakeApiServer, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 21: a 429 with `retryAfterSeconds: 10` was retried every second and logged each time. Inside the
+    retry-after nothing is sent (the refusal is answered and counted here); the state change is logged once."""
+    _pod(fake, "a")
+    fake.pdb_refusals[f"{NS}/a"] = 100
+    evictor = _evictor(fake, tmp_path)
+    t = [1000.0]
+    evictor._clock = lambda: t[0]
+    caplog.set_level(logging.INFO, logger="hookserver.informer.evictor")
+    assert evictor.evict(_request("a")).status is EvictionStatus.REFUSED
+    posts = len(fake.eviction_posts)
+    for _ in range(9):  # one round a second, inside the server's 10 s
+        t[0] += 1.0
+        held = evictor.evict(_request("a"))
+        assert held.status is EvictionStatus.REFUSED and "retry-after" in held.detail
+    assert len(fake.eviction_posts) == posts and evictor.refused == 1 and evictor.held == 9
+    t[0] += 1.5
+    assert evictor.evict(_request("a")).status is EvictionStatus.REFUSED  # asked again: refused again
+    assert len(fake.eviction_posts) == posts + 1 and evictor.refused == 2
+    refusals_logged = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals_logged) == 1 and "10 s" in refusals_logged[0].getMessage()
+    fake.pdb_refusals[f"{NS}/a"] = 0
+    t[0] += 11.0
+    assert evictor.evict(_request("a")).status is EvictionStatus.EVICTED
+    assert any("after 2 refusal(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_429_without_retry_after_waits_the_default(fake: FakeApiServer, tmp_path: Path) -> None:
+    from hookserver.informer.evictor import DEFAULT_RETRY_AFTER_S
+
+    _pod(fake, "a")
+    fake.pdb_refusals[f"{NS}/a"] = 100
+    fake.pdb_retry_after_s = 0
+    evictor = _evictor(fake, tmp_path)
+    t = [1000.0]
+    evictor._clock = lambda: t[0]
+    evictor.evict(_request("a"))
+    t[0] += DEFAULT_RETRY_AFTER_S - 0.5
+    evictor.evict(_request("a"))
+    assert evictor.refused == 1 and evictor.held == 1
 
 
 def test_terminating_gone_and_replaced_pods_are_not_evicted(fake: FakeApiServer, tmp_path: Path) -> None:

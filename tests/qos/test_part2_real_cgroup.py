@@ -125,3 +125,56 @@ def test_blkio_throttle_lines_on_real_cgroups(root: Path, tmp_path: Path) -> Non
     stack.tick()
     assert devno not in (tier / "blkio.throttle.read_bps_device").read_text()
     assert devno not in (tier / "blkio.throttle.write_iops_device").read_text()
+
+
+def test_standalone_cpu_burst_from_the_announced_resources_on_real_cgroups(root: Path) -> None:
+    """Issue 21: standalone (no pod spec, the pod known only from the proxy), an LS container announced with
+    a 50000/100000 CFS quota gets its `cpu.cfs_burst_us` from the announced limit (500m): no apiserver needed."""
+    if not os.path.exists(os.path.join(ROOT, "cpu", "cpu.cfs_burst_us")):
+        pytest.skip("this kernel has no cpu.cfs_burst_us (needs Linux >= 5.14)")
+    from hookserver.resources import Resources
+    from hookserver.store.records import ContainerRecord, PodRecord
+
+    stack = build_stack(str(root), CPUBurst(), gates={"CPUBurst": True},
+                        spec={"cpuBurstStrategy": {"policy": "cpuBurstOnly", "cpuBurstPercent": 50}})
+    uid = "solo-0000-2222"
+    parent = f"kubepods/burstable/pod{uid}"
+    stack.store.upsert_pod(PodRecord(uid=uid, namespace="default", name="solo", qos_class="LS", cgroup_parent=parent,
+                                     source="proxy"))  # what a proxy's PreRunPodSandbox tells: no spec, no phase
+    stack.store.upsert_container(ContainerRecord(
+        id="soloc", pod_uid=uid, name="c", cgroup_parent=parent, source="proxy",
+        resources=Resources(cpu_shares=512, cpu_quota_us=50_000, cpu_period_us=100_000, memory_limit_bytes=256 << 20)))
+    cdir = root / "cpu" / parent / "soloc"
+    cdir.mkdir(parents=True)
+    for d in (cdir.parent, cdir):
+        (d / "cpu.cfs_quota_us").write_text("50000")
+    sample(stack.store, "node_cpu_usage", 0.5)
+
+    plans = stack.tick()
+    assert plans and not plans[0].skipped, plans
+    # 500m (announced 50000/100000) × 50 % × 100 ms = 25000 µs
+    assert _read(cdir / "cpu.cfs_burst_us") == "25000"
+
+
+def test_a_node_without_a_be_tier_gets_no_failed_write_and_one_calm_state(tmp_path: Path) -> None:
+    """Issue 21: `make run` on a machine with no kubepods tree recorded a failed cpuset write every second
+    (CPU suppress restoring the BE tier's cpuset.cpus: ENOENT). A missing tier is a state, shown once."""
+    from qos.cpu_suppress import CPUSuppress
+    from hookserver.debug.render_qos import render_qos
+    from qos.readers import NODE_TOPOLOGY_KEY
+    from tests.qos.helpers import topology
+
+    root = tmp_path / "cgroup"
+    for sub in SUBSYSTEMS:
+        (root / sub).mkdir(parents=True)  # hierarchies, but no kubepods under them
+    stack = build_stack(str(root), CPUSuppress(), gates={"BECPUSuppress": True})
+    stack.store.series.put_static(NODE_TOPOLOGY_KEY, topology(4))
+    for _ in range(5):
+        sample(stack.store, "node_cpu_usage", 0.5)
+        stack.tick()
+    assert stack.store.audit.writes() == []
+    plans = stack.store.audit.plans(reconciler="CPUSuppress")
+    assert len(plans) == 1 and "no BE tier" in plans[0].summary
+    report = stack.runner.report()
+    assert "no BE tier cgroup" in report["be_tier_missing"]
+    assert "BE tier: no BE tier cgroup" in render_qos(report)

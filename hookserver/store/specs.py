@@ -1,0 +1,76 @@
+"""A container's requests and limits: from the pod spec when the apiserver (or kubelet) gave one, else from
+the resources the runtime announced for it (the proxy's `LinuxContainerResources`, NRI's linux resources).
+
+Why: without an apiserver (standalone mode) or for a pod known only from the proxy or NRI, the pod spec is
+missing, and every reconciler that reads a container's limits (CPU burst, memory QoS, ...) would see "no
+limit" and do nothing. The runtime already says what the kubelet derived from that spec: the CFS quota over
+the period is the CPU limit, `cpu.shares` the CPU request (shares = milli × 1024 / 1000), the memory limit
+the memory limit. Those are turned back into the spec's quantity texts so readers need no second code path.
+A BE pod's spec states its resources as koordinator's batch resources, so its announced values are given
+under those names. `source` says which was used (`hookctl explain` shows it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hookserver.resources import Resources
+from hookserver.store.records import ContainerRecord, PodRecord
+
+__all__ = ["SOURCE_NONE", "SOURCE_SPEC", "ContainerSpec", "announced_spec", "container_spec"]
+
+SOURCE_SPEC = "pod spec"
+SOURCE_NONE = "none"
+_BATCH_CPU = "kubernetes.io/batch-cpu"
+_BATCH_MEMORY = "kubernetes.io/batch-memory"
+# The kubelet gives a container without a CPU request 2 shares (the kernel's minimum): "no request".
+_MIN_SHARES = 2
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """Requests and limits as resource name -> quantity text, and where they came from: `pod spec`,
+    `runtime (proxy)` / `runtime (nri)` (the announced resources), or `none`."""
+
+    requests: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    limits: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    source: str = SOURCE_NONE
+
+
+def announced_spec(resources: Resources, *, be: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+    """(requests, limits) a runtime's announced resources stand for; empty where it said nothing."""
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    cpu_key, mem_key = (_BATCH_CPU, _BATCH_MEMORY) if be else ("cpu", "memory")
+    quota, period = resources.cpu_quota_us, resources.cpu_period_us or 100_000
+    if quota is not None and quota > 0 and period > 0:
+        milli = quota * 1000 // period
+        limits[cpu_key] = str(milli) if be else f"{milli}m"  # batch-cpu counts milli-cores
+    shares = resources.cpu_shares
+    if shares is not None and shares > _MIN_SHARES:
+        milli = shares * 1000 // 1024
+        requests[cpu_key] = str(milli) if be else f"{milli}m"
+    if resources.memory_limit_bytes is not None and resources.memory_limit_bytes > 0:
+        limits[mem_key] = str(resources.memory_limit_bytes)
+    return requests, limits
+
+
+def _is_be(pod: PodRecord) -> bool:
+    return pod.qos_class == "BE" or (not pod.qos_class and pod.kube_qos.lower().replace("-", "") == "besteffort")
+
+
+def container_spec(pod: PodRecord, name: str, container: ContainerRecord | None = None) -> ContainerSpec:
+    """The spec's requests and limits for container `name` when the pod spec lists it; otherwise what the
+    runtime announced in `container` (its store record); otherwise nothing (`none`)."""
+    spec = pod.container_specs.get(name)
+    if spec is not None:
+        return ContainerSpec(spec[0], spec[1], SOURCE_SPEC)
+    if container is not None and not container.resources.is_empty():
+        requests, limits = announced_spec(container.resources, be=_is_be(pod))
+        if requests or limits:
+            return ContainerSpec(MappingProxyType(requests), MappingProxyType(limits),
+                                 f"runtime ({container.source or 'hook'})")
+    return ContainerSpec()
