@@ -79,8 +79,10 @@ class CgroupSettings(_Frozen):
 class DebugSettings(_Frozen):
     socket: str = "/var/run/hookserver/debug.sock"
     # The same read-only views as JSON on the metrics port (`/debug/v1/<Rpc>`): what `kubectl hookserver`
-    # reads through the apiserver's pods/proxy where pod exec cannot reach the kubelet.
-    http_views: bool = True
+    # reads through the apiserver's pods/proxy where pod exec cannot reach the kubelet. Off by default: the
+    # metrics port is unauthenticated and, in the DaemonSet, on the host network, and pod names, cgroup writes
+    # and evictions are more than a scrape needs to see; the plugin's first path (exec) needs no listener.
+    http_views: bool = False
 
 
 class MetricsSettings(_Frozen):

@@ -115,6 +115,9 @@ def _through_proxy(cluster: Any, agent: Any, args: argparse.Namespace) -> int:
         raise HookServerError(f"`{args.command}` needs pod exec (hookctl in the agent); pods/proxy serves the views "
                               f"{', '.join(sorted(_VIEWS))}")
     status, text = cluster.proxy_get(agent, f"/debug/v1/{_VIEWS[args.command]}", _view_query(args))
+    if status == 404:
+        raise HookServerError(f"{agent.key}: the agent does not serve its views over HTTP (setting debug.http_views is "
+                              f"off, the default); use pod exec (--via exec) or turn debug.http_views on")
     if status != 200:
         try:
             message = json.loads(text).get("error") or text

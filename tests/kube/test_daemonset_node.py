@@ -86,6 +86,8 @@ def test_cluster_shim(docs: list[dict[str, Any]], kubeconfig_text: str) -> list[
             pod["hostNetwork"] = True
             container = pod["containers"][0]
             container["env"].append({"name": "HOOKSERVER_KUBECONFIG", "value": "/etc/hookserver-e2e/kubeconfig"})
+            # This apiserver cannot reach the kubelet (no exec): the plugin reads the views through pods/proxy.
+            container["env"].append({"name": "HOOKSERVER_DEBUG__HTTP_VIEWS", "value": "true"})
             container["volumeMounts"].append({"name": "e2e-kubeconfig", "mountPath": "/etc/hookserver-e2e",
                                               "readOnly": True})
             if _private_mount("/sys"):

@@ -175,3 +175,15 @@ def test_where_exec_fails_the_views_come_through_pods_proxy(
     assert "error dialing backend" in capsys.readouterr().err
     assert main(["--kubeconfig", kubeconfig, "--via", "proxy", "hookctl", "node-a", "--", "pods"]) == 1
     assert "needs pod exec" in capsys.readouterr().err
+
+
+def test_an_agent_with_its_http_views_off_gets_a_clear_line(
+    proxied: tuple[FakeApiServer, str, list[Any], str], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """debug.http_views is off by default: the agent's metrics port answers 404 under /debug/v1/, and the plugin
+    says which setting that is instead of printing the 404 page."""
+    fake, kubeconfig, _calls, _socket = proxied
+    fake.proxy_run = lambda *_args: (404, "not found: /debug/v1/Status (try /metrics, /healthz, /readyz)\n")
+    assert main(["--kubeconfig", kubeconfig, "--via", "proxy", "status", "node-a"]) == 1
+    err = capsys.readouterr().err
+    assert "debug.http_views is off" in err and "--via exec" in err
