@@ -86,7 +86,7 @@ def _replay(args: argparse.Namespace, output: str) -> int:
 
     from hookserver.predictor.settings import PredictorSettings
     from hookserver.recorder.reader import Recording
-    from hookserver.recorder.replay import ReplayConfig, replay
+    from hookserver.recorder.replay import ReplayConfig, replay_many
     from hookserver.recorder.summary import compare, render_text
     from hookserver.slo.document import read_slo_file
 
@@ -110,10 +110,13 @@ def _replay(args: argparse.Namespace, output: str) -> int:
         except ConfigError as exc:
             raise InputError(str(exc), field="--slo") from None
     colocation = _colocation(args.colocation, node_labels) if args.colocation else None
-    recorded = replay(recording, ReplayConfig("recorded"))
-    proposed = replay(recording, ReplayConfig("proposed", slo=slo, colocation=colocation, predictor=predictor,
-                                              gates=gates, as_recorded=False))
-    cmp = compare(recording.node_name, recorded, proposed)
+    node = recording.node_name
+    recording.close()
+    recorded, proposed = replay_many(args.file, [
+        ReplayConfig("recorded"),
+        ReplayConfig("proposed", slo=slo, colocation=colocation, predictor=predictor, gates=gates, as_recorded=False),
+    ])
+    cmp = compare(node, recorded, proposed)
     if output == "json":
         sys.stdout.write(json.dumps(cmp.describe(), indent=2, sort_keys=True) + "\n")
     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from qos.snapshot import PodFacts, QoSSnapshot
@@ -25,6 +25,11 @@ from hookserver.recorder.decisions import Decision
 from hookserver.recorder.schema import open_read
 
 __all__ = ["Frame", "Recording"]
+
+_POD_SLOTS = tuple((PodFacts.__dict__[f.name].__set__, f.name) for f in fields(PodFacts)
+                   if f.name not in ("cpu_usage_cores", "memory_usage_bytes"))
+_SET_CPU = PodFacts.__dict__["cpu_usage_cores"].__set__
+_SET_MEMORY = PodFacts.__dict__["memory_usage_bytes"].__set__
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +119,18 @@ class Recording:
         return cache[i]
 
     def _pod(self, facts_id: int, cpu: float | None, memory: float | None) -> PodFacts:
+        """The pod's facts with this frame's usage. Built through the slots' member descriptors from a decoded
+        template: a day of 200 pods is 1.7 million of these, and `dataclasses.replace` took a third of a replay."""
         template = self._templates.get(facts_id)
         if template is None:
             template = decode_pod(self.pod_bodies[facts_id], None, None)
             self._templates[facts_id] = template
-        return replace(template, cpu_usage_cores=cpu, memory_usage_bytes=memory)
+        pod: PodFacts = object.__new__(PodFacts)
+        for setter, name in _POD_SLOTS:
+            setter(pod, getattr(template, name))
+        _SET_CPU(pod, cpu)
+        _SET_MEMORY(pod, memory)
+        return pod
 
     def frames(self) -> Iterator[Frame]:
         for ts, misc_blob, blob in self._conn.execute("SELECT ts, misc, pods FROM frames ORDER BY ts"):

@@ -21,6 +21,7 @@ suppress's per-round growth cap acts per frame, and the predictor trains on fram
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -52,7 +53,7 @@ from qos.snapshot import PodFacts, QoSSnapshot
 from hookserver.recorder.decisions import decision_of, would_evict
 from hookserver.recorder.reader import Recording
 
-__all__ = ["ReplayConfig", "ReplayRun", "replay"]
+__all__ = ["ReplayConfig", "ReplayRun", "replay", "replay_file", "replay_many"]
 
 _CFS_PERIOD_US = 100_000
 _LEAVE_S = 30.0  # how long an evicted pod takes to go (what-if)
@@ -217,6 +218,7 @@ class _Capacity:
     def __init__(self) -> None:
         self.window: deque[QoSSnapshot] = deque()
         self.next_tick = -math.inf
+        self.requests: dict[str, tuple[PodRecord, Pair]] = {}  # parsed once per pod record
 
     def add(self, snap: QoSSnapshot, window_s: float) -> None:
         self.window.append(snap)
@@ -258,11 +260,15 @@ class _Capacity:
         pods = []
         for p in snap.pods:
             record = records[p.uid]
-            try:
-                req = pod_requests(record)
-                request = Pair(req.cpu_milli, req.memory_bytes)
-            except InputError:
-                request = Pair(0, 0)
+            cached = self.requests.get(p.uid)
+            if cached is None or cached[0] is not record:
+                try:
+                    req = pod_requests(record)
+                    cached = (record, Pair(req.cpu_milli, req.memory_bytes))
+                except InputError:
+                    cached = (record, Pair(0, 0))
+                self.requests[p.uid] = cached
+            request = cached[1]
             usage = None
             if p.uid in pod_cpu and p.uid in pod_mem:
                 usage = WindowedUsage.of(Pair(int(avg(pod_cpu[p.uid]) * 1000), int(avg(pod_mem[p.uid]))))
@@ -418,3 +424,22 @@ def _without(snap: QoSSnapshot, gone: Mapping[str, float]) -> QoSSnapshot:
 
 def _recorded_strategy(body: Mapping[str, Any] | None) -> ColocationStrategy:
     return ColocationStrategy.model_validate(dict(body)) if body else ColocationStrategy()
+
+
+def replay_file(path: str, config: ReplayConfig) -> ReplayRun:
+    recording = Recording(path)
+    try:
+        return replay(recording, config)
+    finally:
+        recording.close()
+
+
+def replay_many(path: str, configs: list[ReplayConfig]) -> list[ReplayRun]:
+    """Each configuration in its own process when there is more than one CPU: the runs share nothing, and a
+    day of 200 pods is CPU-bound Python."""
+    if len(configs) < 2 or (os.cpu_count() or 1) < 2:
+        return [replay_file(path, c) for c in configs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(len(configs), os.cpu_count() or 1)) as pool:
+        return list(pool.map(replay_file, [path] * len(configs), configs))

@@ -53,7 +53,10 @@ def open_write(path: str) -> sqlite3.Connection:
 def open_read(path: str) -> sqlite3.Connection:
     """Open a recording read-only (a replay never changes the file it reads)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    version = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    try:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    except sqlite3.DatabaseError:  # not SQLite, or SQLite without our tables
+        version = None
     if version is None or int(version[0]) != FORMAT_VERSION:
         conn.close()
         raise ValueError(f"{path}: not a hookserver flight recording of format {FORMAT_VERSION}")
