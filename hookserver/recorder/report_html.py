@@ -143,6 +143,7 @@ table {{ border-collapse: collapse; margin: 8px 0 16px; }}
 td, th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; font-size: 14px; }}
 td:first-child, th:first-child {{ text-align: left; }}
 table.evictions td {{ text-align: left; font-size: 12px; }}
+table.evictions td:nth-child(-n+3) {{ white-space: nowrap; }}
 .caption {{ color: #555; font-size: 13px; margin-top: 0; }}
 </style></head>
 <body>

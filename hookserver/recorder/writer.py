@@ -111,7 +111,8 @@ class FlightRecorder:
         self.frames = 0
         self.errors = 0
         self.last_error = ""
-        self.write_s = 0.0
+        self.write_s = 0.0  # wall time spent writing frames
+        self.write_cpu_s = 0.0  # CPU time of it (this thread's): the cost on a busy node
         started = time.time() if started_at is None else started_at
         meta = {"node": node_name, "interval_s": str(self.settings.interval_s), "agent_started_at": repr(started)}
         with self._conn:
@@ -152,7 +153,7 @@ class FlightRecorder:
             return False
 
     def record_frame(self, snapshot: QoSSnapshot, plans: Sequence[QoSPlan]) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         now = snapshot.now
         with self._lock:
             conn = self._conn
@@ -176,6 +177,7 @@ class FlightRecorder:
                 self._since_prune = 0
                 self._prune_locked(now)
         self.write_s += time.perf_counter() - t0
+        self.write_cpu_s += time.thread_time() - c0
 
     # -- parts --------------------------------------------------------------------------------------------
     def _set_config(self, now: float, kind: str, value: Any) -> None:
@@ -300,7 +302,8 @@ class FlightRecorder:
 
     def describe(self) -> dict[str, Any]:
         return {"path": self.path, "frames": self.frames, "errors": self.errors, "last_error": self.last_error,
-                "bytes": self.size_bytes(), "write_ms_per_frame": round(1000 * self.write_s / max(self.frames, 1), 3)}
+                "bytes": self.size_bytes(), "write_ms_per_frame": round(1000 * self.write_s / max(self.frames, 1), 3),
+                "write_cpu_ms_per_frame": round(1000 * self.write_cpu_s / max(self.frames, 1), 3)}
 
     def close(self) -> None:
         with self._lock:

@@ -3,6 +3,8 @@ that must not does not; the colocation-config moves the batch offer."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from hookserver.recorder.reader import Recording
@@ -88,3 +90,16 @@ def test_the_predictor_margin_moves_the_safety_number(quiet: Recording) -> None:
                                                           "training_interval_s": 60}, as_recorded=False))
     assert tight.safety("cpu")["exceeded"] > 0
     assert wide.safety("cpu")["exceeded"] < tight.safety("cpu")["exceeded"]
+
+
+REAL = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "replay", "cgroup-30min.sqlite")
+
+
+def test_the_real_cgroup_recording_replays_as_recorded() -> None:
+    """Half an hour of real processes in real cgroups (hookserver.recorder.scenarios.cgroup_hour): the replay
+    reproduces every decision the runner took there, the evictions included."""
+    recording = Recording(REAL)
+    run = replay(recording, ReplayConfig("recorded"))
+    _, _, frames = recording.span()
+    assert frames > 100 and run.mismatches == [] and run.matched == 3 * frames
+    assert [e["uid"] for e in run.evictions] == [e["pod_uid"] for e in recording.evictions()]
