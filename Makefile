@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench protos lint typecheck clean image image-test e2e
+.PHONY: run test bench protos lint typecheck clean image image-test e2e replay-demo replay-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,29 @@ image-test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.bench
+
+# The flight recorder's what-if replay (docs/operations.md, "Replay a node's day"): a synthetic day of a
+# 200-pod node and a real half hour of this machine's cgroups (deploy/replay/), each replayed as recorded and
+# under deploy/replay's proposed NodeSLO and colocation-config; text on the terminal, HTML in run/replay/.
+REPLAY_OUT := run/replay
+$(VENV)/.report-stamp: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,report]'
+	touch $@
+
+replay-demo: $(VENV)/.report-stamp
+	mkdir -p $(REPLAY_OUT)
+	test -f $(REPLAY_OUT)/synthetic-day.sqlite || $(PY) -m hookserver.recorder.scenarios.synthetic $(REPLAY_OUT)/synthetic-day.sqlite
+	$(VENV)/bin/hookctl replay $(REPLAY_OUT)/synthetic-day.sqlite --slo deploy/replay/proposed-nodeslo.yaml \
+		--colocation deploy/replay/proposed-colocation.json --predictor safety_margin_percent=0 \
+		--html $(REPLAY_OUT)/synthetic-day.html
+	$(VENV)/bin/hookctl replay deploy/replay/cgroup-30min.sqlite --slo deploy/replay/proposed-nodeslo-cgroup.yaml \
+		--colocation deploy/replay/proposed-colocation.json --html $(REPLAY_OUT)/cgroup-30min.html
+	@echo "open $(REPLAY_OUT)/synthetic-day.html and $(REPLAY_OUT)/cgroup-30min.html in a browser"
+
+# The report's browser check needs Chromium (Debian's package; root to install) and the report extra.
+replay-check: $(VENV)/.report-stamp
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium chromium-driver)
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/recorder/test_report.py
 
 protos: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_FILES)

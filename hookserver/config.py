@@ -21,6 +21,7 @@ from hookserver.capacity.settings import CapacitySettings
 from hookserver.errors import ConfigError
 from hookserver.informer.settings import InformerSettings
 from hookserver.predictor.settings import PredictorSettings
+from hookserver.recorder.settings import RecorderSettings
 from qos.gates import parse_feature_gates
 from qos.settings import QoSSettings
 
@@ -166,6 +167,7 @@ class Settings(_Frozen):
     reconciler: ReconcilerSettings = ReconcilerSettings()
     capacity: CapacitySettings = CapacitySettings()
     topology: TopologySettings = TopologySettings()
+    recorder: RecorderSettings = RecorderSettings()
     # koordlet's --feature-gates: `Name=true,...` or a mapping. Values are checked here, names by the QoS
     # gate registry at startup (it knows which gates exist).
     feature_gates: dict[str, bool] = Field(default_factory=dict)

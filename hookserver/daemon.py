@@ -52,6 +52,8 @@ from hookserver.predictor import (
     reclaimable_view,
 )
 from hookserver.proxy import ProxyServer
+from hookserver.recorder.wiring import build_recorder
+from hookserver.recorder.writer import FlightRecorder
 from hookserver.reconciler import PodReconciler, Reconciler, ReconcilerMetrics
 from hookserver.store import StateStore
 from hookserver.version import server_version
@@ -152,6 +154,15 @@ class Daemon:
         if settings.predictor.enabled:
             self.predictor, self.reporter = self._build_predictor(settings)
         self.qos = self._build_qos(settings)
+        self.recorder: FlightRecorder | None = None
+        if settings.recorder.enabled and settings.qos.enabled:
+            self.recorder = build_recorder(
+                settings.recorder, state_dir=settings.state_dir, node_name=settings.node_name, store=self.store,
+                predictor=settings.predictor.model_dump(mode="json"),
+                reconcilers={r.name: {"interval_s": r.interval_s, "cooldown_s": r.cooldown_s}
+                             for r in self.qos.reconcilers.values()},
+            )
+            self.qos.recorder = self.recorder
         self.capacity: CapacityPublisher | None = None
         if settings.capacity.enabled:
             self.capacity = self._build_capacity(settings)
@@ -498,6 +509,8 @@ class Daemon:
             self.gc_pauses.detach()
             if self.interpreter is not None:
                 self.interpreter.restore()
+            if self.recorder is not None:
+                self.recorder.close()
             gc.unfreeze()  # a process that goes on (tests, an embedding) collects that heap again
         if tasks.failed:
             log.error("stopped because: %s", "; ".join(f"{k}: {v}" for k, v in tasks.failed.items()))

@@ -41,7 +41,7 @@ from qos.reconciler import Reconciler, RoundOutcome, Verdict
 from qos.settings import QoSSettings
 from qos.snapshot import QoSSnapshot
 
-__all__ = ["QoSRunner", "ReconcilerStatus", "SnapshotSource", "SystemFiles"]
+__all__ = ["QoSRunner", "ReconcilerStatus", "RoundRecorder", "SnapshotSource", "SystemFiles"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,13 @@ class SystemFiles(Protocol):
     """Carries out a plan's `files` (hookserver.executor.sysfiles.SystemFileExecutor; the daemon wires it)."""
 
     def apply(self, writes: Sequence[FileWrite]) -> Sequence[Any]: ...
+
+
+class RoundRecorder(Protocol):
+    """Keeps each round's snapshot and plans (hookserver.recorder.FlightRecorder; the daemon wires it). Must not
+    raise: a recorder's trouble is its own, never the round's."""
+
+    def record_round(self, snapshot: QoSSnapshot, plans: Sequence[QoSPlan]) -> bool: ...
 
 
 class SnapshotSource(Protocol):
@@ -110,6 +117,7 @@ class QoSRunner:
         evict_in_background: bool = True,
         system_files: SystemFiles | None = None,
         ready: Callable[[], bool] | None = None,
+        recorder: RoundRecorder | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -132,6 +140,8 @@ class QoSRunner:
         self._ready = ready
         self._was_ready = ready is None
         self.store = store
+        # The flight recorder gets every round's snapshot and plans (it decides which to keep).
+        self.recorder = recorder
         self.executor = executor
         self.system_files = system_files
         self.evictions = evictions
@@ -213,9 +223,12 @@ class QoSRunner:
                 log.warning("qos: cannot build the snapshot: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 return []
             plans = [self._run_one(r, snapshot, started) for r in due]
+            done = [p for p in plans if p is not None]
+            if self.recorder is not None:
+                self.recorder.record_round(snapshot, done)
         if self.metrics is not None:
             self.metrics.round_duration.observe(self._mono() - started)
-        return [p for p in plans if p is not None]
+        return done
 
     def _run_one(self, reconciler: Reconciler, snapshot: QoSSnapshot, started: float) -> QoSPlan | None:
         name = reconciler.name

@@ -4,8 +4,10 @@
             slo | top [--window S] | metrics QUERY | nri
             predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric | capacity
             qos | qos plan NAME [--slo FILE] | topology | version
+    hookctl record export FILE | replay FILE [--slo FILE] [--colocation FILE] [--predictor K=V ...] [--html OUT]
 
-Talks to the debug API on a unix socket (default /var/run/hookserver/debug.sock, or $HOOKCTL_SOCKET).
+`record` and `replay` work offline, on the recording file (hookserver/cli/replay_cmd.py); the rest talk
+to the debug API on a unix socket (default /var/run/hookserver/debug.sock, or $HOOKCTL_SOCKET).
 Output is a table or `key: value` lines by default; `-o json` prints the server's JSON, indented with
 sorted keys. Any failure prints one line to stderr and exits 1 (2 for a usage error), never a traceback.
 """
@@ -19,6 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from hookserver.cli import replay_cmd
 from hookserver.debug.client import DEFAULT_SOCKET, DEFAULT_TIMEOUT_S, DebugCallError, DebugClient
 from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render, render_nodemetric, render_predict, render_reclaimable, render_top
@@ -87,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("topology", parents=[output],
                    help="the NodeResourceTopology report, the CPU share pools and the CPUs bound to pods")
     sub.add_parser("version", parents=[output], help="client and server versions and protocol versions")
+    replay_cmd.add_parsers(sub, output)
     return parser
 
 
@@ -220,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return _EXIT_USAGE
     if args.command == "version":
         return _version(socket_path, args.timeout, output)
+    if args.command in replay_cmd.COMMANDS:
+        return replay_cmd.run(args, output)
     with DebugClient(socket_path, timeout_s=args.timeout) as client:
         try:
             call = _request(args, client)

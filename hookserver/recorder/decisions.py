@@ -1,0 +1,64 @@
+"""What counts as "the decision" of a reconciler's round, computed the same way by the agent (when it records)
+and by the replay (when it checks itself against the recording).
+
+A decision is the plan's numbers (the budget, the CPUs or quota BE gets, the release target and the usage
+behind it), why it skipped, and which pods the round would evict. It leaves out which cgroup files a round
+writes: that depends on what earlier rounds wrote (CPU suppress rewrites only new directories), which is
+the executor's business, not the decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from qos.evict_round import walk
+from qos.plan import PlannedEviction, QoSPlan
+
+from hookserver.recorder.codec import dumps
+
+__all__ = ["REPLAYED", "Decision", "decision_of", "would_evict"]
+
+
+def would_evict(plan: QoSPlan) -> list[PlannedEviction]:
+    """The pods the runner would evict if every eviction went through (its order of work, as `hookctl qos plan`)."""
+    if plan.release_targets:
+        return walk(plan.release_targets, plan.evictions, lambda item: True).picked()
+    target = float(plan.numbers.get("release_target", 0) or 0)
+    out: list[PlannedEviction] = []
+    covered = 0.0
+    for item in plan.evictions:
+        if target > 0 and covered >= target:
+            break
+        covered += float(item.numbers.get("releases", 0) or 0)
+        out.append(item)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    reconciler: str
+    skipped: str
+    numbers: dict[str, Any]
+    evict: tuple[str, ...]  # pod UIDs, in eviction order
+
+    def text(self) -> str:
+        return dumps({"skipped": self.skipped, "numbers": self.numbers, "evict": list(self.evict)})
+
+    @classmethod
+    def parse(cls, reconciler: str, text: str) -> Decision:
+        import json
+
+        body = json.loads(text)
+        return cls(reconciler, body["skipped"], body["numbers"], tuple(body["evict"]))
+
+
+def decision_of(plan: QoSPlan) -> Decision:
+    """The plan's decision. A round the feature gates turned off is "feature gates off" whatever the runner's
+    wording (which names where each gate's value came from, something a replay cannot know)."""
+    skipped = "feature gates off" if plan.skipped.startswith("feature gate") else plan.skipped
+    return Decision(plan.reconciler, skipped, dict(plan.numbers),
+                    tuple(e.request.pod_uid for e in would_evict(plan) if not e.pending))
+
+# The reconcilers the replay runs (and so the ones whose decisions the recorder keeps).
+REPLAYED = ("CPUSuppress", "MemoryEvict", "CPUEvict")

@@ -1,0 +1,445 @@
+"""Replay a recording through the real planners, the real predictor and the real batch capacity formula.
+
+`replay(recording, config)` walks the frames in order and, on each, runs what the agent runs:
+
+* CPU suppress, the memory evictor and the CPU evictor (`qos`): `plan` or `plan_disabled` as the runner would
+  (feature gates, then the NodeSLO), their state carried from frame to frame through `commit` as if every
+  eviction went through;
+* the predictor (`hookserver.predictor`): a training round every `training_interval_s` on the p90 of the
+  frames in that interval, the decaying histograms, and `compute_reclaimable` (pod- and priority-based peaks);
+* the batch and mid capacity formula (`hookserver.capacity.formula`) every `metricReportIntervalSeconds` on
+  usage averaged over `metricAggregateDurationSeconds`, with the predictor's prod-reclaimable figure.
+
+Nothing touches a node. The run "as recorded" reads the BE tier's cpuset and quota the agent found on each
+frame, so its plans are the agent's (`mismatches` lists any that are not). A run under another configuration
+feeds its own last suppress target back as the tier's state, and takes the pods it evicted off the node: 30 s
+terminating, then gone with their usage (the recording cannot say what the other pods would have done with
+the room). Frames are `recorder.interval_s` apart (10 s by default) where the agent plans every second:
+suppress's per-round growth cap acts per frame, and the predictor trains on frames, not on 1 s samples.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hookserver.capacity.formula import compute_capacity
+from hookserver.capacity.inputs import NodeFacts as CapacityNode
+from hookserver.capacity.inputs import PodInput, UsageFacts, WindowedUsage
+from hookserver.capacity.quantities import Pair
+from hookserver.errors import InputError
+from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
+from hookserver.podclass import KNOWN_PRIORITY_CLASSES, NodeAllocatable, pod_priority_class, pod_requests
+from hookserver.predictor.models import NODE_UID, SYSTEM_UID, ModelTable, priority_uid
+from hookserver.predictor.predictors import compute_reclaimable, reclaimable_for_prod
+from hookserver.predictor.settings import PredictorSettings
+from hookserver.predictor.training import p90
+from hookserver.slo.colocation import ColocationStrategy
+from hookserver.slo.model import NodeSLOSpec
+from hookserver.store.records import PodRecord
+from hookserver.system.cpulist import parse_cpu_list
+
+from qos.cpu_evict import CPUEvict
+from qos.cpu_suppress import CPUSuppress
+from qos.memory_evict import MemoryEvict
+from qos.plan import QoSPlan
+from qos.reconciler import Reconciler, RoundOutcome
+from qos.snapshot import PodFacts, QoSSnapshot
+
+from hookserver.recorder.decisions import decision_of, would_evict
+from hookserver.recorder.reader import Recording
+
+__all__ = ["ReplayConfig", "ReplayRun", "replay", "replay_file", "replay_many"]
+
+_CFS_PERIOD_US = 100_000
+_LEAVE_S = 30.0  # how long an evicted pod takes to go (what-if)
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """One configuration to replay under. None / empty: what the recording says was in force."""
+
+    label: str
+    slo: NodeSLOSpec | None = None
+    colocation: ColocationStrategy | None = None
+    predictor: Mapping[str, Any] = field(default_factory=dict)
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    as_recorded: bool = True  # read the recorded BE tier state (True) or feed back this run's own (False)
+
+
+@dataclass
+class ReplayRun:
+    """Per-frame and per-tick series of one replay, and what it would have evicted."""
+
+    label: str
+    frame_ts: list[float] = field(default_factory=list)
+    be_cpu_cores: list[float] = field(default_factory=list)  # BE CPU left by suppress (cpuset CPUs or quota)
+    suppress_budget_cores: list[float | None] = field(default_factory=list)
+    ls_cpu_cores: list[float] = field(default_factory=list)  # non-BE pods' CPU
+    be_used_cores: list[float] = field(default_factory=list)
+    node_cpu_cores: list[float] = field(default_factory=list)
+    capacity_ts: list[float] = field(default_factory=list)
+    batch_cpu_milli: list[int] = field(default_factory=list)
+    batch_memory_bytes: list[int] = field(default_factory=list)
+    # the predicted peak of prod pods (CPU milli, memory bytes) in force at each frame, and their real usage
+    predicted_cpu_milli: list[float | None] = field(default_factory=list)
+    actual_prod_cpu_milli: list[float] = field(default_factory=list)
+    predicted_memory_bytes: list[float | None] = field(default_factory=list)
+    actual_prod_memory_bytes: list[float] = field(default_factory=list)
+    evictions: list[dict[str, Any]] = field(default_factory=list)
+    matched: int = 0
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    cpu_capacity_cores: float = 0.0
+
+    # -- the figures the report compares ---------------------------------------------------------------
+    def core_hours(self) -> float:
+        return _integral(self.capacity_ts, [v / 1000 for v in self.batch_cpu_milli]) / 3600
+
+    def gib_hours(self) -> float:
+        return _integral(self.capacity_ts, [v / 2**30 for v in self.batch_memory_bytes]) / 3600
+
+    def safety(self, resource: str = "cpu") -> dict[str, float]:
+        """How often prod usage exceeded the predicted peak in force, and by how much (cores or GiB)."""
+        pred, actual, unit = ((self.predicted_cpu_milli, self.actual_prod_cpu_milli, 1000.0) if resource == "cpu"
+                              else (self.predicted_memory_bytes, self.actual_prod_memory_bytes, float(2**30)))
+        over = [(a - p) / unit for p, a in zip(pred, actual) if p is not None]
+        n = len(over)
+        exceeded = sorted(o for o in over if o > 0)
+        return {
+            "frames": n, "exceeded": len(exceeded), "exceeded_fraction": (len(exceeded) / n) if n else 0.0,
+            "max_over": exceeded[-1] if exceeded else 0.0,
+            "p95_over": exceeded[min(int(0.95 * len(exceeded)), len(exceeded) - 1)] if exceeded else 0.0,
+        }
+
+
+def _integral(ts: list[float], values: list[float]) -> float:
+    """Left Riemann sum: each value holds until the next tick (the last one for one median step)."""
+    if not ts:
+        return 0.0
+    total = 0.0
+    for i in range(len(ts) - 1):
+        total += values[i] * (ts[i + 1] - ts[i])
+    step = (ts[-1] - ts[0]) / (len(ts) - 1) if len(ts) > 1 else 0.0
+    return total + values[-1] * step
+
+
+def _record_of(pod: PodFacts, created_at: float) -> PodRecord:
+    return PodRecord(
+        uid=pod.uid, namespace=pod.namespace, name=pod.name, labels=pod.labels, annotations=pod.annotations,
+        qos_class=pod.qos, priority=pod.priority, priority_class=pod.priority_class, phase=pod.phase,
+        created_at=created_at, deletion_timestamp="replay" if pod.terminating else "",
+        container_specs={c.name: (c.requests, c.limits) for c in pod.containers},
+    )
+
+
+class _Predictor:
+    """The predictor's training and reclaimable estimate over frames (hookserver.predictor, unchanged)."""
+
+    def __init__(self, settings: PredictorSettings) -> None:
+        self.settings = settings
+        self.table = ModelTable(cpu_half_life_s=settings.cpu_half_life_s,
+                                memory_half_life_s=settings.memory_half_life_s)
+        self.window: deque[tuple[float, dict[str, tuple[float, float]], float | None, float | None]] = deque()
+        self.next_train = -math.inf
+        self.peak: tuple[int, int] | None = None
+        self.prod_reclaimable: Pair | None = None
+
+    def add(self, snap: QoSSnapshot) -> None:
+        pods = {p.uid: (p.cpu_usage_cores, p.memory_usage_bytes) for p in snap.pods
+                if p.cpu_usage_cores is not None and p.memory_usage_bytes is not None}
+        self.window.append((snap.now, pods, snap.usage.cpu_cores, snap.usage.memory_bytes))
+        keep = max(self.settings.training_interval_s, 300.0)
+        while self.window and self.window[0][0] < snap.now - keep:
+            self.window.popleft()
+
+    def tick(self, snap: QoSSnapshot, records: list[PodRecord]) -> None:
+        if snap.now < self.next_train:
+            return
+        self.next_train = snap.now + self.settings.training_interval_s
+        since = snap.now - self.settings.training_interval_s
+        cpu: dict[str, list[float]] = {}
+        mem: dict[str, list[float]] = {}
+        node_cpu: list[float] = []
+        node_mem: list[float] = []
+        for ts, pods, nc, nm in self.window:
+            if ts <= since:
+                continue
+            for uid, (c, m) in pods.items():
+                cpu.setdefault(uid, []).append(c)
+                mem.setdefault(uid, []).append(m)
+            if nc is not None and nm is not None:
+                node_cpu.append(nc)
+                node_mem.append(nm)
+        by_uid = {r.uid: r for r in records}
+        samples: list[tuple[str, float, float]] = []
+        sums: dict[str, list[float]] = {}
+        all_c = all_m = 0.0
+        for uid, values in cpu.items():
+            record = by_uid.get(uid)
+            if record is None:
+                continue
+            c, m = p90(values), p90(mem[uid])
+            samples.append((uid, c, m))
+            acc = sums.setdefault(pod_priority_class(record), [0.0, 0.0])
+            acc[0] += c
+            acc[1] += m
+            all_c += c
+            all_m += m
+        if node_cpu:
+            nc, nm = p90(node_cpu), p90(node_mem)
+            samples.append((NODE_UID, nc, nm))
+            samples.append((SYSTEM_UID, max(nc - all_c, 0.0), max(nm - all_m, 0.0)))
+        for klass in KNOWN_PRIORITY_CLASSES:
+            c, m = sums.get(klass, (0.0, 0.0))
+            samples.append((priority_uid(klass), c, m))
+        self.table.train(samples, snap.now)
+        node = snap.node
+        alloc = None if node is None else NodeAllocatable(node.cpu_allocatable_milli, node.memory_allocatable_bytes,
+                                                          "status.allocatable")
+        uids = [*by_uid, SYSTEM_UID, *(priority_uid(k) for k in KNOWN_PRIORITY_CLASSES)]
+        recent = {uid for ts, pods, _c, _m in self.window if ts > snap.now - 300.0 for uid in pods}
+        report = compute_reclaimable(
+            pods=records, with_metrics=recent, predictions=self.table.predict_many(uids), allocatable=alloc,
+            now=snap.now, cold_start_s=self.settings.cold_start_duration_s,
+            margin_percent=self.settings.safety_margin_percent,
+        )
+        pod_based = report.pod_based
+        self.peak = (pod_based.peak_cpu_milli, pod_based.peak_memory_bytes)
+        self.prod_reclaimable = Pair(report.published.cpu_milli, report.published.memory_bytes) if report.published.ok else None
+
+
+class _Capacity:
+    """Usage averaged over the report window, and the batch formula every report interval."""
+
+    def __init__(self) -> None:
+        self.window: deque[QoSSnapshot] = deque()
+        self.next_tick = -math.inf
+        self.requests: dict[str, tuple[PodRecord, Pair]] = {}  # parsed once per pod record
+
+    def add(self, snap: QoSSnapshot, window_s: float) -> None:
+        self.window.append(snap)
+        while self.window and self.window[0].now <= snap.now - window_s:
+            self.window.popleft()
+
+    def compute(self, snap: QoSSnapshot, strategy: ColocationStrategy, records: dict[str, PodRecord],
+                prod_reclaimable: Pair | None) -> tuple[int, int] | None:
+        node = snap.node
+        if node is None:
+            return None
+        if not strategy.enable:
+            return 0, 0
+        pod_cpu: dict[str, list[float]] = {}
+        pod_mem: dict[str, list[float]] = {}
+        node_c: list[float] = []
+        node_m: list[float] = []
+        sys_c: list[float] = []
+        sys_m: list[float] = []
+        for s in self.window:
+            pc = pm = 0.0
+            for p in s.pods:
+                if p.cpu_usage_cores is not None:
+                    pod_cpu.setdefault(p.uid, []).append(p.cpu_usage_cores)
+                    pc += p.cpu_usage_cores
+                if p.memory_usage_bytes is not None:
+                    pod_mem.setdefault(p.uid, []).append(p.memory_usage_bytes)
+                    pm += p.memory_usage_bytes
+            if s.usage.cpu_cores is not None and s.usage.memory_bytes is not None:
+                apps = sum(a.cpu_usage_cores for a in s.usage.host_apps)
+                node_c.append(s.usage.cpu_cores)
+                node_m.append(s.usage.memory_bytes)
+                sys_c.append(max(s.usage.cpu_cores - pc - apps, 0.0))
+                sys_m.append(max(s.usage.memory_bytes - pm, 0.0))
+
+        def avg(values: list[float]) -> float:
+            return sum(values) / len(values)
+
+        pods = []
+        for p in snap.pods:
+            record = records[p.uid]
+            cached = self.requests.get(p.uid)
+            if cached is None or cached[0] is not record:
+                try:
+                    req = pod_requests(record)
+                    cached = (record, Pair(req.cpu_milli, req.memory_bytes))
+                except InputError:
+                    cached = (record, Pair(0, 0))
+                self.requests[p.uid] = cached
+            request = cached[1]
+            usage = None
+            if p.uid in pod_cpu and p.uid in pod_mem:
+                usage = WindowedUsage.of(Pair(int(avg(pod_cpu[p.uid]) * 1000), int(avg(pod_mem[p.uid]))))
+            pods.append(PodInput(p.uid, p.key, pod_priority_class(record), p.qos, p.phase, request, usage))
+        usage_facts = UsageFacts(
+            node=WindowedUsage.of(Pair(int(avg(node_c) * 1000), int(avg(node_m)))) if node_c else None,
+            system=WindowedUsage.of(Pair(int(avg(sys_c) * 1000), int(avg(sys_m)))) if sys_c else None,
+            window_s=float(strategy.metric_aggregate_duration_seconds),
+        )
+        cap_node = CapacityNode(name=node.name, capacity=Pair(node.cpu_capacity_milli, node.memory_capacity_bytes),
+                                allocatable=Pair(node.cpu_allocatable_milli, node.memory_allocatable_bytes))
+        result = compute_capacity(strategy, cap_node, pods, usage_facts, prod_reclaimable=prod_reclaimable)
+        return result.value(BATCH_CPU), result.value(BATCH_MEMORY)
+
+
+def _reconcilers(recording: Recording) -> list[Reconciler]:
+    settings = recording.reconciler_settings
+    out: list[Reconciler] = []
+    for cls in (CPUSuppress, MemoryEvict, CPUEvict):
+        own = settings.get(cls.name, {})
+        out.append(cls(interval_s=own.get("interval_s"), cooldown_s=own.get("cooldown_s")))
+    return out
+
+
+def _verdict_plan(r: Reconciler, snap: QoSSnapshot, state: Any) -> QoSPlan:
+    """What the runner does: any of the reconciler's gates on, then its NodeSLO check."""
+    if not any(snap.gate_on(g.name) for g in r.gates):
+        return r.plan_disabled(snap, state, "feature gates off")
+    verdict = r.enabled(snap)
+    return r.plan(snap, state) if verdict.enabled else r.plan_disabled(snap, state, verdict.reason)
+
+
+def _be_cores(plan: QoSPlan, capacity_cores: float) -> float:
+    n = plan.numbers
+    if n.get("policy") == "cpuset" and isinstance(n.get("cpus"), int):
+        return float(n["cpus"])
+    if n.get("policy") == "cfsQuota" and isinstance(n.get("quota_us"), int):
+        return float(n["quota_us"]) / _CFS_PERIOD_US
+    return capacity_cores
+
+
+def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
+    """One pass over the recording under `config` (module docstring)."""
+    run = ReplayRun(config.label)
+    reconcilers = _reconcilers(recording)
+    started = recording.agent_started_at
+    states: dict[str, Any] = {}
+    predictor_fields = {**recording.predictor_settings, **dict(config.predictor)}
+    predictor = _Predictor(PredictorSettings.model_validate(predictor_fields))
+    capacity = _Capacity()
+    gone: dict[str, float] = {}  # pods this run evicted, and when (what-if only)
+    sim_cpuset: frozenset[int] | None = None
+    sim_quota: int | None = None
+    records: dict[str, PodRecord] = {}
+    for frame in recording.frames():
+        snap = frame.snapshot
+        if not states:
+            states = {r.name: r.initial_state(min(started, snap.now) if started else snap.now) for r in reconcilers}
+        if config.slo is not None:
+            snap = snap.with_slo(config.slo, origin=config.label)
+        if config.gates:
+            snap = replace(snap, feature_gates={**dict(snap.feature_gates or {}), **dict(config.gates)})
+        if not config.as_recorded:
+            if gone:
+                snap = _without(snap, gone)
+            if snap.be_tier is not None and (sim_cpuset is not None or sim_quota is not None):
+                snap = replace(snap, be_tier=replace(
+                    snap.be_tier, cpuset=sim_cpuset if sim_cpuset is not None else snap.be_tier.cpuset,
+                    quota_us=sim_quota if sim_quota is not None else snap.be_tier.quota_us))
+        node = snap.node
+        capacity_cores = node.cpu_capacity_milli / 1000 if node is not None else 0.0
+        run.cpu_capacity_cores = capacity_cores
+        for r in reconcilers:
+            plan = _verdict_plan(r, snap, states[r.name])
+            picked = [e for e in would_evict(plan) if not e.pending]
+            states[r.name] = r.commit(plan, RoundOutcome(dry_run=False, evicted=len(picked)), states[r.name], snap.now)
+            recorded = frame.decisions.get(r.name)
+            if config.as_recorded and recorded is not None:
+                mine = decision_of(plan)
+                if mine.text() == recorded.text():
+                    run.matched += 1
+                else:
+                    run.mismatches.append({"ts": snap.now, "reconciler": r.name, "recorded": recorded.text(),
+                                           "replayed": mine.text()})
+            for item in picked:
+                req = item.request
+                run.evictions.append({"ts": snap.now, "reconciler": r.name, "pod": req.key, "uid": req.pod_uid,
+                                      "reason": req.reason, "mode": item.mode, "message": req.message})
+                gone.setdefault(req.pod_uid, snap.now)
+            if r.name == CPUSuppress.name:
+                run.be_cpu_cores.append(_be_cores(plan, capacity_cores))
+                budget = plan.numbers.get("budget_milli")
+                run.suppress_budget_cores.append(budget / 1000 if isinstance(budget, int) else None)
+                cpuset_text = plan.numbers.get("cpuset")
+                if isinstance(cpuset_text, str) and cpuset_text:
+                    sim_cpuset = parse_cpu_list(cpuset_text)
+                if isinstance(plan.numbers.get("quota_us"), int):
+                    sim_quota = int(plan.numbers["quota_us"])
+                elif plan.skipped and "disabled" in plan.summary:
+                    sim_quota = -1
+        # usage as it really was
+        run.frame_ts.append(snap.now)
+        ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)
+        run.ls_cpu_cores.append(ls)
+        run.be_used_cores.append(sum(p.cpu_usage_cores or 0.0 for p in snap.pods if p.is_be))
+        run.node_cpu_cores.append(snap.usage.cpu_cores or 0.0)
+        for p in snap.pods:
+            if p.uid not in records or records[p.uid].phase != p.phase or bool(records[p.uid].deletion_timestamp) != p.terminating:
+                records[p.uid] = _record_of(p, recording.created_at.get(p.uid, 0.0))
+        current = [records[p.uid] for p in snap.pods]
+        # the predictor: train, then hold its peak against what prod pods really used
+        predictor.add(snap)
+        predictor.tick(snap, current)
+        prod = [p for p in snap.pods if reclaimable_for_prod(pod_priority_class(records[p.uid])) and p.active]
+        run.actual_prod_cpu_milli.append(1000 * sum(p.cpu_usage_cores or 0.0 for p in prod))
+        run.actual_prod_memory_bytes.append(sum(p.memory_usage_bytes or 0.0 for p in prod))
+        run.predicted_cpu_milli.append(float(predictor.peak[0]) if predictor.peak else None)
+        run.predicted_memory_bytes.append(float(predictor.peak[1]) if predictor.peak else None)
+        # batch capacity
+        strategy = config.colocation or _recorded_strategy(frame.colocation)
+        capacity.add(snap, float(strategy.metric_aggregate_duration_seconds))
+        if snap.now >= capacity.next_tick:
+            capacity.next_tick = snap.now + strategy.metric_report_interval_seconds
+            values = capacity.compute(snap, strategy, records, predictor.prod_reclaimable)
+            if values is not None:
+                run.capacity_ts.append(snap.now)
+                run.batch_cpu_milli.append(values[0])
+                run.batch_memory_bytes.append(values[1])
+    return run
+
+
+def _without(snap: QoSSnapshot, gone: Mapping[str, float]) -> QoSSnapshot:
+    """The what-if node: a pod this run evicted is terminating for `_LEAVE_S`, then gone, its usage taken off
+    the node's (what the recording cannot say is what the others would have done with the room)."""
+    pods: list[PodFacts] = []
+    freed_cpu = freed_mem = 0.0
+    for p in snap.pods:
+        at = gone.get(p.uid)
+        if at is None:
+            pods.append(p)
+        elif snap.now - at < _LEAVE_S:
+            pods.append(replace(p, terminating=True))
+        else:
+            freed_cpu += p.cpu_usage_cores or 0.0
+            freed_mem += p.memory_usage_bytes or 0.0
+    u = snap.usage
+    usage = replace(
+        u, cpu_cores=None if u.cpu_cores is None else max(u.cpu_cores - freed_cpu, 0.0),
+        cpu_cores_avg=None if u.cpu_cores_avg is None else max(u.cpu_cores_avg - freed_cpu, 0.0),
+        memory_bytes=None if u.memory_bytes is None else max(u.memory_bytes - freed_mem, 0.0))
+    return replace(snap, pods=tuple(pods), usage=usage)
+
+
+def _recorded_strategy(body: Mapping[str, Any] | None) -> ColocationStrategy:
+    return ColocationStrategy.model_validate(dict(body)) if body else ColocationStrategy()
+
+
+def replay_file(path: str, config: ReplayConfig) -> ReplayRun:
+    recording = Recording(path)
+    try:
+        return replay(recording, config)
+    finally:
+        recording.close()
+
+
+def replay_many(path: str, configs: list[ReplayConfig]) -> list[ReplayRun]:
+    """Each configuration in its own process when there is more than one CPU: the runs share nothing, and a
+    day of 200 pods is CPU-bound Python."""
+    if len(configs) < 2 or (os.cpu_count() or 1) < 2:
+        return [replay_file(path, c) for c in configs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(len(configs), os.cpu_count() or 1)) as pool:
+        return list(pool.map(replay_file, [path] * len(configs), configs))

@@ -1,0 +1,63 @@
+"""The recording's SQLite schema, and how a recording is opened (writer: WAL; reader: read-only).
+
+One file, standard-library `sqlite3`: WAL with `synchronous=NORMAL` makes every frame its own transaction,
+so a kill -9 of the agent loses at most the frame being written, and a reader (an export, a replay on the
+node) never blocks the writer. `auto_vacuum=INCREMENTAL` lets rotation give pages back to the file system.
+
+Tables:
+  meta        key -> value: format version, node, interval, when the agent started.
+  config      what was in force from `ts` on, by kind (slo, node, be_tier, topology, gates, colocation, predictor).
+  pod_facts   a pod's facts (labels, requests, phase, ...) without its usage; a new row when they change.
+  frames      one per recorded round: node usage, BE stats, the BE tier's cpuset and quota, PSI/throttling
+              and what each replayed reconciler decided on that snapshot (`decisions.py`), as compressed JSON
+              (`misc`); the pods' usage as one packed blob (facts id, CPU cores, memory bytes per pod).
+  evictions   what the agent's evictions came to (from its audit).
+  pod_events  pod lifecycle: appeared, phase changes, terminating, gone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["FORMAT_VERSION", "open_read", "open_write"]
+
+FORMAT_VERSION = 1
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS config (ts REAL NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS config_ts ON config (kind, ts);
+CREATE TABLE IF NOT EXISTS pod_facts (
+    id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, uid TEXT NOT NULL, body TEXT NOT NULL,
+    first_ts REAL NOT NULL, last_ts REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS frames (
+    ts REAL PRIMARY KEY, node_cpu REAL, node_memory REAL, misc BLOB NOT NULL, pods BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS evictions (
+    ts REAL NOT NULL, reconciler TEXT NOT NULL, pod_uid TEXT NOT NULL, pod_key TEXT NOT NULL,
+    reason TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pod_events (ts REAL NOT NULL, uid TEXT NOT NULL, pod_key TEXT NOT NULL, event TEXT NOT NULL);
+"""
+
+
+def open_write(path: str) -> sqlite3.Connection:
+    """Open (or create) a recording for writing. The caller serialises access (one lock per recorder)."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective only on a new file: before the first table
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(_DDL)
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+    return conn
+
+
+def open_read(path: str) -> sqlite3.Connection:
+    """Open a recording read-only (a replay never changes the file it reads)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    except sqlite3.DatabaseError:  # not SQLite, or SQLite without our tables
+        version = None
+    if version is None or int(version[0]) != FORMAT_VERSION:
+        conn.close()
+        raise ValueError(f"{path}: not a hookserver flight recording of format {FORMAT_VERSION}")
+    return conn

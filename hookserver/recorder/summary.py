@@ -1,0 +1,114 @@
+"""The side-by-side figures of two replays, and the plain-text summary for the terminal.
+
+`compare` is what both the text and the HTML report print, so the page and the terminal never disagree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from hookserver.recorder.replay import ReplayRun
+
+__all__ = ["Comparison", "compare", "render_text"]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    node: str
+    start: float
+    end: float
+    frames: int
+    recorded: ReplayRun
+    proposed: ReplayRun
+    rows: list[tuple[str, str, str, str]]  # figure, recorded, proposed, change
+
+    def describe(self) -> dict[str, Any]:
+        return {"node": self.node, "start": self.start, "end": self.end, "frames": self.frames,
+                "rows": [dict(zip(("figure", "recorded", "proposed", "change"), r)) for r in self.rows],
+                "reproduced": {"matched": self.recorded.matched, "mismatched": len(self.recorded.mismatches)},
+                "evictions": {"recorded": self.recorded.evictions, "proposed": self.proposed.evictions}}
+
+
+def _figures(run: ReplayRun) -> dict[str, float]:
+    cpu, mem = run.safety("cpu"), run.safety("memory")
+    be = run.be_cpu_cores
+    return {
+        "batch_core_hours": run.core_hours(),
+        "batch_gib_hours": run.gib_hours(),
+        "batch_cpu_mean": _mean([v / 1000 for v in run.batch_cpu_milli]),
+        "batch_cpu_min": min((v / 1000 for v in run.batch_cpu_milli), default=0.0),
+        "be_cpu_mean": _mean(be),
+        "be_cpu_min": min(be, default=0.0),
+        "suppressed_fraction": (sum(1 for v in be if v < run.cpu_capacity_cores) / len(be)) if be else 0.0,
+        "evictions": float(len(run.evictions)),
+        "cpu_exceeded": cpu["exceeded_fraction"],
+        "cpu_max_over": cpu["max_over"],
+        "mem_exceeded": mem["exceeded_fraction"],
+        "mem_max_over": mem["max_over"],
+    }
+
+
+_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("batch_core_hours", "batch-cpu offered (core-hours)", "{:.1f}"),
+    ("batch_gib_hours", "batch-memory offered (GiB-hours)", "{:.1f}"),
+    ("batch_cpu_mean", "batch-cpu offered, mean (cores)", "{:.2f}"),
+    ("batch_cpu_min", "batch-cpu offered, lowest (cores)", "{:.2f}"),
+    ("be_cpu_mean", "BE CPU after suppress, mean (cores)", "{:.2f}"),
+    ("be_cpu_min", "BE CPU after suppress, lowest (cores)", "{:.2f}"),
+    ("suppressed_fraction", "time BE was suppressed", "{:.1%}"),
+    ("evictions", "evictions", "{:.0f}"),
+    ("cpu_exceeded", "LS CPU above the predicted peak (time)", "{:.2%}"),
+    ("cpu_max_over", "LS CPU above the predicted peak, worst (cores)", "{:.2f}"),
+    ("mem_exceeded", "LS memory above the predicted peak (time)", "{:.2%}"),
+    ("mem_max_over", "LS memory above the predicted peak, worst (GiB)", "{:.2f}"),
+)
+
+
+def compare(node: str, recorded: ReplayRun, proposed: ReplayRun) -> Comparison:
+    a, b = _figures(recorded), _figures(proposed)
+    rows = []
+    for key, label, fmt in _ROWS:
+        delta = b[key] - a[key]
+        change = ("±0" if abs(delta) < 1e-9 else ("+" if delta > 0 else "−") + fmt.format(abs(delta)))
+        rows.append((label, fmt.format(a[key]), fmt.format(b[key]), change))
+    ts = recorded.frame_ts
+    return Comparison(node, ts[0] if ts else 0.0, ts[-1] if ts else 0.0, len(ts), recorded, proposed, rows)
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _reasons(run: ReplayRun) -> str:
+    counts = Counter(e["reason"] for e in run.evictions)
+    return ", ".join(f"{n} {reason}" for reason, n in counts.most_common()) or "none"
+
+
+def render_text(cmp: Comparison, *, max_evictions: int = 8) -> str:
+    hours = (cmp.end - cmp.start) / 3600
+    lines = [
+        f"replay of {cmp.node or 'a node'}: {_when(cmp.start)} to {_when(cmp.end)} UTC "
+        f"({hours:.1f} h, {cmp.frames} frames)",
+        f"as recorded: {cmp.recorded.matched} recorded decisions reproduced, "
+        f"{len(cmp.recorded.mismatches)} not" + (" (see -o json)" if cmp.recorded.mismatches else ""),
+        "",
+    ]
+    width = max(len(r[0]) for r in cmp.rows)
+    lines.append(f"{'':<{width}}  {cmp.recorded.label:>12}  {cmp.proposed.label:>12}  {'change':>10}")
+    for label, a, b, change in cmp.rows:
+        lines.append(f"{label:<{width}}  {a:>12}  {b:>12}  {change:>10}")
+    lines.append("")
+    for run in (cmp.recorded, cmp.proposed):
+        lines.append(f"evictions {run.label}: {_reasons(run)}")
+        for e in run.evictions[:max_evictions]:
+            lines.append(f"  {_when(e['ts'])}  {e['pod']}  {e['reason']}: {e['message'][:110]}")
+        if len(run.evictions) > max_evictions:
+            lines.append(f"  ... and {len(run.evictions) - max_evictions} more")
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""What the daemon's recorder reads besides the round: PSI and throttling from the store's series, pods'
+creation times, the colocation-config in force, and the audit's evictions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+
+from hookserver.recorder.settings import RecorderSettings
+from hookserver.recorder.wiring import build_recorder
+from hookserver.slo.colocation import ColocationStrategy, ResolvedColocation
+from hookserver.store.audit import EvictionRecord
+from hookserver.store.records import PodRecord
+from hookserver.store.state import StateStore
+from hookserver.store.timeseries import make_labels
+
+from hookserver.recorder.scenarios.synthetic import SyntheticNode
+
+
+def test_the_recorder_keeps_psi_throttling_creation_colocation_and_evictions(tmp_path) -> None:
+    world = SyntheticNode(pods=4)
+    now = world.now
+    store = StateStore(clock=lambda: now)
+    first = world.build().pods[0]
+    store.upsert_pod(PodRecord(uid=first.uid, namespace=first.namespace, name=first.name, created_at=now - 7200))
+    store.series.append_many(now, [
+        (("node_psi", make_labels(psi_resource_type="cpu", psi_degree="some", psi_precision="avg10")), 12.5),
+        (("pod_cpu_throttled_ratio", make_labels(pod="a")), 0.2),
+        (("pod_cpu_throttled_ratio", make_labels(pod="b")), 0.6),
+    ])
+    store.set_colocation(ResolvedColocation(ColocationStrategy.model_validate({"enable": True}), True, ("test",)))
+    store.audit.record_eviction(EvictionRecord(ts=now - 1, reconciler="MemoryEvict", pod_key="batch/x", pod_uid="x",
+                                               reason="EvictPodByNodeMemoryUsage", message="m", status="evicted"))
+    rec = build_recorder(RecorderSettings(), state_dir=str(tmp_path), node_name="node-a", store=store,
+                         predictor={"safety_margin_percent": 10}, reconcilers={"CPUSuppress": {"interval_s": 1.0}})
+    rec.record_frame(world.build(), [])
+    rec.close()
+    conn = sqlite3.connect(str(tmp_path / "flight-recorder.sqlite"))
+    misc = json.loads(zlib.decompress(conn.execute("SELECT misc FROM frames").fetchone()[0]))
+    assert misc["extra"] == {"psi:cpu:some:avg10": 12.5, "throttled:mean": 0.4, "throttled:max": 0.6}
+    bodies = [json.loads(b) for (b,) in conn.execute("SELECT body FROM pod_facts")]
+    assert {b["uid"]: b["created_at"] for b in bodies}[first.uid] == now - 7200
+    colocation = json.loads(conn.execute("SELECT body FROM config WHERE kind = 'colocation'").fetchone()[0])
+    assert colocation["enable"] is True and colocation["cpuReclaimThresholdPercent"] == 60
+    assert conn.execute("SELECT pod_uid, status FROM evictions").fetchall() == [("x", "evicted")]
