@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench protos lint typecheck clean image image-test e2e
+.PHONY: run test bench loadtest protos lint typecheck clean image image-test e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,14 @@ image-test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.bench
+
+# The apiserver load test (tests/bench/apiserver_load.py): NODES simulated nodes' informers and NodeMetric reporters
+# in one process against a real kube-apiserver (HOOKSERVER_E2E_KUBECONFIG, else the kube-e2e harness's apiserver,
+# started and stopped here when it is not running; never its kubelet), then an apiserver restart. About 5 minutes.
+NODES ?= 50
+LOADTEST_ARGS ?= --restart
+loadtest: $(STAMP)
+	$(PY) -m tests.bench.apiserver_load --nodes $(NODES) $(LOADTEST_ARGS)
 
 protos: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_FILES)

@@ -37,6 +37,7 @@ from hookserver.informer.convert import resource_version_of
 from hookserver.informer.handlers import ObjectHandler
 from hookserver.informer.metrics import InformerMetrics
 from hookserver.informer.settings import InformerSettings
+from hookserver.informer.spread import ListSpread
 from hookserver.informer.transport import KubeTransport, WatchIdleTimeout, WatchStream
 
 __all__ = ["ResourceKind", "Reflector"]
@@ -74,7 +75,7 @@ class Reflector:
         on_health: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
-        spread_phase: float | None = None,
+        spread: ListSpread | None = None,
         sleep: Callable[[asyncio.Event, float], Awaitable[bool]] = sleep_or_stop,
     ) -> None:
         self.kind = kind
@@ -108,9 +109,11 @@ class Reflector:
         self.next_attempt_at = 0.0
         self._failures = 0  # failures since the last watch opened: a 410 after one means "after an outage"
         self._last_byte = 0.0
-        # This node's place in the spread windows, the same for all its reflectors (the informer draws it):
-        # a node relists all its resources at about one moment instead of at five.
-        self._spread_phase = self._rand() if spread_phase is None else spread_phase
+        # This node's place in the spread windows, shared by all its reflectors (the informer makes one per node):
+        # a node relists all its resources at one moment instead of at five.
+        self._spread = spread or ListSpread(
+            first_list_s=settings.first_list_spread_s, relist_s=settings.relist_spread_s, phase=self._rand(),
+        )
         if metrics is not None:
             metrics.connected.labels(kind.name).set(0)
             metrics.track_since_sync(kind.name, self.seconds_since_sync)
@@ -178,7 +181,7 @@ class Reflector:
         # After an outage every node of the cluster reconnects within seconds of the apiserver coming back,
         # and a watch resourceVersion older than the new watch cache answers 410: without a spread, every
         # node would relist in the same second. `_spread` (this node's phase) places this node's relist.
-        delay = self._spread_phase * self._settings.first_list_spread_s
+        delay = self._spread.first_list_delay()
         if delay > 0:
             self._set_state(f"first list in {delay:.1f} s (first_list_spread_s spreads the nodes' first lists)",
                             delay)
@@ -190,8 +193,9 @@ class Reflector:
                 try:
                     if need_list:
                         if reason == "expired" and self._failures:
-                            delay = self._spread_phase * self._settings.relist_spread_s
+                            delay = self._spread.relist_delay()
                             if delay > 0:
+                                self._set_connected(False)  # the cache is behind until the relist: stale
                                 self._set_state(
                                     f"relist in {delay:.1f} s: the watch expired (410) after an outage "
                                     f"(relist_spread_s spreads the nodes' relists)", delay,

@@ -89,7 +89,8 @@ class InformerSettings(BaseModel):
     tcp_keepalive_idle_s: int = Field(default=15, ge=1, le=32767)
     tcp_keepalive_interval_s: int = Field(default=5, ge=1, le=32767)
     tcp_keepalive_count: int = Field(default=3, ge=1, le=127)
-    # Go-style limit: list pages of this many items (0 = no paging).
+    # Go-style limit on the first list (resourceVersion 0), which the watch cache ignores and an apiserver without
+    # one pages by; a relist at a resourceVersion sends none (0 = never).
     list_page_size: int = Field(default=500, ge=0)
     # Retry delays: initial x factor^n up to max, each x (1 +- jitter); client-go's reflector uses 0.8 s,
     # x2, 30 s. Jitter 0.5 (client-go: +0..100 %) so the nodes' retries do not march in lockstep (with

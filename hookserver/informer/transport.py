@@ -296,6 +296,9 @@ class ApiClientTransport:
         self._connect_timeout_s = connect_timeout_s
         self._max_event_bytes = max_event_bytes
         self._clock = clock
+        self._connects = 0  # TCP connections made (each a TLS handshake on https), counted as they are made
+        self._connects_lock = threading.Lock()
+        self._count_connects()
         self._last_answer = 0.0  # clock() of the last byte the apiserver sent on any request or watch
         self._probe_lock = threading.Lock()
         self._last_probe_failed = 0.0
@@ -453,9 +456,33 @@ class ApiClientTransport:
                 return False
             return True
 
+    def _count_connects(self) -> None:
+        """Count every TCP connect of this client's pools. urllib3's own `num_connections` counts connection
+        objects, not connects: a pooled connection whose socket was closed reconnects under the same object,
+        which is exactly the waste to see. The pools' connection classes are subclassed per transport (urllib3's
+        `pool_classes_by_scheme` and `ConnectionCls` hooks); nothing global is patched."""
+        manager = getattr(self._api.rest_client, "pool_manager", None)
+        classes = getattr(manager, "pool_classes_by_scheme", None)
+        if manager is None or not isinstance(classes, Mapping):
+            return
+        transport = self
+
+        def counted(base: Any) -> Any:
+            def _new_conn(conn: Any) -> Any:
+                sock = base._new_conn(conn)
+                with transport._connects_lock:
+                    transport._connects += 1
+                return sock
+            return type(f"Counted{base.__name__}", (base,), {"_new_conn": _new_conn})
+
+        manager.pool_classes_by_scheme = {
+            scheme: type(f"Counted{pool.__name__}", (pool,), {"ConnectionCls": counted(pool.ConnectionCls)})
+            for scheme, pool in classes.items()
+        }
+
     def connection_stats(self) -> ConnectionStats:
         """Summed over the client's connection pools (one per apiserver host)."""
-        opened = requests = idle = 0
+        requests = idle = 0
         manager = getattr(self._api.rest_client, "pool_manager", None)
         pools = getattr(manager, "pools", None)
         if pools is not None:
@@ -463,10 +490,11 @@ class ApiClientTransport:
                 pool = pools.get(key)
                 if pool is None:
                     continue
-                opened += int(getattr(pool, "num_connections", 0))
                 requests += int(getattr(pool, "num_requests", 0))
                 queue = getattr(pool, "pool", None)
                 idle += sum(1 for conn in list(getattr(queue, "queue", ())) if conn is not None)
+        with self._connects_lock:
+            opened = self._connects
         return ConnectionStats(opened, requests, idle)
 
     def close(self) -> None:

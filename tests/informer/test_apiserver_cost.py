@@ -34,10 +34,14 @@ class Waits:
 
     def __init__(self) -> None:
         self.chosen: list[tuple[str, float]] = []
+        self.informer: Informer | None = None
+        self.status_at: dict[float, dict[str, Any]] = {}  # the informer's status as each wait began
 
     def for_(self, name: str) -> Any:
         async def sleep(stop: asyncio.Event, delay: float) -> bool:
             self.chosen.append((name, delay))
+            if self.informer is not None:
+                self.status_at[delay] = self.informer.status()
             return await sleep_or_stop(stop, min(delay, 0.01))
         return sleep
 
@@ -50,6 +54,7 @@ async def running_with(settings: Settings, waits: Waits | None = None,
                        store: StateStore | None = None) -> AsyncIterator[Informer]:
     informer = build_informer(settings, store=store or StateStore(), registry=CollectorRegistry())
     if waits is not None:
+        waits.informer = informer
         for reflector in informer.reflectors:
             reflector._sleep = waits.for_(reflector.kind.name)
     stop = asyncio.Event()
@@ -229,8 +234,8 @@ def test_the_first_list_waits_this_nodes_part_of_the_spread_window(fake: FakeApi
         settings = api_settings(fake, tmp_path, first_list_spread_s=30)
         async with running_with(settings, waits) as informer:
             assert await informer.wait_synced(5)
-            phases = {r._spread_phase for r in informer.reflectors}
-            assert len(phases) == 1  # one draw per node: its resources list together, not at five moments
+            phases = {r._spread.phase for r in informer.reflectors}
+            assert len(phases) == 1 and len({id(r._spread) for r in informer.reflectors}) == 1  # one per node
             (phase,) = phases
             for reflector in informer.reflectors:
                 assert waits.of(reflector.kind.name)[0] == pytest.approx(phase * 30)
@@ -241,7 +246,7 @@ def test_the_first_list_waits_this_nodes_part_of_the_spread_window(fake: FakeApi
     for i in range(20):
         informer = build_informer(api_settings(fake, tmp_path, first_list_spread_s=30), store=StateStore(),
                                   registry=CollectorRegistry())
-        phases.append(informer.reflectors[0]._spread_phase)
+        phases.append(informer.reflectors[0]._spread.phase)
         assert informer.transport is not None
         informer.transport.close()
     assert len(set(phases)) == 20 and max(phases) - min(phases) > 0.5
@@ -259,7 +264,7 @@ def test_a_relist_forced_by_an_outage_waits_the_spread_but_one_on_a_healthy_watc
         async with running_with(settings, waits) as informer:
             assert await informer.wait_synced(5)
             pods = next(r for r in informer.reflectors if r.kind.name == "pods")
-            phase = pods._spread_phase
+            phase = pods._spread.phase
             fake.expire_watches("pods")  # a 410 on a healthy watch: relist at once
             await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 2, what="the healthy relist")
             assert pytest.approx(phase * 40) not in waits.of("pods")
@@ -270,7 +275,11 @@ def test_a_relist_forced_by_an_outage_waits_the_spread_but_one_on_a_healthy_watc
             fake.compact()
             fake.start()
             await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 3, timeout_s=10, what="the outage relist")
-            assert waits.of("pods")[-1] == pytest.approx(phase * 40)
+            # the node's slot: phase x window from the first 410 of any of its resources (a moment earlier)
+            assert phase * 40 - 1 < waits.of("pods")[-1] <= phase * 40
+            during = waits.status_at[waits.of("pods")[-1]]  # while it waited for its slot: stale, and says why
+            assert during["stale"] is True
+            assert any(r.startswith("pods: relist in") and "410" in r for r in during["stale_reasons"])
             await eventually(lambda: not informer.store.snapshot().stale, what="fresh again")
 
     run(scenario())
@@ -371,3 +380,20 @@ def test_probe_is_skipped_when_the_apiserver_answered_recently(fake: FakeApiServ
         assert transport.last_probe_error
     finally:
         transport.close()
+
+
+def test_a_nodes_resources_relist_in_one_slot_anchored_at_its_first_410() -> None:
+    """Before, each resource drew its own delay from its own reconnect: one node relisted at five moments, and the
+    per-second count of nodes relisting was five times what the window promised."""
+    from hookserver.informer.spread import ListSpread
+
+    now = [500.0]
+    spread = ListSpread(first_list_s=5, relist_s=30, phase=0.5, clock=lambda: now[0])
+    assert spread.first_list_delay() == 2.5
+    assert spread.relist_delay() == 15.0  # the first resource to get 410 anchors the slot at 500 + 15
+    now[0] += 4
+    assert spread.relist_delay() == 11.0  # a resource that reconnected 4 s later waits for the same slot
+    now[0] += 20
+    assert spread.relist_delay() == 0.0  # one that came back after the slot relists at once
+    now[0] += 100  # a later outage: a new anchor
+    assert spread.relist_delay() == 15.0
