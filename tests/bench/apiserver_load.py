@@ -11,23 +11,26 @@ Phases, each reported as tables:
   * first sync: time until every node listed everything (the first-list spread is part of it);
   * rest (`--rest-s`): requests per node per minute by verb and resource (client side, exact; and the
     apiserver's own `apiserver_request_total` as the witness), bytes on the wire (the TLS sockets' kernel counters,
-    `ss`), connections opened (urllib3's counters: each one a TCP connect and a TLS handshake), watches open
-    (`apiserver_registered_watchers`);
-  * restart (`--restart`, needs the kube-e2e harness: the apiserver alone is stopped and started again, etcd
-    stays): requests per second, the fraction of nodes that listed in each second, and the time until every node
-    is fresh again (its informer synced: every watch open on a fresh list or a resumed resourceVersion).
+    `ss`), connections opened (every TCP connect urllib3 makes, each a TLS handshake), watches open
+    (`apiserver_registered_watchers`), lists the apiserver sent to etcd;
+  * restart (`--restart`, only with the tool's own apiserver): the apiserver alone is stopped and started again,
+    etcd stays: requests per second, the fraction of nodes that listed in each second, and the time until every
+    node is fresh again (its informer synced: every watch open on a fresh list or a resumed resourceVersion);
   * lists that could bypass the watch cache: any list without a resourceVersion, or with a limit and a
     resourceVersion other than 0 (what kube-apiserver up to 1.30 sends to etcd).
-The kubeconfig is `--kubeconfig`, else HOOKSERVER_E2E_KUBECONFIG, else the kube-e2e harness's apiserver
-(/tmp/kube-e2e, started from ../shared/tools/kube-e2e when it is not running, and stopped again afterwards). Only
-the apiserver and etcd are started, never the harness's kubelet. Objects are created with a per-run prefix and
-deleted at the end (`--keep` keeps them).
+The apiserver is `--kubeconfig` or HOOKSERVER_E2E_KUBECONFIG when given (no restart then: it may be shared), else
+the tool's own kube-apiserver and etcd on 127.0.0.1:6543 (etcd 23890/23900), from the kube-e2e harness's binaries
+and certificates (/tmp/kube-e2e, built from ../shared/tools/kube-e2e when missing), with a fresh data directory,
+stopped and removed at the end: its restarts disturb nobody sharing the harness's apiserver, and nobody's restarts
+disturb the measurement. Never the harness's kubelet. Objects are created with a per-run prefix and deleted at the
+end (`--keep` keeps them).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import collections
 import contextlib
 import inspect
@@ -36,9 +39,11 @@ import logging
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -203,56 +208,103 @@ def wire_bytes(port: int) -> tuple[int, int, int]:
 
 
 # -- the harness ---------------------------------------------------------------------------------------------------
-class Harness:
-    """The kube-e2e apiserver: started when not running (and then stopped at the end), restarted on request."""
+class PrivateApiserver:
+    """A kube-apiserver and etcd of this load test's own, from the kube-e2e harness's binaries and certificates, on
+    other ports (6543; etcd 23890/23900) and a fresh data directory: restarting it disturbs nobody who shares the
+    harness's apiserver on 6443, and nobody else's restarts disturb the measurement. Stopped and wiped at the end."""
 
-    def __init__(self) -> None:
-        self.started = False
+    def __init__(self, port: int = 6543, etcd_port: int = 23890) -> None:
+        self.port = port
+        self.etcd_client = f"http://127.0.0.1:{etcd_port}"
+        self.etcd_peer = f"http://127.0.0.1:{etcd_port + 10}"
+        self.dir = Path(tempfile.mkdtemp(prefix="hookserver-loadtest-"))
+        self.etcd: subprocess.Popen[bytes] | None = None
+        self.apiserver: subprocess.Popen[bytes] | None = None
+        self.kubeconfig = str(self.dir / "kubeconfig")
 
-    @staticmethod
-    def _script(name: str) -> Path:
-        for base in (KUBE_E2E, TOOLS):
-            if (base / name).is_file():
-                return base / name
-        raise SystemExit(f"no {name} in {KUBE_E2E} or {TOOLS}: build the kube-e2e harness (see its README)")
+    def _need(self) -> tuple[Path, Path]:
+        binary, pki = KUBE_E2E / "bin" / "kube-apiserver", KUBE_E2E / "pki"
+        if not binary.is_file() or not (pki / "apiserver.crt").is_file():
+            build = TOOLS / "build.sh"
+            if not build.is_file():
+                raise SystemExit(f"no kube-apiserver in {binary} and no kube-e2e harness at {TOOLS}: set "
+                                 "HOOKSERVER_E2E_KUBECONFIG or build the harness (see its README)")
+            subprocess.run([str(build)], check=True)
+            subprocess.run([str(TOOLS / "start-apiserver.sh")], check=True)  # generates the certificates once
+            subprocess.run([str(TOOLS / "stop-apiserver.sh")], check=False)
+        return binary, pki
 
-    def pid(self) -> int:
-        with contextlib.suppress(OSError, ValueError):
-            pid = int((KUBE_E2E / "run" / "kube-apiserver.pid").read_text())
-            os.kill(pid, 0)
-            return pid
-        return 0
+    def start(self) -> str:
+        binary, pki = self._need()
+        token = "hookserver-loadtest-" + uuid.uuid4().hex
+        (self.dir / "tokens.csv").write_text(f'{token},loadtest-admin,loadtest-admin,"system:masters"\n')
+        self.etcd = subprocess.Popen(
+            ["/usr/bin/etcd", "--name", "loadtest", "--data-dir", str(self.dir / "etcd"),
+             "--listen-client-urls", self.etcd_client, "--advertise-client-urls", self.etcd_client,
+             "--listen-peer-urls", self.etcd_peer, "--initial-advertise-peer-urls", self.etcd_peer,
+             "--initial-cluster", f"loadtest={self.etcd_peer}", "--logger", "zap", "--log-outputs", "stderr"],
+            stdout=subprocess.DEVNULL, stderr=open(self.dir / "etcd.log", "wb"), start_new_session=True)
+        self.start_apiserver(binary, pki)
+        ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
+        Path(self.kubeconfig).write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "lt",
+            "clusters": [{"name": "lt", "cluster": {"server": f"https://127.0.0.1:{self.port}",
+                                                     "certificate-authority-data": ca}}],
+            "users": [{"name": "lt", "user": {"token": token}}],
+            "contexts": [{"name": "lt", "context": {"cluster": "lt", "user": "lt"}}]}))
+        self.wait_ready()
+        return self.kubeconfig
 
-    def ensure(self) -> str:
-        if not self.pid():
-            subprocess.run([str(self._script("start-apiserver.sh"))], check=True)
-            self.started = True
-        return str(KUBE_E2E / "kubeconfig")
+    def start_apiserver(self, binary: Path | None = None, pki: Path | None = None) -> None:
+        binary, pki = (binary, pki) if binary and pki else self._need()
+        self.apiserver = subprocess.Popen(
+            [str(binary), "--bind-address", "127.0.0.1", "--secure-port", str(self.port),
+             "--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none", "--insecure-port", "0",
+             "--etcd-servers", self.etcd_client, "--tls-cert-file", str(pki / "apiserver.crt"),
+             "--tls-private-key-file", str(pki / "apiserver.key"), "--client-ca-file", str(pki / "ca.crt"),
+             "--service-account-issuer", "https://kubernetes.default.svc",
+             "--service-account-key-file", str(pki / "sa.pub"), "--service-account-signing-key-file", str(pki / "sa.key"),
+             "--authorization-mode", "RBAC", "--token-auth-file", str(self.dir / "tokens.csv"),
+             "--service-cluster-ip-range", "10.0.0.0/24", "--disable-admission-plugins", "ServiceAccount"],
+            stdout=subprocess.DEVNULL, stderr=open(self.dir / "apiserver.log", "ab"), start_new_session=True)
+
+    def wait_ready(self, timeout_s: float = 90) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if Path(self.kubeconfig).is_file():
+                with contextlib.suppress(OSError):
+                    if KubeHttp.from_kubeconfig(self.kubeconfig).request("GET", "/readyz", timeout=2).status == 200:
+                        return
+            if self.apiserver is not None and self.apiserver.poll() is not None:
+                raise SystemExit(f"kube-apiserver exited; see {self.dir / 'apiserver.log'}")
+            time.sleep(0.1)
+        raise SystemExit(f"kube-apiserver not ready after {timeout_s:g} s; see {self.dir / 'apiserver.log'}")
+
+    def running(self) -> bool:
+        return self.apiserver is not None and self.apiserver.poll() is None
 
     def stop_apiserver(self) -> None:
-        """The apiserver only (etcd keeps the data), as an apiserver restart in a cluster."""
-        pid = self.pid()
-        if pid:
-            os.kill(pid, 15)
-            for _ in range(300):  # 15 s for a graceful stop, then SIGKILL (as a crash or an OOM kill)
-                if not self.pid():
-                    return
-                time.sleep(0.05)
-            with contextlib.suppress(OSError):
-                os.kill(pid, 9)
-            for _ in range(100):
-                if not self.pid():
-                    return
-                time.sleep(0.05)
+        """The apiserver only (etcd keeps the data), as an apiserver restart in a cluster: SIGTERM, then SIGKILL."""
+        if self.apiserver is None:
+            return
+        self.apiserver.terminate()
+        try:
+            self.apiserver.wait(15)
+        except subprocess.TimeoutExpired:
+            self.apiserver.kill()
+            self.apiserver.wait(10)
 
-    def start_apiserver(self) -> None:
-        done = subprocess.run([str(self._script("start-apiserver.sh"))], check=False, capture_output=True, text=True)
-        if done.returncode:
-            raise SystemExit(f"start-apiserver.sh failed:\n{done.stderr[-2000:]}")
+    def restart_apiserver(self) -> None:
+        self.start_apiserver()
+        self.wait_ready()
 
     def close(self) -> None:
-        if self.started:
-            subprocess.run([str(self._script("stop-apiserver.sh"))], check=False)
+        self.stop_apiserver()
+        if self.etcd is not None:
+            self.etcd.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.etcd.wait(15)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- the cluster's objects -----------------------------------------------------------------------------------------
@@ -419,8 +471,12 @@ def quiet_logs() -> Iterator[None]:
 
 
 async def run(args: argparse.Namespace) -> int:
-    harness = Harness()
-    kubeconfig = args.kubeconfig or os.environ.get("HOOKSERVER_E2E_KUBECONFIG", "") or harness.ensure()
+    harness: PrivateApiserver | None = None
+    kubeconfig = args.kubeconfig or os.environ.get("HOOKSERVER_E2E_KUBECONFIG", "")
+    if not kubeconfig:
+        harness = PrivateApiserver()
+        print(f"starting a private kube-apiserver on 127.0.0.1:{harness.port} ({harness.dir})", flush=True)
+        kubeconfig = await asyncio.to_thread(harness.start)
     kube = KubeHttp.from_kubeconfig(kubeconfig)
     port = int(kube.server.rsplit(":", 1)[1]) if kube.server.count(":") == 2 else 443
     version = kube.must(kube.get("/version"), "GET /version")
@@ -505,15 +561,16 @@ async def run(args: argparse.Namespace) -> int:
 
         # -- restart
         if args.restart:
-            if not harness.pid():
-                out.append("restart: skipped (the apiserver is not the kube-e2e harness's)")
+            if harness is None:
+                out.append("restart: skipped (only the load test's own apiserver is restarted: run without "
+                           "HOOKSERVER_E2E_KUBECONFIG/--kubeconfig)")
             else:
                 print("restart: stopping the apiserver", flush=True)
                 before_lists = len([r for r in ledger.rows if r[2] == "LIST"])
                 down_at = time.monotonic()
-                harness.stop_apiserver()
+                await asyncio.to_thread(harness.stop_apiserver)
                 await asyncio.sleep(args.outage_s)
-                await asyncio.to_thread(harness.start_apiserver)
+                await asyncio.to_thread(harness.restart_apiserver)
                 ready_at = time.monotonic()
                 print(f"restart: apiserver ready {ready_at - down_at:.1f} s after the stop", flush=True)
                 deadline = ready_at + args.restart_window_s
@@ -536,7 +593,7 @@ async def run(args: argparse.Namespace) -> int:
                 # own initial lists included: one per resource type)
                 after = scrape(kube)
                 etcd_after = by(after, "etcd_request_duration_seconds_count", "type", where={"operation": "list"})
-                agent_types = ("pods", "nodes", "nodeslos", "nodemetrics", "configmaps")
+                agent_types = ("core.Pod", "core.Node", "core.ConfigMap", "unstructured")  # CRs are unstructured
                 etcd_agent = {k: v for k, v in etcd_after.items() if any(t in k[0] for t in agent_types)}
                 relisted = {r[1] for r in lists}
                 unfresh = [n.name for n in nodes if not n.fresh_since]
@@ -586,7 +643,8 @@ async def run(args: argparse.Namespace) -> int:
             print("deleting the load test's objects", flush=True)
             with contextlib.suppress(Exception):
                 delete_objects(KubeHttp.from_kubeconfig(kubeconfig), prefix)
-        harness.close()
+        if harness is not None:
+            harness.close()
     if args.output:
         Path(args.output).write_text("\n".join(out) + "\n")
     return exit_code

@@ -36,6 +36,11 @@ and their requests never answered (a dead route or load balancer: no RST, no FIN
 the held requests' connections and serves again.
 `kill()` drops the listener and every open connection mid-stream; `restart()` serves again on the same
 port with the same data, so tests can change objects while it is down and check the client catches up.
+Cost witnesses: `connections` counts accepted TCP connections (a watch that ends at timeoutSeconds leaves its
+connection open for the next request, as kube-apiserver does), `accept_encodings` records every GET's
+Accept-Encoding and lists above `gzip_min_bytes` (128 KiB, the real threshold) are gzipped when it offers gzip
+(`gzipped` counts them), `GET /version` answers, and `throttle_next(n, retry_after_s=...)` answers the next n GETs
+under a path with 429 and a Retry-After.
 `FakeKubelet` serves the kubelet's `/pods` (a PodList) with the same token check.
 """
 
