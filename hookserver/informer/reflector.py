@@ -240,7 +240,7 @@ class Reflector:
                         continue
                     wait = backoff.next_delay()
                     self._set_state(f"retrying in {wait:.1f} s after: {exc}", wait)
-                    if await self._sleep(stop, wait):
+                    if await self._spread.backoff(stop, wait, self._sleep):  # or until a sibling gets through
                         return
                     continue
                 except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -398,6 +398,7 @@ class Reflector:
         stream: WatchStream = opening.result()
         self._last_byte = time.monotonic()
         self._set_state("watching")
+        self._spread.answered()  # this node's other resources, backing off, try again now
         self._set_connected(True)
         consuming = loop.run_in_executor(self._executor, self._consume, stream)
         stopped = asyncio.ensure_future(stop.wait())

@@ -5,15 +5,18 @@ back; a watch resourceVersion the new watch cache no longer holds answers 410, a
 Without a spread they would all relist in the same second, with a spread drawn per resource a node would relist
 its five resources at five moments. So each node draws one phase in [0, 1) and all its reflectors share it, and
 the relist slot is anchored at the node's first 410 of an outage: its resources relist together, at
-anchor + phase x window, and the nodes are spread evenly over the window.
+anchor + phase x window, and the nodes are spread evenly over the window. For that the node's resources must
+also come back together: each backs off on its own (up to 45 s apart after a long outage), so when one of them
+reaches the apiserver again the others stop waiting and reconnect too (`answered`, `wake_on_answer`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 __all__ = ["ListSpread"]
 
@@ -31,6 +34,7 @@ class ListSpread:
         self._clock = clock
         self._lock = threading.Lock()
         self._anchor: float | None = None
+        self._sleepers: set[asyncio.Event] = set()  # reflectors of this node backing off (event loop only)
 
     def first_list_delay(self) -> float:
         """Before the agent's very first list (a DaemonSet rollout or restart starts many agents at once)."""
@@ -45,3 +49,24 @@ class ListSpread:
             if self._anchor is None or now - self._anchor > self._relist_s + 60:
                 self._anchor = now
             return max(0.0, self._anchor + self.phase * self._relist_s - now)
+
+    def answered(self) -> None:
+        """A reflector of this node reached the apiserver (a watch opened): the others stop backing off. Called on
+        the event loop."""
+        for event in list(self._sleepers):
+            event.set()
+
+    async def backoff(self, stop: asyncio.Event, delay: float,
+                      sleep: Callable[[asyncio.Event, float], Awaitable[bool]]) -> bool:
+        """Wait out a retry delay through `sleep`, or less when another reflector of this node reaches the apiserver
+        first. True when `stop` is set."""
+        wake = asyncio.Event()
+        self._sleepers.add(wake)
+        relay = asyncio.ensure_future(stop.wait())
+        relay.add_done_callback(lambda _f: wake.set())
+        try:
+            await sleep(wake, delay)
+        finally:
+            self._sleepers.discard(wake)
+            relay.cancel()
+        return stop.is_set()

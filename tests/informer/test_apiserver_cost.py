@@ -397,3 +397,24 @@ def test_a_nodes_resources_relist_in_one_slot_anchored_at_its_first_410() -> Non
     assert spread.relist_delay() == 0.0  # one that came back after the slot relists at once
     now[0] += 100  # a later outage: a new anchor
     assert spread.relist_delay() == 15.0
+
+
+def test_a_resource_backing_off_reconnects_when_a_sibling_reaches_the_apiserver() -> None:
+    """Each resource backs off on its own, so after a long outage one node's resources came back up to 45 s apart
+    and relisted in as many seconds; now the first to reach the apiserver wakes the others."""
+    from hookserver.informer.spread import ListSpread
+
+    async def scenario() -> None:
+        spread = ListSpread(first_list_s=0, relist_s=0, phase=0)
+        stop = asyncio.Event()
+        waiting = asyncio.create_task(spread.backoff(stop, 3600, sleep_or_stop))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        spread.answered()
+        assert await asyncio.wait_for(waiting, 5) is False  # woken, not stopped
+        stopped = asyncio.create_task(spread.backoff(stop, 3600, sleep_or_stop))
+        await asyncio.sleep(0.01)
+        stop.set()
+        assert await asyncio.wait_for(stopped, 5) is True
+
+    run(scenario())
