@@ -109,6 +109,7 @@ class Reflector:
         self.next_attempt_at = 0.0
         self._failures = 0  # failures since the last watch opened: a 410 after one means "after an outage"
         self._last_byte = 0.0
+        self._watch_timeout_s = 0  # the timeoutSeconds of the current watch
         # This node's place in the spread windows, shared by all its reflectors (the informer makes one per node):
         # a node relists all its resources at one moment instead of at five.
         self._spread = spread or ListSpread(
@@ -266,6 +267,11 @@ class Reflector:
                     # The server closed a fresh watch at once: do not spin on it.
                     if await self._sleep(stop, backoff.next_delay()):
                         return
+                elif self._clock() - watch_started < self._watch_timeout_s - 5:
+                    # Ended long before the timeoutSeconds it was given: the apiserver is shutting down (it ends
+                    # every watch cleanly), not a watch that ran its course. Re-watch at once, but a 410 on the
+                    # new apiserver is an outage's relist, spread like one.
+                    self._failures += 1
                 else:
                     self._failures = 0  # a watch that ran its course: healthy
         finally:
@@ -377,6 +383,7 @@ class Reflector:
     async def _watch_once(self, stop: asyncio.Event) -> _Outcome:
         loop = asyncio.get_running_loop()
         timeout_s = self._settings.watch_timeout_s * (1 + self._rand())
+        self._watch_timeout_s = int(timeout_s)
         params = self._params()
         params.update({
             "watch": "1", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true",

@@ -195,6 +195,7 @@ class FakeApiServer:
         self._black_hole = False
         self.held_requests = 0  # requests read but never answered while black-holed
         self._expire_epoch: dict[str, int] = {k: 0 for k in COLLECTIONS}
+        self._end_epoch = 0
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.patches: list[tuple[str, str, Any]] = []
         self._patch_failures: list[tuple[int, Any]] = []
@@ -356,6 +357,13 @@ class FakeApiServer:
             self._expire_epoch[kind] += 1
             self._compacted_rv = self._rv
             self._history.clear()
+            self._cond.notify_all()
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly (the last chunk, as a shutting-down kube-apiserver ends them), long before
+        its timeoutSeconds."""
+        with self._cond:
+            self._end_epoch += 1
             self._cond.notify_all()
 
     def inject_raw(self, kind: str, line: bytes) -> None:
@@ -781,6 +789,7 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with fake._cond:
                     epoch = fake._epoch
                     expire_epoch = fake._expire_epoch[kind]
+                    end_epoch = fake._end_epoch
                     raw_seen = fake._raw_seq
                     pending: list[dict[str, Any] | bytes] = []
                     if rv_text in ("", "0"):
@@ -807,6 +816,8 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                             continue
                         if fake._expire_epoch[kind] != expire_epoch:
                             out.append({"type": "ERROR", "object": _status(410, "Expired", "watch expired")})
+                            deadline = 0.0
+                        if fake._end_epoch != end_epoch:
                             deadline = 0.0
                         for seq, line in fake._raw[kind]:
                             if seq > raw_seen:
