@@ -287,6 +287,8 @@ class Reflector:
         self.errors += 1
         if exc.status != 410:
             self._failures += 1
+        if exc.status == 0 or exc.status >= 500:  # unreachable or failing, not an answer: a new relist slot later
+            self._spread.outage()
         self.last_error = str(exc)
         if self._metrics is not None:
             self._metrics.errors.labels(self.kind.name).inc()

@@ -50,6 +50,13 @@ class ListSpread:
                 self._anchor = now
             return max(0.0, self._anchor + self.phase * self._relist_s - now)
 
+    def outage(self) -> None:
+        """A reflector of this node could not reach the apiserver: an anchor set before (a 410 from an apiserver
+        that was shutting down) belongs to no slot anyone can keep; the next 410, from the apiserver that came
+        back, anchors afresh. Else every node whose slot fell inside the outage relisted the moment it returned."""
+        with self._lock:
+            self._anchor = None
+
     def answered(self) -> None:
         """A reflector of this node reached the apiserver (a watch opened): the others stop backing off. Called on
         the event loop."""

@@ -583,6 +583,7 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(harness.stop_apiserver)
                 await asyncio.sleep(args.outage_s)
                 ready_at = await asyncio.to_thread(harness.restart_apiserver)  # "ready": answering again
+                ledger.add("-", "SERVING", "-", {})
                 readyz_at = time.monotonic()
                 print(f"restart: apiserver answering {ready_at - down_at:.1f} s after the stop, /readyz "
                       f"{readyz_at - ready_at:.1f} s later", flush=True)
@@ -661,6 +662,8 @@ async def run(args: argparse.Namespace) -> int:
             harness.close()
     if args.output:
         Path(args.output).write_text("\n".join(out) + "\n")
+    if args.ledger:
+        Path(args.ledger).write_text(json.dumps([[t, n, v, r, q] for t, n, v, r, q in ledger.rows]))
     return exit_code
 
 
@@ -678,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--informer", default="", help='InformerSettings overrides as JSON, e.g. {"relist_spread_s": 40}')
     parser.add_argument("--output", default="", help="also write the tables to this file")
     parser.add_argument("--keep", action="store_true", help="keep the Node, NodeMetric and Pod objects")
+    parser.add_argument("--ledger", default="", help="write every request (time, node, verb, resource, query) as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     count_connects()

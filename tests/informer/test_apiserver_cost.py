@@ -397,6 +397,12 @@ def test_a_nodes_resources_relist_in_one_slot_anchored_at_its_first_410() -> Non
     assert spread.relist_delay() == 0.0  # one that came back after the slot relists at once
     now[0] += 100  # a later outage: a new anchor
     assert spread.relist_delay() == 15.0
+    # a 410 from an apiserver that was shutting down anchored a slot, then the node lost the apiserver: the slot
+    # is not kept (it may pass during the outage), the 410 from the apiserver that came back anchors anew
+    now[0] += 5
+    spread.outage()
+    now[0] += 30
+    assert spread.relist_delay() == 15.0
 
 
 def test_a_resource_backing_off_reconnects_when_a_sibling_reaches_the_apiserver() -> None:
