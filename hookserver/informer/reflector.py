@@ -193,12 +193,16 @@ class Reflector:
             while not stop.is_set():
                 try:
                     if need_list:
-                        if reason == "expired" and self._failures:
+                        if reason == "expired":
+                            # Every 410 waits the node's slot, not only one after an outage: the apiserver can
+                            # expire every node's watch at once (after a restart, a CRD's storage reset about 10 s
+                            # later expired every NodeSLO watch of 200 nodes in the same second).
                             delay = self._spread.relist_delay()
                             if delay > 0:
                                 self._set_connected(False)  # the cache is behind until the relist: stale
+                                after = " after an outage" if self._failures else ""
                                 self._set_state(
-                                    f"relist in {delay:.1f} s: the watch expired (410) after an outage "
+                                    f"relist in {delay:.1f} s: the watch expired (410){after} "
                                     f"(relist_spread_s spreads the nodes' relists)", delay,
                                 )
                                 if await self._sleep(stop, delay):

@@ -73,10 +73,10 @@ class InformerSettings(BaseModel):
     # its resources), so a DaemonSet rollout or a cluster-wide agent restart does not list in one second.
     # Delays readiness by as much; up to 300 s.
     first_list_spread_s: float = Field(default=5.0, ge=0, le=300)
-    # A relist forced by an outage (the watch's resourceVersion expired, 410, on reconnecting) waits this
-    # node's part of this window: after an apiserver restart every node reconnects within seconds and would
-    # otherwise relist together. 30 s keeps it under ~5 % of the nodes a second with every node fresh
-    # within about a minute. A 410 on a healthy watch relists at once.
+    # A relist forced by a 410 (the watch's resourceVersion expired) waits this node's slot in this window:
+    # after an apiserver restart every node reconnects within seconds, and the apiserver can expire every
+    # node's watch at once, so without a spread they would relist together. 30 s spreads them to ~3 % of the
+    # nodes a second on average with every node fresh within about a minute.
     relist_spread_s: float = Field(default=30.0, ge=0, le=300)
     # Idle keep-alive connections kept per apiserver. Each open watch holds one (5 at most) and the writers
     # (NodeMetric status, Node capacity, NodeMetric spec, evictions, the liveness probe) take one each; a

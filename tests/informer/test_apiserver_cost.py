@@ -252,9 +252,12 @@ def test_the_first_list_waits_this_nodes_part_of_the_spread_window(fake: FakeApi
     assert len(set(phases)) == 20 and max(phases) - min(phases) > 0.5
 
 
-def test_a_relist_forced_by_an_outage_waits_the_spread_but_one_on_a_healthy_watch_does_not(
+def test_a_relist_forced_by_a_410_waits_the_nodes_slot_after_an_outage_and_on_a_healthy_watch(
     fake: FakeApiServer, tmp_path: Path,
 ) -> None:
+    """On a healthy watch too: in the 200-node load test the apiserver expired every node's NodeSLO watch in the
+    same second some 10 s after its restart (the CRD's storage reset), and relisting at once made 13 % of the
+    nodes list in that second."""
     fake.apply("nodes", make_node(NODE))
     fake.apply("pods", make_pod("a"))
     waits = Waits()
@@ -265,9 +268,10 @@ def test_a_relist_forced_by_an_outage_waits_the_spread_but_one_on_a_healthy_watc
             assert await informer.wait_synced(5)
             pods = next(r for r in informer.reflectors if r.kind.name == "pods")
             phase = pods._spread.phase
-            fake.expire_watches("pods")  # a 410 on a healthy watch: relist at once
+            fake.expire_watches("pods")  # a 410 on a healthy watch: the node's slot too
             await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 2, what="the healthy relist")
-            assert pytest.approx(phase * 40) not in waits.of("pods")
+            assert waits.of("pods")[-1] == pytest.approx(phase * 40)
+            await asyncio.sleep(0)
             # an outage during which the history is compacted: the reconnect gets 410 and relists, spread
             fake.kill()
             await eventually(lambda: informer.store.snapshot().stale, what="stale")
