@@ -49,8 +49,8 @@ bench: $(STAMP)
 	$(PY) -m tests.bench
 
 # The apiserver load test (tests/bench/apiserver_load.py): NODES simulated nodes' informers and NodeMetric reporters
-# in one process against a real kube-apiserver (HOOKSERVER_E2E_KUBECONFIG, else the kube-e2e harness's apiserver,
-# started and stopped here when it is not running; never its kubelet), then an apiserver restart. About 5 minutes.
+# in one process against a real kube-apiserver (its own, on port 6543, from the kube-e2e harness's binaries; or
+# HOOKSERVER_E2E_KUBECONFIG's, then without a restart), then an apiserver restart. About 5 minutes.
 NODES ?= 50
 LOADTEST_ARGS ?= --restart
 loadtest: $(STAMP)
