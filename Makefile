@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench protos lint typecheck clean image image-test e2e replay-demo replay-check
+.PHONY: run test bench loadtest protos lint typecheck clean image image-test e2e replay-demo replay-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,14 @@ replay-demo: $(VENV)/.report-stamp
 replay-check: $(VENV)/.report-stamp
 	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium chromium-driver)
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests/recorder/test_report.py
+
+# The apiserver load test (tests/bench/apiserver_load.py): NODES simulated nodes' informers and NodeMetric reporters
+# in one process against a real kube-apiserver (its own, on port 6543, from the kube-e2e harness's binaries; or
+# HOOKSERVER_E2E_KUBECONFIG's, then without a restart), then an apiserver restart. About 5 minutes.
+NODES ?= 50
+LOADTEST_ARGS ?= --restart
+loadtest: $(STAMP)
+	$(PY) -m tests.bench.apiserver_load --nodes $(NODES) $(LOADTEST_ARGS)
 
 protos: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_FILES)

@@ -271,7 +271,7 @@ class Daemon:
         transport = self.informer.transport
         sink: StatusSink
         if transport is not None and settings.informer.watch_nodemetric:
-            sink = NodeMetricStatusWriter(transport, node_name=settings.node_name)
+            sink = NodeMetricStatusWriter(transport, node_name=settings.node_name, seen=self.informer.nodemetric_seen)
         else:
             sink = FileStatusSink(os.path.join(settings.state_dir, ps.status_file), node_name=settings.node_name)
         return service, NodeMetricReporter(service, sink, settings=ps, metrics=metrics)

@@ -136,9 +136,11 @@ class InformerError(HookServerError):
 
     `status` is the HTTP status (or the watch ERROR event's Status code), 0 for transport failures;
     the informer relists on 410 and treats 404 on a custom resource as "CRD not installed".
+    `retry_after_s` is the server's Retry-After (429 while it is overloaded or loading its caches), 0 if none.
     """
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(self, message: str, *, status: int = 0, reason: str = "", retry_after_s: float = 0.0) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.retry_after_s = retry_after_s

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from hookserver.errors import ConfigError, InputError
 from hookserver.informer.convert import POD_FIELDS_FROM_API, node_from_json, object_key, pod_from_json
+from hookserver.informer.last_seen import LastSeen
 from hookserver.informer.slo_state import SLOState
 from hookserver.slo import NodeMetricSpec, SLODocument, spec_from_json
 from hookserver.slo._base import canonical_json
@@ -224,11 +225,14 @@ class NodeSLOHandler(OneObjectHandler):
 class NodeMetricHandler(OneObjectHandler):
     """The NodeMetric spec (reporting cadence) into the store."""
 
-    def __init__(self, store: StateStore, *, node_name: str) -> None:
+    def __init__(self, store: StateStore, *, node_name: str, seen: LastSeen | None = None) -> None:
         super().__init__(name=node_name)
         self._store = store
+        self._seen = seen
 
     def _set(self, obj: Mapping[str, Any]) -> None:
+        if self._seen is not None:  # the status writer patches from this, without a GET of its own
+            self._seen.record(obj)
         spec = obj.get("spec") or {}
         try:
             model = NodeMetricSpec.model_validate(canonical_json(NodeMetricSpec, spec))
@@ -239,6 +243,8 @@ class NodeMetricHandler(OneObjectHandler):
         self._store.set_node_metric(model)
 
     def _clear(self) -> None:
+        if self._seen is not None:
+            self._seen.forget()
         self._store.set_node_metric(None)
 
 

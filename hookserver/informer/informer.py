@@ -30,12 +30,14 @@ from hookserver.aio.periodic import run_every
 from hookserver.informer.handlers import NodeHandler, NodeMetricHandler, NodeSLOHandler, PodHandler
 from hookserver.informer.host import host_node
 from hookserver.informer.kubelet import KubeletPodSource
+from hookserver.informer.last_seen import LastSeen
 from hookserver.informer.metrics import InformerMetrics
 from hookserver.informer.reflector import Reflector, ResourceKind
 from hookserver.informer.settings import InformerSettings
 from hookserver.informer.slo_configmap import SLOConfigMapHandler, slo_configmap_kind
 from hookserver.informer.slo_file import SLOFileSource
 from hookserver.informer.slo_state import SLOState
+from hookserver.informer.spread import ListSpread
 from hookserver.informer.transport import ApiClientTransport, KubeTransport, load_client_configuration
 from hookserver.store.state import StateStore
 from hookserver.system import SystemRoots
@@ -86,6 +88,8 @@ class Informer:
         self._transport = transport
         self._metrics = metrics
         self._pod_handlers = tuple(pod_handlers)
+        # This node's NodeMetric as the watch last delivered it, for the status writer (no GET per report).
+        self.nodemetric_seen = LastSeen()
         self.started_at = 0.0
         # Sources report from their own threads; the lock makes the latch flip, and its listeners run, once.
         self._first_sync_lock = threading.Lock()
@@ -199,10 +203,13 @@ class Informer:
         sources = [source.status() for source in self.sources]
         if self.slo_file is not None:
             sources.append(self.slo_file.status())
+        stale_reasons = [f"{source.get('resource', '?')}: {source['stale_reason']}" for source in sources
+                         if source.get("stale_reason")]
         return {
             "mode": self.mode,
             "node": self.node_name,
             "stale": snapshot.stale,
+            "stale_reasons": stale_reasons,
             "synced": self.synced(),
             "started_at": self.started_at,
             "pods_cached": len(snapshot.pods),
@@ -242,6 +249,7 @@ def _api_reflectors(
     metrics: InformerMetrics | None,
     with_pods: bool,
     pod_handlers: list[PodHandler],
+    nodemetric_seen: LastSeen,
 ) -> list[Reflector]:
     by_name = f"metadata.name={node_name}"
     plan: list[tuple[ResourceKind, Any]] = []
@@ -256,13 +264,15 @@ def _api_reflectors(
                      NodeSLOHandler(slo, node_name=node_name)))
     if informer.watch_nodemetric:
         plan.append((ResourceKind("nodemetric", f"{SLO_GROUP}/nodemetrics", by_name, optional=True),
-                     NodeMetricHandler(store, node_name=node_name)))
+                     NodeMetricHandler(store, node_name=node_name, seen=nodemetric_seen)))
     configmap = informer.slo_configmap_ref
     if configmap is not None:
         namespace, name = configmap
         plan.append((slo_configmap_kind(namespace, name), SLOConfigMapHandler(slo, namespace=namespace, name=name)))
+    # one phase per node, shared by its resources (spread.py)
+    spread = ListSpread(first_list_s=informer.first_list_spread_s, relist_s=informer.relist_spread_s)
     return [
-        Reflector(kind, transport=transport, handler=handler, settings=informer, metrics=metrics)
+        Reflector(kind, transport=transport, handler=handler, settings=informer, metrics=metrics, spread=spread)
         for kind, handler in plan
     ]
 
@@ -292,12 +302,14 @@ def build_informer(
     sources: list[Source] = []
     host_factory: Callable[[], Any] | None = None
     pod_handlers: list[PodHandler] = []
+    nodemetric_seen = LastSeen()
     has_credentials = bool(getattr(settings, "kubeconfig", "") or os.environ.get("KUBERNETES_SERVICE_HOST"))
     use_api = mode == "apiserver" or (mode == "kubelet" and (transport is not None or has_credentials))
     if use_api and transport is None:
         transport = ApiClientTransport(
             load_client_configuration(getattr(settings, "kubeconfig", "")),
             connect_timeout_s=informer.connect_timeout_s, max_event_bytes=informer.max_event_bytes,
+            pool_maxsize=informer.pool_maxsize,
             keepalive=(
                 (informer.tcp_keepalive_idle_s, informer.tcp_keepalive_interval_s, informer.tcp_keepalive_count)
                 if informer.tcp_keepalive else None
@@ -306,7 +318,7 @@ def build_informer(
     if use_api and transport is not None:
         reflectors = _api_reflectors(
             transport=transport, store=store, slo=slo, node_name=node_name, informer=informer, metrics=metrics,
-            with_pods=mode == "apiserver", pod_handlers=pod_handlers,
+            with_pods=mode == "apiserver", pod_handlers=pod_handlers, nodemetric_seen=nodemetric_seen,
         )
         if slo_path:
             log.info("--slo-file %s is ignored: NodeSLO comes from the apiserver in %s mode", slo_path, mode)
@@ -323,6 +335,7 @@ def build_informer(
         reflectors=reflectors, slo_file=slo_file, host_node_factory=host_factory, transport=transport,
         metrics=metrics, pod_handlers=pod_handlers,
     )
+    result.nodemetric_seen = nodemetric_seen
     for reflector in reflectors:
         reflector.on_health = result.health_changed
     for source in sources:

@@ -75,6 +75,7 @@ class KubeletPodSource:
             "connected": self.connected,
             "synced": self.synced,
             "stale": not self.healthy(),
+            "stale_reason": "" if self.healthy() else (self.last_error or "not polled yet"),
             "last_sync": self.last_sync,
             "objects": self._handler.count(),
             "polls": self.polls,

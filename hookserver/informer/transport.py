@@ -14,7 +14,9 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import urllib3
@@ -26,14 +28,20 @@ from hookserver import __version__
 from hookserver.errors import ConfigError, InformerError
 
 __all__ = [
-    "ApiClientTransport", "KubeTransport", "WatchIdleTimeout", "WatchStream", "keepalive_socket_options",
-    "load_client_configuration",
+    "ApiClientTransport", "ConnectionStats", "KubeTransport", "WatchIdleTimeout", "WatchStream",
+    "keepalive_socket_options", "load_client_configuration", "retry_after_s",
 ]
 
 log = logging.getLogger(__name__)
 
 _ERROR_BODY_BYTES = 64 << 10
 _READ_BYTES = 64 << 10
+# The most a Retry-After is trusted for: an apiserver asks for 1 s (max-in-flight) to a few seconds; a larger
+# value from a misbehaving proxy must not park the informer for an hour.
+_RETRY_AFTER_MAX_S = 60.0
+# Sent on every request. kube-apiserver gzips a response only above 128 KiB (its APIResponseCompression
+# threshold), so this shrinks large lists and costs nothing on the small per-node objects; urllib3 decodes.
+_ACCEPT_ENCODING = "gzip"
 
 
 class WatchIdleTimeout(InformerError):
@@ -69,7 +77,22 @@ class KubeTransport(Protocol):
         """PATCH/PUT/POST JSON (the NodeMetric status writer). Raises InformerError with `status` set."""
         ...
 
+    def confirm_alive(self, fresh_s: float, timeout_s: float) -> bool:
+        """True when the apiserver answered anything within the last `fresh_s` seconds, else after a cheap
+        probe (GET /version) answered within `timeout_s`. Concurrent callers share one probe."""
+        ...
+
     def close(self) -> None: ...
+
+
+def retry_after_s(value: str | None) -> float:
+    """Seconds from a Retry-After header (delta-seconds; an HTTP date or junk counts as absent: 0),
+    clamped to [0, 60]."""
+    try:
+        seconds = float((value or "").strip())
+    except ValueError:
+        return 0.0
+    return min(max(seconds, 0.0), _RETRY_AFTER_MAX_S) if seconds == seconds else 0.0
 
 
 def load_client_configuration(kubeconfig: str = "") -> k8s_client.Configuration:
@@ -135,19 +158,27 @@ def _status_error(method_path: str, response: urllib3.BaseHTTPResponse) -> Infor
         f"{method_path}: HTTP {response.status} {reason}{': ' + message if message else ''}",
         status=response.status,
         reason=reason,
+        retry_after_s=retry_after_s(response.headers.get("Retry-After")),
     )
 
 
 class _ResponseLines:
-    """Lines of a streaming HTTP body. `close()` shuts the socket so a blocked read returns now."""
+    """Lines of a streaming HTTP body. `close()` shuts the socket so a blocked read returns now.
+
+    A stream the server ended (timeoutSeconds ran out: the chunked body's last chunk arrived) hands its
+    connection back to the pool, so the next watch reuses it: no new TCP connection, no TLS handshake. Only
+    a stream we abort mid-body (stop, resync, an error) must close its socket, because HTTP/1.1 cannot
+    reuse a connection whose response was not read to the end."""
 
     def __init__(
-        self, response: urllib3.BaseHTTPResponse, *, what: str, max_line_bytes: int, idle_timeout_s: float = 0.0
+        self, response: urllib3.BaseHTTPResponse, *, what: str, max_line_bytes: int, idle_timeout_s: float = 0.0,
+        on_bytes: Callable[[], None] | None = None,
     ) -> None:
         self._response = response
         self._what = what
         self._idle_timeout_s = idle_timeout_s
         self._max = max_line_bytes
+        self._on_bytes = on_bytes
         self._closed = threading.Event()
         self._lock = threading.Lock()
 
@@ -158,6 +189,8 @@ class _ResponseLines:
                 chunk = self._response.read1(_READ_BYTES)
                 if not chunk:
                     break
+                if self._on_bytes is not None:
+                    self._on_bytes()
                 buffer += chunk
                 start = 0
                 while True:
@@ -183,7 +216,18 @@ class _ResponseLines:
             raise InformerError(f"{self._what}: stream broken: {exc}") from exc
         if buffer.strip() and not self._closed.is_set():
             yield buffer
-        self.close()
+        self._release()
+
+    def _release(self) -> None:
+        """The server ended the body: give the connection back to the pool instead of closing it."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+        try:
+            self._response.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            log.debug("%s: release: %s", self._what, exc)
 
     def close(self) -> None:
         with self._lock:
@@ -208,8 +252,23 @@ def _is_json_type(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionStats:
+    """What the connection pool did: connections opened (each a TCP connect, and a TLS handshake on https),
+    requests sent over them, and connections idle in the pool now. Read from urllib3's own counters."""
+
+    opened: int
+    requests: int
+    idle: int
+
+
 class ApiClientTransport:
-    """KubeTransport over a configured `kubernetes.client.ApiClient`."""
+    """KubeTransport over a configured `kubernetes.client.ApiClient`.
+
+    Connections: urllib3 keeps up to `pool_maxsize` idle keep-alive connections per apiserver; each open
+    watch holds one, and a request finds a free one or opens another. A pool smaller than the agent's
+    concurrent watches plus writers would discard a connection whenever one comes back to a full pool, and
+    open a new one (a TLS handshake) for the next request: hence the floor, not the client's cpu_count*5."""
 
     def __init__(
         self,
@@ -218,9 +277,12 @@ class ApiClientTransport:
         connect_timeout_s: float = 5.0,
         max_event_bytes: int = 16 << 20,
         keepalive: tuple[int, int, int] | None = None,
+        pool_maxsize: int = 16,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`keepalive` is (idle_s, interval_s, count) for TCP keepalive on every apiserver socket, unless
         the configuration already carries socket options of its own."""
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, pool_maxsize)
         if configuration.retries is None:
             # Our reflector retries with jittered backoff; urllib3's own immediate retries would only
             # triple the connection attempts (and warnings) against an apiserver that is down.
@@ -233,6 +295,15 @@ class ApiClientTransport:
         self._api.user_agent = f"hookserver/{__version__} (python)"
         self._connect_timeout_s = connect_timeout_s
         self._max_event_bytes = max_event_bytes
+        self._clock = clock
+        self._connects = 0  # TCP connections made (each a TLS handshake on https), counted as they are made
+        self._connects_lock = threading.Lock()
+        self._count_connects()
+        self._last_answer = 0.0  # clock() of the last byte the apiserver sent on any request or watch
+        self._probe_lock = threading.Lock()
+        self._last_probe_failed = 0.0
+        self.probes = 0
+        self.last_probe_error = ""
 
     @property
     def host(self) -> str:
@@ -245,7 +316,7 @@ class ApiClientTransport:
                 "GET",
                 path,
                 query_params=list(params.items()),
-                header_params={"Accept": "application/json"},
+                header_params={"Accept": "application/json", "Accept-Encoding": _ACCEPT_ENCODING},
                 auth_settings=["BearerToken"],
             )
             rest = self._api.call_api(
@@ -254,6 +325,7 @@ class ApiClientTransport:
         except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as exc:
             raise InformerError(f"{what}: {_describe_failure(exc, self._connect_timeout_s, read_timeout_s)}") from exc
         response: urllib3.BaseHTTPResponse = rest.response
+        self._answered()
         if not 200 <= response.status < 300:
             raise _status_error(what, response)
         return response
@@ -275,7 +347,7 @@ class ApiClientTransport:
         self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float,
         params: Mapping[str, str] | None = None,
     ) -> urllib3.BaseHTTPResponse:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "Accept-Encoding": _ACCEPT_ENCODING}
         if body is not None:
             headers["Content-Type"] = content_type
             if not _is_json_type(content_type):
@@ -295,6 +367,7 @@ class ApiClientTransport:
         except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException, ValueError) as exc:
             raise InformerError(f"{method} {path}: {_describe_failure(exc, self._connect_timeout_s, timeout_s)}") from exc
         response: urllib3.BaseHTTPResponse = rest.response
+        self._answered()
         return response
 
     def send_json(self, method: str, path: str, body: Any, *, content_type: str, timeout_s: float) -> Any:
@@ -355,8 +428,74 @@ class ApiClientTransport:
                 raise InformerError(f"WATCH {path}: response has no socket to set the idle timeout on")
             sock.settimeout(idle)
         return _ResponseLines(
-            response, what=f"WATCH {path}", max_line_bytes=self._max_event_bytes, idle_timeout_s=idle
+            response, what=f"WATCH {path}", max_line_bytes=self._max_event_bytes, idle_timeout_s=idle,
+            on_bytes=self._answered,
         )
+
+    def _answered(self) -> None:
+        self._last_answer = self._clock()
+
+    def confirm_alive(self, fresh_s: float, timeout_s: float) -> bool:
+        """See KubeTransport. /version is readable by every authenticated client (system:public-info-viewer)
+        and answered from memory; it goes over a pooled connection like any request."""
+        with self._probe_lock:
+            now = self._clock()
+            if self._last_answer and now - self._last_answer < fresh_s:
+                return True
+            if self._last_probe_failed and now - self._last_probe_failed < timeout_s:
+                return False  # another watch's probe just failed: the same answer, without waiting again
+            self.probes += 1
+            try:
+                self.get_json("/version", {}, timeout_s=timeout_s)
+            except InformerError as exc:
+                if exc.status:  # it answered, if only with an error: the route and the server are alive
+                    return True
+                self.last_probe_error = str(exc)
+                self._last_probe_failed = self._clock()
+                log.info("apiserver probe failed: %s", exc)
+                return False
+            return True
+
+    def _count_connects(self) -> None:
+        """Count every TCP connect of this client's pools. urllib3's own `num_connections` counts connection
+        objects, not connects: a pooled connection whose socket was closed reconnects under the same object,
+        which is exactly the waste to see. The pools' connection classes are subclassed per transport (urllib3's
+        `pool_classes_by_scheme` and `ConnectionCls` hooks); nothing global is patched."""
+        manager = getattr(self._api.rest_client, "pool_manager", None)
+        classes = getattr(manager, "pool_classes_by_scheme", None)
+        if manager is None or not isinstance(classes, Mapping):
+            return
+        transport = self
+
+        def counted(base: Any) -> Any:
+            def _new_conn(conn: Any) -> Any:
+                sock = base._new_conn(conn)
+                with transport._connects_lock:
+                    transport._connects += 1
+                return sock
+            return type(f"Counted{base.__name__}", (base,), {"_new_conn": _new_conn})
+
+        manager.pool_classes_by_scheme = {
+            scheme: type(f"Counted{pool.__name__}", (pool,), {"ConnectionCls": counted(pool.ConnectionCls)})
+            for scheme, pool in classes.items()
+        }
+
+    def connection_stats(self) -> ConnectionStats:
+        """Summed over the client's connection pools (one per apiserver host)."""
+        requests = idle = 0
+        manager = getattr(self._api.rest_client, "pool_manager", None)
+        pools = getattr(manager, "pools", None)
+        if pools is not None:
+            for key in list(pools.keys()):
+                pool = pools.get(key)
+                if pool is None:
+                    continue
+                requests += int(getattr(pool, "num_requests", 0))
+                queue = getattr(pool, "pool", None)
+                idle += sum(1 for conn in list(getattr(queue, "queue", ())) if conn is not None)
+        with self._connects_lock:
+            opened = self._connects
+        return ConnectionStats(opened, requests, idle)
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]

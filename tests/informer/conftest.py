@@ -49,7 +49,8 @@ def served() -> Iterator[list[Any]]:
 def fast_informer_settings(**overrides: Any) -> InformerSettings:
     values: dict[str, Any] = {
         "source": "apiserver", "backoff_initial_s": 0.02, "backoff_max_s": 0.1, "backoff_jitter": 0.1,
-        "resync_period_s": 0, "list_timeout_s": 5, "connect_timeout_s": 2,
+        "resync_period_s": 0, "list_timeout_s": 5, "connect_timeout_s": 2, "first_list_spread_s": 0,
+        "relist_spread_s": 0,
     }
     values.update(overrides)
     return InformerSettings(**values)

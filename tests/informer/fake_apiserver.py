@@ -36,12 +36,18 @@ and their requests never answered (a dead route or load balancer: no RST, no FIN
 the held requests' connections and serves again.
 `kill()` drops the listener and every open connection mid-stream; `restart()` serves again on the same
 port with the same data, so tests can change objects while it is down and check the client catches up.
+Cost witnesses: `connections` counts accepted TCP connections (a watch that ends at timeoutSeconds leaves its
+connection open for the next request, as kube-apiserver does), `accept_encodings` records every GET's
+Accept-Encoding and lists above `gzip_min_bytes` (128 KiB, the real threshold) are gzipped when it offers gzip
+(`gzipped` counts them), `GET /version` answers, and `throttle_next(n, retry_after_s=...)` answers the next n GETs
+under a path with 429 and a Retry-After.
 `FakeKubelet` serves the kubelet's `/pods` (a PodList) with the same token check.
 """
 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import socket
 import threading
@@ -189,6 +195,7 @@ class FakeApiServer:
         self._black_hole = False
         self.held_requests = 0  # requests read but never answered while black-holed
         self._expire_epoch: dict[str, int] = {k: 0 for k in COLLECTIONS}
+        self._end_epoch = 0
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.patches: list[tuple[str, str, Any]] = []
         self._patch_failures: list[tuple[int, Any]] = []
@@ -210,6 +217,12 @@ class FakeApiServer:
         self._thread: threading.Thread | None = None
         self._sockets: set[socket.socket] = set()
         self.port = 0
+        self.connections = 0  # TCP connections accepted: each would be a TLS handshake on a real apiserver
+        self.accept_encodings: list[str] = []  # the Accept-Encoding of every GET
+        self.gzip_min_bytes = 128 << 10  # kube-apiserver gzips a response above 128 KiB when the client accepts it
+        self.gzipped = 0  # responses sent gzipped
+        self._throttle: list[tuple[str, float]] = []  # (path prefix, Retry-After) of GETs to answer with 429
+        self.throttled: list[tuple[float, str]] = []  # (monotonic time, path) of every 429 sent
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> FakeApiServer:
@@ -241,6 +254,24 @@ class FakeApiServer:
     def restart(self) -> None:
         self.kill()
         self.start()
+
+    def throttle_next(self, n: int, *, retry_after_s: float, path_prefix: str = "/") -> None:
+        """Answer the next `n` GETs under `path_prefix` (lists and watches) with 429 and this Retry-After, as
+        kube-apiserver does while its max-in-flight is full or a restarted one is still loading a cache."""
+        with self._cond:
+            self._throttle.extend([(path_prefix, retry_after_s)] * n)
+
+    def _throttled(self, path: str) -> float | None:
+        with self._cond:
+            for i, (prefix, retry_after) in enumerate(self._throttle):
+                if path.startswith(prefix):
+                    del self._throttle[i]
+                    self.throttled.append((time.monotonic(), path))
+                    return retry_after
+        return None
+
+    def paths_requested(self, path: str) -> int:
+        return sum(1 for p, _q in self.requests if p == path)
 
     def quiet(self, on: bool) -> None:
         """Open and new watches send nothing (events are delivered once quiet ends)."""
@@ -332,6 +363,13 @@ class FakeApiServer:
             self._expire_epoch[kind] += 1
             self._compacted_rv = self._rv
             self._history.clear()
+            self._cond.notify_all()
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly (the last chunk, as a shutting-down kube-apiserver ends them), long before
+        its timeoutSeconds."""
+        with self._cond:
+            self._end_epoch += 1
             self._cond.notify_all()
 
     def inject_raw(self, kind: str, line: bytes) -> None:
@@ -563,6 +601,7 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def setup(self) -> None:
             super().setup()
             with fake._cond:
+                fake.connections += 1
                 fake._sockets.add(self.connection)  # kill() cuts keep-alive connections too, not only watches
 
         def finish(self) -> None:
@@ -635,6 +674,7 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             fake.requests.append((url.path, query))
+            fake.accept_encodings.append(self.headers.get("Accept-Encoding") or "")
             if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return _send_json(self, 401, _status(401, "Unauthorized", "Unauthorized"))
             if fake.exec_run is not None or fake.proxy_run is not None:  # the kubectl plugin's tests
@@ -646,6 +686,18 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 proxied = proxy_path(url.path)
                 if proxied is not None and fake.proxy_run is not None:
                     return serve_proxy(self, *proxied, query, fake.proxy_run)
+            retry_after = fake._throttled(url.path)
+            if retry_after is not None:
+                data = json.dumps(_status(429, "TooManyRequests", "the server is loading its caches")).encode()
+                self.send_response(429)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", f"{retry_after:g}")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if url.path == "/version":
+                return _send_json(self, 200, {"major": "1", "minor": "20", "gitVersion": "v1.20.2-fake"})
             one = _object_route(url.path)
             if one is not None and one[0] not in fake._uninstalled:
                 obj = fake.get(one[0], one[1])
@@ -681,8 +733,20 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 items = [copy.deepcopy(o) for o in fake._objects[kind].values() if selector(o)]
                 rv = fake._rv
             _, obj_kind, api_version, _ = COLLECTIONS[kind]
-            _send_json(self, 200, {"kind": f"{obj_kind}List", "apiVersion": api_version,
-                                   "metadata": {"resourceVersion": str(rv)}, "items": items})
+            body = {"kind": f"{obj_kind}List", "apiVersion": api_version, "metadata": {"resourceVersion": str(rv)},
+                    "items": items}
+            data = json.dumps(body).encode()
+            if "gzip" in (self.headers.get("Accept-Encoding") or "") and len(data) > fake.gzip_min_bytes:
+                fake.gzipped += 1
+                data = gzip.compress(data)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            _send_json(self, 200, body)
 
         def do_PATCH(self) -> None:
             self._write("PATCH")
@@ -739,10 +803,12 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             fake._sockets.add(self.connection)
+            clean = False
             try:
                 with fake._cond:
                     epoch = fake._epoch
                     expire_epoch = fake._expire_epoch[kind]
+                    end_epoch = fake._end_epoch
                     raw_seen = fake._raw_seq
                     pending: list[dict[str, Any] | bytes] = []
                     if rv_text in ("", "0"):
@@ -769,6 +835,8 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                             continue
                         if fake._expire_epoch[kind] != expire_epoch:
                             out.append({"type": "ERROR", "object": _status(410, "Expired", "watch expired")})
+                            deadline = 0.0
+                        if fake._end_epoch != end_epoch:
                             deadline = 0.0
                         for seq, line in fake._raw[kind]:
                             if seq > raw_seen:
@@ -804,10 +872,14 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         next_bookmark = time.monotonic() + fake.bookmark_interval_s
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
+                clean = True
             except (BrokenPipeError, ConnectionResetError, OSError):
                 return
             finally:
-                fake._sockets.discard(self.connection)
-                self.close_connection = True
+                # A watch that ended at timeoutSeconds leaves its connection open for the next request, as
+                # kube-apiserver does; a killed or broken one is closed.
+                if not clean:
+                    fake._sockets.discard(self.connection)
+                self.close_connection = not clean
 
     return Handler

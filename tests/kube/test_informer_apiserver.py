@@ -296,15 +296,16 @@ def test_a_black_holed_apiserver_is_noticed_within_the_idle_plus_the_connect_tim
     assert noticed < idle_s + connect_s + 3, noticed
 
 
-def test_a_quiet_cluster_rewatches_without_flapping_stale_or_warning(
+def test_a_quiet_cluster_keeps_its_watches_open_without_flapping_stale_or_warning(
     kube: KubeHttp, kube_nodes: NodeFactory, admin_kubeconfig: str, slo_crds: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """kube-apiserver 1.20 sends no byte on the watch of a quiet resource for its whole timeoutSeconds (measured:
     the headers at once, then nothing for 20 s and for 150 s; a bookmark ~2 s before the end only when that
-    resource type changed elsewhere, see the bookmark test above), so with a short
-    idle timeout every watch here expires idle again and again: each is a quiet re-watch from the same
-    resourceVersion, never a warning, an error, a relist or a moment of stale."""
+    resource type changed elsewhere, see the bookmark test above), so with a short idle timeout every watch here
+    is silent again and again. Each silence is checked against the apiserver (a probe over a pooled connection)
+    and the watch stays open: no re-watch, no new connection, never a warning, an error, a relist or a moment of
+    stale. (Before, each silence closed the watch and re-opened it: a request and a TLS handshake.)"""
     node = kube_nodes.make("quiet-idle")["metadata"]["name"]
 
     class RecordingStore(StateStore):
@@ -321,13 +322,21 @@ def test_a_quiet_cluster_rewatches_without_flapping_stale_or_warning(
         async with running(admin_kubeconfig, node, store, watch_timeout_s=300, watch_idle_timeout_s=1.5) as informer:
             assert await informer.wait_synced(15), informer.status()
             store.stale_marks = 0  # stale until the first sync, by design
+            transport = informer.transport
+            assert transport is not None
             with caplog.at_level(logging.INFO, logger="hookserver"):
                 caplog.clear()
-                await eventually(lambda: all(r.idle_rewatches >= 3 for r in informer.reflectors), timeout_s=30,
-                                 what="three idle re-watches of every resource")
+                opened = transport.connection_stats().opened  # type: ignore[attr-defined]
+                await eventually(lambda: all(r.idle_checks >= 3 for r in informer.reflectors), timeout_s=30,
+                                 what="three idle checks of every resource")
                 assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == []
             assert store.stale_marks == 0 and not store.snapshot().stale
+            # at most the probe's own connection (the five watches hold theirs; an agent's writers usually have a
+            # sixth already), reused by every later probe; re-opening would have cost 15 here
+            assert transport.connection_stats().opened - opened <= 1  # type: ignore[attr-defined]
+            assert transport.probes >= 2  # type: ignore[attr-defined]
             for source in informer.status()["sources"]:
                 assert source["lists"] == 1 and source["errors"] == 0 and source["connected"], source
+                assert source["idle_rewatches"] == 0, source
 
     asyncio.run(scenario())
