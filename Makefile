@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench protos lint typecheck clean image image-test e2e
+.PHONY: run test bench soak protos lint typecheck clean image image-test e2e
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ image-test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.bench
+
+# The fault campaign (tests/soak, docs/operations.md): the real daemon through kill -9, NRI restarts, injected
+# I/O, full-disk, clock and apiserver faults and pod churn; about 10 minutes (SOAK_SCALE=2 doubles it). Needs
+# root and a cgroup v1 hierarchy; leaves a table on stdout and build/soak/report.json.
+soak: $(STAMP)
+	$(PY) -m tests.soak
 
 protos: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_FILES)
