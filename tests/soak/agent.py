@@ -117,6 +117,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 @dataclass
 class Agent:
     paths: AgentPaths
+    standalone: bool = True
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
@@ -131,7 +132,7 @@ class Agent:
                    SOAK_WRITES=str(self.paths.writes), SOAK_INJECTED=str(self.paths.injected), **FAST_ENV,
                    **self.extra_env)
         args = [
-            sys.executable, "-m", "hookserver.cli.serve", "serve", "--standalone",
+            sys.executable, "-m", "hookserver.cli.serve", "serve", *(["--standalone"] if self.standalone else []),
             "--hook-socket", str(self.paths.hook_socket), "--debug-socket", str(self.paths.debug_socket),
             "--registration-dir", str(self.paths.registration.parent), "--metrics-addr", f"127.0.0.1:{self.port}",
             "--state-dir", str(self.paths.state), "--node-name", "soak-node", "--log-level", "WARNING",

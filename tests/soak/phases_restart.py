@@ -76,6 +76,8 @@ def kill9(c: Campaign, count: int) -> Row:
     worst_restore = 0.0
     lost_restore = 0
     rejected0 = _rejected(c)
+    last_start = metric_sum(c.agent.metrics(), "koordlet_start_time")
+    restarts_seen = 0
     for i in range(count):
         for _ in range(c.rng.randint(0, 2)):
             c.create(row)
@@ -96,9 +98,14 @@ def kill9(c: Campaign, count: int) -> Row:
             lost_restore += 1
             row.violations.append(f"kill {i}: not restored in 10 s: {wrong}")
         c.create(row)
+        start = metric_sum(c.agent.metrics(), "koordlet_start_time")
+        restarts_seen += start != last_start
+        last_start = start
         if i % 10 == 0:
             c.sample(row)
     c.faults({})
+    if restarts_seen != count:
+        row.violations.append(f"{count} kills, koordlet_start_time changed {restarts_seen} times")
     time.sleep(2.0)  # one checkpoint round and one status write after the last restart
     stale = c.leftover_tmp()
     if stale:
@@ -111,7 +118,7 @@ def kill9(c: Campaign, count: int) -> Row:
         row.lost.append(f"{rejected} checkpoints set aside")
     if lost_restore:
         row.lost.append(f"{lost_restore} pods not restored")
-    row.metric = "agent restarts (process_start_time_seconds)"
+    row.metric = f"koordlet_start_time changed {restarts_seen}x"
     row.notes.append(f"{mid_write} of {count} kills left a temporary file (landed mid-write); slowest restore of a "
                      f"reset pod {worst_restore:.2f} s")
     row.seconds = time.monotonic() - started
