@@ -108,7 +108,8 @@ def _small_tmpfs(where: Path, size: str) -> Iterator[Path]:
 
 def full_state_dir(c: Campaign, seconds: float) -> Row:
     """The agent restarted on a state dir whose file system is full (a 256 KiB tmpfs, filled up): it must
-    start, answer every creation, report the failed checkpoint writes, and load nothing corrupt afterwards."""
+    start, answer every creation, report the failed checkpoint writes, leave no half-written temporary file
+    holding the space, and load nothing corrupt once there is room again."""
     row = Row("state dir on a full file system")
     started = time.monotonic()
     mount = c.base / "fullfs"
@@ -137,7 +138,11 @@ def full_state_dir(c: Campaign, seconds: float) -> Row:
             row.metric = f"hookserver_predictor_checkpoint_failures_total {failures:.0f}"
             if failures == 0:
                 row.violations.append("checkpoint writes to a full file system were not counted")
-            c.agent.kill()
+            c.agent.stop()
+            # A failed write must give its space back: a half-written *.tmp per model would hold a full disk.
+            held = [p.name for p in state.rglob("*.tmp")]
+            if held:
+                row.violations.append(f"{len(held)} temporary files left on the full disk: {held[:3]}")
             filler.unlink()
             c.agent.start()
             c.nri.wait_ready(30)
