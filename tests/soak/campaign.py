@@ -60,13 +60,19 @@ class Campaign:
         return took
 
     def close(self) -> None:
+        """Stop everything; the cgroup subtree goes whatever fails (or is interrupted) before it."""
         self._stop.set()
         self.up.clear()
-        if self.proxy is not None:
-            self.proxy.close()
-        self.agent.stop()
-        self.nri.close()
-        self.tree.remove()
+        try:
+            if self.proxy is not None:
+                self.proxy.close()
+            try:
+                self.agent.stop()
+            finally:
+                self.agent.kill()
+                self.nri.close()
+        finally:
+            self.tree.remove()
 
     def faults(self, spec: dict[str, Any]) -> None:
         """Write the shim's control file (atomically: the agent reads it)."""
