@@ -89,7 +89,7 @@ def main() -> int:
         warm_rows = [r for r in rows if r.fault.startswith("steady churn")]
         warm = {id(x) for x in warm_rows[0].samples} if warm_rows else set()
         overall.samples = [x for x in overall.samples if x.pid == last and id(x) not in warm]
-        for attr in ("rss_kib", "fds", "threads"):
+        for attr in ("rss_kib", "fds", "threads", "series", "pods"):
             growth = growth_after_warmup(overall.samples, attr)
             if growth > 0.10:
                 overall.violations.append(f"{attr} grew {growth:.0%} after warm-up in one agent process")

@@ -7,6 +7,7 @@ process, and the shim must be loaded before hookserver imports anything.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,10 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from hookserver.debug.client import DebugClient
+from hookserver.errors import HookServerError
 
 __all__ = ["Agent", "AgentPaths", "Sample", "free_port", "metric_sum", "parse_metrics"]
 
@@ -83,6 +88,10 @@ class Sample:
     rss_kib: int
     fds: int
     threads: int
+    series: int = 0  # lines of /metrics
+    pods: int = 0  # the store's pods and containers (hookctl status)
+    containers: int = 0
+    audit: int = 0  # the audit's rings: hook calls, decisions, writes
 
 
 def free_port() -> int:
@@ -187,7 +196,24 @@ class Agent:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         rss = int(fields.get("VmRSS", "0 kB").split()[0])
         threads = int(fields.get("Threads", "0").strip())
-        return Sample(time.monotonic(), pid, rss, fds, threads)
+        series = len(self.metrics())
+        store = self.store_status()
+        def count(key: str) -> int:
+            value = store.get(key, 0)
+            return value if isinstance(value, int) else 0
+
+        return Sample(time.monotonic(), pid, rss, fds, threads, series, count("pods"), count("containers"),
+                      count("recent_hook_calls") + count("recent_decisions") + count("recent_writes"))
+
+    def store_status(self) -> dict[str, object]:
+        """The store part of `hookctl status` (through the debug socket, as hookctl asks)."""
+        try:
+            with DebugClient(str(self.paths.debug_socket), timeout_s=5.0) as client:
+                doc = json.loads(client.status())
+        except (HookServerError, ValueError, OSError):
+            return {}
+        found = _find(doc, "pods")
+        return found if found is not None else {}
 
     def metrics(self, *, timeout: float = 5.0) -> dict[str, float]:
         try:
@@ -200,3 +226,20 @@ class Agent:
 def metric_sum(metrics: dict[str, float], name: str, *, having: str = "") -> float:
     """The sum of every series of `name` (any labels), optionally only those whose labels contain `having`."""
     return sum(v for k, v in metrics.items() if k.split("{", 1)[0] == name and having in k)
+
+
+def _find(tree: Any, key: str) -> dict[str, object] | None:
+    """The first mapping in a decoded JSON tree that holds `key` with an integer value."""
+    if isinstance(tree, dict):
+        if isinstance(tree.get(key), int):
+            return tree
+        for value in tree.values():
+            found = _find(value, key)
+            if found is not None:
+                return found
+    elif isinstance(tree, list):
+        for value in tree:
+            found = _find(value, key)
+            if found is not None:
+                return found
+    return None

@@ -70,14 +70,16 @@ class Row:
             "fault": self.fault, "injected": self.injected, "creations": len(self.answers),
             "in_time": self.in_time, "failed_or_late": self.failed, "slowest_s": round(self.slowest, 4),
             "errors": errors, "lost": self.lost, "metric": self.metric, "rss_kib": trend(self.samples, "rss_kib"),
-            "fds": trend(self.samples, "fds"), "threads": trend(self.samples, "threads"), "notes": self.notes,
+            "fds": trend(self.samples, "fds"), "threads": trend(self.samples, "threads"),
+            "series": trend(self.samples, "series"), "store_pods": trend(self.samples, "pods"),
+            "audit": trend(self.samples, "audit"), "notes": self.notes,
             "violations": self.violations, "seconds": round(self.seconds, 1),
             "samples": [asdict(s) for s in self.samples],
         }
 
 
 _COLUMNS = ("fault", "injected", "in time", "failed/late", "lost", "slowest", "RSS KiB", "fds", "threads",
-            "metric")
+            "series", "store pods", "metric")
 
 
 def render(rows: list[Row]) -> str:
@@ -85,7 +87,8 @@ def render(rows: list[Row]) -> str:
     for r in rows:
         table.append((r.fault, str(r.injected), f"{r.in_time}/{len(r.answers)}", str(r.failed),
                       "; ".join(r.lost) or "nothing", f"{r.slowest * 1000:.0f} ms", trend(r.samples, "rss_kib"),
-                      trend(r.samples, "fds"), trend(r.samples, "threads"), r.metric or "-"))
+                      trend(r.samples, "fds"), trend(r.samples, "threads"), trend(r.samples, "series"),
+                      trend(r.samples, "pods"), r.metric or "-"))
     widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS))]
     out = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |" for line in table]
     out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
