@@ -78,6 +78,7 @@ def kill9(c: Campaign, count: int) -> Row:
     rejected0 = _rejected(c)
     last_start = metric_sum(c.agent.metrics(), "koordlet_start_time")
     restarts_seen = 0
+    known_originals = _originals(c)
     for i in range(count):
         for _ in range(c.rng.randint(0, 2)):
             c.create(row)
@@ -89,6 +90,10 @@ def kill9(c: Campaign, count: int) -> Row:
             mid_write += 1
         victim = c.synced[c.rng.randrange(len(c.synced))]
         c.tree.write(victim, "cpu/cpu.shares", "1024")
+        kept = _originals(c)
+        if not kept >= known_originals:
+            row.violations.append(f"kill {i}: recorded originals lost: {sorted(known_originals - kept)}")
+        known_originals |= kept
         c.agent.start()
         c.up.set()
         t0 = time.monotonic()
@@ -120,9 +125,25 @@ def kill9(c: Campaign, count: int) -> Row:
         row.lost.append(f"{lost_restore} pods not restored")
     row.metric = f"koordlet_start_time changed {restarts_seen}x"
     row.notes.append(f"{mid_write} of {count} kills left a temporary file (landed mid-write); slowest restore of a "
-                     f"reset pod {worst_restore:.2f} s")
+                     f"reset pod {worst_restore:.2f} s; {len(known_originals)} recorded originals kept across every "
+                     f"kill: {sorted(known_originals)}")
     row.seconds = time.monotonic() - started
     return row
+
+
+def _originals(c: Campaign) -> set[str]:
+    """`section:key=value` of every original the agent recorded (node-originals.json), as a killed agent left
+    them; no recorded original may be lost by a kill (only a restore forgets one, and nothing restores here)."""
+    import json
+
+    try:
+        doc = json.loads((c.paths.state / "node-originals.json").read_bytes())
+    except FileNotFoundError:
+        return set()
+    except ValueError:
+        return {"<corrupt>"}
+    return {f"{section}:{key}={value}" for section, values in doc.items() if isinstance(values, dict)
+            for key, value in values.items()}
 
 
 def _rejected(c: Campaign) -> int:
