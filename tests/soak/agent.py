@@ -145,6 +145,9 @@ class Agent:
             "--hook-socket", str(self.paths.hook_socket), "--debug-socket", str(self.paths.debug_socket),
             "--registration-dir", str(self.paths.registration.parent), "--metrics-addr", f"127.0.0.1:{self.port}",
             "--state-dir", str(self.paths.state), "--node-name", "soak-node", "--log-level", "WARNING",
+            # The cgroup root is the host's: QoS reconcilers plan and audit, but never touch a kubepods tier
+            # that a kubelet on this (shared) machine may have made. Pod values are written as usual.
+            "--qos-dry-run",
             *self.extra_args,
         ]
         log = open(self.paths.base / "agent.log", "ab")  # noqa: SIM115 - the child keeps it
