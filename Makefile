@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench loadtest protos lint typecheck clean image image-test e2e replay-demo replay-check
+.PHONY: run test bench loadtest soak protos lint typecheck clean image image-test e2e replay-demo replay-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,12 @@ NODES ?= 50
 LOADTEST_ARGS ?= --restart
 loadtest: $(STAMP)
 	$(PY) -m tests.bench.apiserver_load --nodes $(NODES) $(LOADTEST_ARGS)
+
+# The fault campaign (tests/soak, docs/operations.md): the real daemon through kill -9, NRI restarts, injected
+# I/O, full-disk, clock and apiserver faults and pod churn; about 10 minutes (SOAK_SCALE=2 doubles it). Needs
+# root and a cgroup v1 hierarchy; leaves a table on stdout and build/soak/report.json.
+soak: $(STAMP)
+	$(PY) -m tests.soak
 
 protos: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I protos --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_FILES)

@@ -6,6 +6,7 @@ sees both through `CapacitySink`. A sink reports what happened and never raises 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -90,5 +91,8 @@ def write_document(path: str, *, node_name: str, values: Mapping[str, str], repo
             os.close(fd)
         os.replace(tmp, path)
     except OSError as exc:
+        # A half-written temporary file must not keep the space of a full disk (found by `make soak`).
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         return f"{path}: {exc.strerror or exc}"
     return ""

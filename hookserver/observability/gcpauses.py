@@ -50,7 +50,10 @@ class GcPauses(Collector):
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
-        self._lock = threading.Lock()
+        # Reentrant: a reader (`status`, a /metrics scrape) allocates while holding it, which can start a
+        # collection on its own thread, whose callback takes it again. With a plain Lock that thread waited on
+        # itself forever: `hookctl status` hung, and so did SIGTERM (found by `make test` beside `make soak`).
+        self._lock = threading.RLock()
         self._started: float | None = None
         self.collections = [0, 0, 0]
         self.pause_s = [0.0, 0.0, 0.0]

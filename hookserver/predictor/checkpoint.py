@@ -109,6 +109,13 @@ def decode_checkpoint(data: bytes, *, name: str, table: ModelTable, koordlet_nam
     return model
 
 
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 class Checkpointer:
     """Reads and writes one directory of model checkpoints. Blocking I/O: call from a worker thread."""
 
@@ -124,19 +131,25 @@ class Checkpointer:
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
 
     def save(self, uid: str, data: bytes) -> None:
-        """Write atomically (tmp, fsync, rename). OSError / CheckpointCorrupt to the caller, who counts it."""
+        """Write atomically (tmp, fsync, rename). OSError / CheckpointCorrupt to the caller, who counts it; a
+        failed write removes its temporary file (found by `make soak` on a full state dir)."""
         path = self.path_of(uid)
         tmp = path + TMP_SUFFIX
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError:
+            # A half-written file must not hold the space of a full disk (one per model, until a restart).
+            _unlink_quietly(tmp)
+            raise
 
     def sync_dir(self) -> None:
         """Make the renames of a round durable."""

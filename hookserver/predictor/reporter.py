@@ -10,6 +10,7 @@ loses only the reports that fell inside it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -83,6 +84,9 @@ class FileStatusSink:
                 os.close(fd)
             os.replace(tmp, self.where)
         except OSError as exc:
+            # A half-written temporary file must not keep the space of a full disk (found by `make soak`).
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             return _Done("error", f"{self.where}: {exc.strerror or exc}")
         return _Done("ok")
 

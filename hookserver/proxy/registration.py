@@ -2,7 +2,8 @@
 
 The proxy watches its hookserver dir and reloads every `*.json` in it, so the file is written only after
 the server listens, and atomically: a temporary name the proxy ignores (no `.json` suffix), fsync,
-rename, fsync of the directory. On shutdown it is removed only if it still holds what we wrote: a
+rename, fsync of the directory. A temporary file left by a killed agent (named after its process id) is
+removed at the next write, so restarts do not pile them up in the proxy's directory. On shutdown it is removed only if it still holds what we wrote: a
 newer instance that took over the same name keeps its registration.
 """
 
@@ -12,11 +13,13 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from hookserver.errors import ConfigError
+from hookserver.system.staletmp import remove_stale_tmp
 
 __all__ = ["Registration", "render_registration"]
 
@@ -61,6 +64,7 @@ class Registration:
         tmp = directory / f".{self.path.name}.{os.getpid()}.tmp"
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            remove_stale_tmp(str(directory), re.compile(re.escape(f".{self.path.name}.") + r"(?P<pid>[0-9]+)\.tmp"))
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
             try:
                 os.write(fd, self.content.encode())

@@ -5,7 +5,8 @@ One JSON file (`node-originals.json`) of sections, each a map of key -> the file
 write: `sysctl` ("vm.min_free_kbytes"), `cgroup` ("cpu:kubepods/besteffort/cpu.cfs_quota_us") and
 `resctrl_groups` (groups we created, value "created"). A key is recorded once (the first write) and kept
 until the value is restored (`forget`). Every change is written atomically (temporary file, fsync, rename,
-fsync of the directory), so a crash leaves either the old or the new file, never half of one. A corrupt
+fsync of the directory), so a crash leaves either the old or the new file, never half of one, plus at worst a
+temporary file named after the dead process, which the next load removes. A corrupt
 file is moved aside (`.corrupt`) with a warning and treated as empty: an agent must start, and the operator
 is told which originals were lost.
 """
@@ -15,9 +16,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
+
+from hookserver.system.staletmp import remove_stale_tmp
 
 __all__ = ["ORIGINALS_FILE", "SECTIONS", "NodeOriginals"]
 
@@ -26,6 +30,8 @@ log = logging.getLogger(__name__)
 ORIGINALS_FILE = "node-originals.json"
 SECTIONS = ("sysctl", "cgroup", "resctrl_groups")
 _MAX_BYTES = 1 << 20
+# `_persist`'s temporary file; one left by a killed agent is removed at the next load.
+_TMP = re.compile(re.escape(ORIGINALS_FILE) + r"\.tmp\.(?P<pid>[0-9]+)\.[0-9]+")
 
 
 class NodeOriginals:
@@ -35,11 +41,15 @@ class NodeOriginals:
         self.path = os.path.join(state_dir, ORIGINALS_FILE) if state_dir else ""
         self._lock = threading.Lock()
         self.problem = ""
+        self.tmp_removed: list[str] = []
         self._data: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
         self._load()
 
     def _load(self) -> None:
-        if not self.path or not os.path.exists(self.path):
+        if not self.path:
+            return
+        self.tmp_removed = remove_stale_tmp(os.path.dirname(self.path) or ".", _TMP)
+        if not os.path.exists(self.path):
             return
         try:
             with open(self.path, "rb") as handle:

@@ -68,3 +68,30 @@ def test_freezing_the_start_up_heap_takes_it_out_of_full_collections() -> None:
     finally:
         gc.unfreeze()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_collection_started_by_a_reader_holding_the_lock_does_not_deadlock() -> None:
+    """`status()` and a scrape allocate under the lock; a collection they start runs the callback on the same
+    thread. It must not wait on its own lock (it did: `hookctl status` and SIGTERM hung, ~1 run in 10 of the
+    e2e reconciler test)."""
+    import gc
+    import threading
+
+    from hookserver.observability.gcpauses import GcPauses
+
+    pauses = GcPauses().attach()
+    done = threading.Event()
+
+    def reader() -> None:
+        with pauses._lock:  # what status() and collect() hold while they build their answer
+            gc.collect()  # a collection the reader's allocations started
+        done.set()
+
+    thread = threading.Thread(target=reader, daemon=True)
+    try:
+        thread.start()
+        finished = done.wait(5.0)
+    finally:
+        pauses.detach()  # before the fix the reader thread is stuck for good; keep other collections out of it
+    assert finished, "the collection's callback waited on the lock its own thread holds"
+    assert sum(pauses.status()["generations"][g]["collections"] for g in ("0", "1", "2")) >= 1

@@ -1,0 +1,6 @@
+"""`make soak`: a fault campaign against the real daemon (`python -m tests.soak`), not part of `make test`.
+
+Each phase drives a subprocess `hookserver serve` over its real sockets and injects one class of fault; the
+campaign ends with a table of what was injected, what was answered in time, what failed or was lost, and the
+RSS/fd/thread trend, plus a JSON report under build/soak/. See docs/operations.md for the promises it checks.
+"""
