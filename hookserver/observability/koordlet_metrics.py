@@ -218,7 +218,7 @@ class StoreSeriesCollector(Collector):
             "0 for the others; state=disabled when NRI is off.", labels=["node", "state"],
         )
         reconnects = CounterMetricFamily(
-            NRI_RECONNECTS, "NRI reconnects since start (each closed session that is retried).", labels=["node"]
+            NRI_RECONNECTS, "NRI connection retries since start: each ended session or failed dial that is retried (a runtime restart costs one, plus one per dial while its socket is missing).", labels=["node"]
         )
         if self.nri_status is None:
             state.add_metric([self.node, "disabled"], 1.0)
