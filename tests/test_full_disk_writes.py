@@ -18,6 +18,7 @@ import pytest
 from hookserver.capacity.sinks import write_document
 from hookserver.predictor.checkpoint import Checkpointer
 from hookserver.predictor.reporter import FileStatusSink
+from hookserver.topology.publisher import LocalTopologySink
 
 
 @pytest.fixture
@@ -50,6 +51,9 @@ def test_failed_writes_leave_no_temporary_files_on_a_full_disk(full_dir: Path) -
     assert delivery.result == "error"
     assert "No space" in write_document(str(full_dir / "capacity.json"), node_name="n", values={"a": "1"},
                                         report={"pad": "x" * 20_000})
+    # The NodeResourceTopology document shares the one atomic writer (its own copy kept the temporary file).
+    topology = LocalTopologySink(str(full_dir / "noderesourcetopology.json")).apply({"pad": "x" * 20_000})
+    assert topology.result == "error" and "No space" in topology.detail
     assert sorted(p.name for p in full_dir.iterdir()) == ["filler"]
     # The space is still there for the next write that fits.
     checkpoints.save("uid-small", b"{}")

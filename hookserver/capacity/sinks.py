@@ -6,13 +6,12 @@ sees both through `CapacitySink`. A sink reports what happened and never raises 
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
+
+from hookserver.system.atomicfile import write_json_atomically
 
 __all__ = ["CapacityDelivery", "CapacitySink", "Delivery", "LocalCapacitySink", "write_document"]
 
@@ -78,21 +77,4 @@ def write_document(path: str, *, node_name: str, values: Mapping[str, str], repo
         "status": {"capacity": dict(values), "allocatable": dict(values)},
         "explanation": dict(report),
     }
-    tmp = path + ".tmp"
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        # A half-written temporary file must not keep the space of a full disk (found by `make soak`).
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return f"{path}: {exc.strerror or exc}"
-    return ""
+    return write_json_atomically(path, doc)

@@ -10,10 +10,7 @@ loses only the reports that fell inside it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +23,7 @@ from hookserver.predictor.predictors import ReclaimableReport
 from hookserver.predictor.service import PredictorService
 from hookserver.predictor.settings import PredictorSettings
 from hookserver.kubewire import iso_time
+from hookserver.system.atomicfile import write_json_atomically
 
 __all__ = ["Delivery", "FileStatusSink", "NodeMetricReporter", "StatusSink"]
 
@@ -71,24 +69,8 @@ class FileStatusSink:
     def deliver(self, status: dict[str, Any]) -> Delivery:
         doc = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
                "metadata": {"name": self.node_name}, "status": status}
-        tmp = self.where + ".tmp"
-        try:
-            os.makedirs(os.path.dirname(self.where) or ".", exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            try:
-                view = memoryview(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.where)
-        except OSError as exc:
-            # A half-written temporary file must not keep the space of a full disk (found by `make soak`).
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            return _Done("error", f"{self.where}: {exc.strerror or exc}")
-        return _Done("ok")
+        problem = write_json_atomically(self.where, doc)
+        return _Done("error", problem) if problem else _Done("ok")
 
 
 # How often a report wait looks at the NodeMetric spec again (its interval may change meanwhile).

@@ -13,9 +13,7 @@ logged when it changes, not at every tick, so a missing CRD is one warning, and 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,12 +23,13 @@ from hookserver.aio.periodic import run_every
 from hookserver.errors import SystemFileError
 from hookserver.store.state import StateStore
 from hookserver.system.cpu_basic import read_cpu_basic_info
+from hookserver.system.atomicfile import write_json_atomically
 from hookserver.system.roots import SystemRoots
 from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
 from hookserver.topology.pools import CpuPools, compute_pools
 from hookserver.topology.report import build_report, canonical
 
-__all__ = ["Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink", "write_json_atomically"]
+__all__ = ["Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink"]
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +55,6 @@ class _LocalDelivery:
     detail: str = ""
 
 
-def write_json_atomically(path: str, value: Any) -> str:
-    """Temporary file, fsync, rename. Returns "" or what failed."""
-    tmp = path + ".tmp"
-    try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(value, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        return f"cannot write {path}: {exc.strerror or exc}"
-    return ""
-
-
 class LocalTopologySink:
     """No apiserver (or the NodeTopologyReport gate off): the document goes to the state dir only."""
 
@@ -81,7 +64,7 @@ class LocalTopologySink:
         self.where = path
 
     def apply(self, document: Mapping[str, Any]) -> Delivery:
-        problem = write_json_atomically(self.where, document)
+        problem = write_json_atomically(self.where, document, indent=1, sort_keys=False)
         return _LocalDelivery("error", problem) if problem else _LocalDelivery("ok")
 
 
@@ -139,7 +122,7 @@ class TopologyPublisher:
         if text == self._sent:
             return self._record("unchanged", "")
         if self._document_path and self.sink.target != "file":
-            write_json_atomically(self._document_path, document)
+            write_json_atomically(self._document_path, document, indent=1, sort_keys=False)
         delivery = self.sink.apply(document)
         if delivery.result == "ok":
             self._sent = text
