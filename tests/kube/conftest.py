@@ -175,12 +175,14 @@ def slo_crds(kube: KubeHttp) -> None:
             if time.monotonic() > deadline:
                 pytest.fail(f"CRD {name} not Established after 30 s: {conditions}")
             time.sleep(0.1)
-    # Discovery of a new group can lag the Established condition by a moment.
+    # Discovery of a new group can lag the Established condition by a moment, and each resource of the group
+    # by its own moment (a fresh etcd served nodemetrics while nodeslos still answered 404): wait for every one.
     deadline = time.monotonic() + 30
-    while not kube.get(f"{SLO_API}/nodemetrics").ok:
-        if time.monotonic() > deadline:
-            pytest.fail("nodemetrics are not served 30 s after the CRD was established")
-        time.sleep(0.1)
+    for plural in ("nodemetrics", "nodeslos"):
+        while not kube.get(f"{SLO_API}/{plural}").ok:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{plural} are not served 30 s after the CRDs were established")
+            time.sleep(0.1)
 
 
 def pod_body(name: str, node: str, *, qos: str = "", labels: dict[str, str] | None = None,

@@ -11,9 +11,8 @@ deploy/README.md): the harness runs no CNI (pods use the host network) and no Se
 (tests/kube/build-controller-manager.sh) with only the daemonset, garbagecollector and namespace controllers; and
 koordinator's namespace does not exist, so the two objects the manifest puts there are left out (as `kubectl
 apply` would report them NotFound); and where the host's /sys is a private mount (this machine; a systemd node's
-is shared) the HostToContainer propagation of the /sys mount is dropped, which containerd would refuse; the
-DaemonSet is held to the one real node (`nodeSelector`), because the harness's etcd also keeps Node objects of
-other tiers that no kubelet serves; and the debug views are served over HTTP (`debug.http_views`), because this
+is shared) the HostToContainer propagation of the /sys mount is dropped, which containerd would refuse; Node
+objects other tiers left in the harness's etcd (no kubelet serves them) are deleted first; and the debug views are served over HTTP (`debug.http_views`), because this
 apiserver cannot exec and the plugin falls back to pods/proxy.
 
 Skips unless the node tier and scheduler are up, the controller-manager is built, the image is built
@@ -87,9 +86,6 @@ def test_cluster_shim(docs: list[dict[str, Any]], kubeconfig_text: str) -> list[
         if doc["kind"] == "DaemonSet":
             pod = doc["spec"]["template"]["spec"]
             pod["hostNetwork"] = True
-            # Only the one real node: the harness's etcd keeps Node objects other tiers create (and a killed run
-            # leaves), which no kubelet serves; an agent pod bound there would stay Pending and never go away.
-            pod["nodeSelector"] = {**pod.get("nodeSelector", {}), "kubernetes.io/hostname": NODE}
             container = pod["containers"][0]
             container["env"].append({"name": "HOOKSERVER_KUBECONFIG", "value": "/etc/hookserver-e2e/kubeconfig"})
             # This apiserver cannot reach the kubelet (no exec): the plugin reads the views through pods/proxy.
@@ -263,6 +259,11 @@ def test_the_daemonset_installs_corrects_answers_upgrades_and_uninstalls(
     try:
         started = time.monotonic()
         installed = True  # whatever part of it applied is deleted below
+        # Node objects the other tiers create (NodeFactory, `hookserver-e2e-*`) and a killed run left in the
+        # harness's etcd: no kubelet serves them, and an agent pod the DaemonSet put there would stay Pending.
+        for stale in _kubectl("get", "nodes", "-o", "name").stdout.split():
+            if stale.removeprefix("node/").startswith("hookserver-e2e-"):
+                _kubectl("delete", stale, "--wait=false", check=False)
         _kubectl("apply", "-f", "-", stdin=text)
         try:
             numbers["running_s"] = round(wait(lambda: _agent_with("hookserver:" + __version__, ready=False) is not None,
