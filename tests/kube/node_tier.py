@@ -100,3 +100,13 @@ def hookctl(socket: Path, *argv: str) -> Any:
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def restart_kubelet(tools: Path, *, timeout_s: float = 180) -> None:
+    """stop-node.sh then start-node.sh (the kubelet only; apiserver and containerd keep running). `FRESH` is
+    never passed on: a `FRESH=1 make e2e` must not wipe etcd again in the middle of the run."""
+    env = {k: v for k, v in os.environ.items() if k != "FRESH"}
+    for script in ("stop-node.sh", "start-node.sh"):
+        done = subprocess.run([str(tools / script)], cwd=tools, env=env, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+        assert done.returncode == 0, f"{script}: {done.stdout[-2000:]}{done.stderr[-2000:]}"

@@ -28,7 +28,7 @@ import yaml
 
 from tests.kube.conftest import SLO_API, make_namespace
 from tests.kube.kubehttp import KubeHttp
-from tests.kube.node_tier import IMAGE, KUBECONFIG, NODE, ROOT, TOOLS, cgroup_values, core_api, hookctl, wait, why_not
+from tests.kube.node_tier import IMAGE, KUBECONFIG, NODE, ROOT, TOOLS, cgroup_values, core_api, hookctl, restart_kubelet, wait, why_not
 
 pytestmark = pytest.mark.skipif(bool(why_not(scheduler=True)), reason=why_not(scheduler=True) or "ok")
 
@@ -211,8 +211,7 @@ def test_batch_capacity_from_the_node_schedules_a_be_pod_and_follows_the_node(
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            subprocess.run([str(TOOLS / "stop-node.sh")], check=True, capture_output=True, timeout=120)
-            subprocess.run([str(TOOLS / "start-node.sh")], check=True, capture_output=True, timeout=180)
+            restart_kubelet(TOOLS)
             assert agent.stop() == 0
             agent.start()
             wait(lambda: agent.capacity()["state"] in ("published", "holding"), "the restarted agent's first write",

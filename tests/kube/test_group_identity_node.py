@@ -20,7 +20,7 @@ import pytest
 
 from tests.kube.conftest import SLO_API
 from tests.kube.kubehttp import KubeHttp
-from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, TOOLS, core_api, hookctl, wait, why_not
+from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, TOOLS, core_api, hookctl, restart_kubelet, wait, why_not
 
 NAMESPACE = "i20-cpu-idle"
 CGROUP = Path("/sys/fs/cgroup/cpu")
@@ -78,9 +78,7 @@ def _idle(rel: str) -> str:
 
 
 def _restart_kubelet() -> None:
-    for script in ("stop-node.sh", "start-node.sh"):
-        done = subprocess.run([str(TOOLS / script)], cwd=TOOLS, capture_output=True, text=True, timeout=180)
-        assert done.returncode == 0, f"{script}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    restart_kubelet(TOOLS)
 
 
 def test_be_idle_at_pod_level_survives_a_kubelet_restart(be_pod: tuple[str, str], idle_nodeslo: None,
