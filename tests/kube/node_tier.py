@@ -7,6 +7,7 @@ A test module skips with `pytestmark = pytest.mark.skipif(bool(why_not()), reaso
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -15,7 +16,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,41 @@ def restart_kubelet(tools: Path, *, timeout_s: float = 180) -> None:
         done = subprocess.run([str(tools / script)], cwd=tools, env=env, capture_output=True, text=True,
                               timeout=timeout_s, check=False)
         assert done.returncode == 0, f"{script}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+
+
+@contextlib.contextmanager
+def running_be_pod(namespace: str, *, annotations: dict[str, str] | None = None) -> Iterator[tuple[str, str, str]]:
+    """A BE pod (koordinator.sh/qosClass BE, kube BestEffort) the kubelet runs on NODE, in `namespace` (created
+    if missing): yields (name, pod cgroup dir, container cgroup dir) relative to a hierarchy, once the container
+    has an id; deleted (grace 0) afterwards. The namespace is left for the caller."""
+    from kubernetes import client
+
+    api = core_api()
+    try:
+        api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    name = f"be-{uuid.uuid4().hex[:6]}"
+    api.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"koordinator.sh/qosClass": "BE"},
+                     "annotations": dict(annotations or {})},
+        "spec": {"nodeName": NODE, "hostNetwork": True, "terminationGracePeriodSeconds": 2,
+                 "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "main", "image": "docker.io/library/kube-e2e-busybox:latest",
+                                 "imagePullPolicy": "Never"}]},
+    })
+    try:
+        def started() -> bool:
+            status = api.read_namespaced_pod(name, namespace).status
+            return status.phase == "Running" and bool(status.container_statuses) and bool(
+                status.container_statuses[0].container_id)
+
+        wait(started, f"pod {name} running")
+        pod = api.read_namespaced_pod(name, namespace)
+        cid = pod.status.container_statuses[0].container_id.split("://")[-1]
+        pod_dir = f"kubepods/besteffort/pod{pod.metadata.uid}"
+        yield name, pod_dir, f"{pod_dir}/{cid}"
+    finally:
+        api.delete_namespaced_pod(name, namespace, grace_period_seconds=0)

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from hookserver import __version__
-from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, cgroup_values, core_api, wait, why_not
+from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, cgroup_values, core_api, running_be_pod, wait, why_not
 
 KUBE_E2E = Path(os.environ.get("KUBE_E2E", "/tmp/kube-e2e"))
 KCM = KUBE_E2E / "bin" / "kube-controller-manager"
@@ -169,33 +169,9 @@ def be_pod() -> Iterator[tuple[str, str, str]]:
 
     api = core_api()
     try:
-        api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=TEST_NS)))
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    name = f"be-{uuid.uuid4().hex[:6]}"
-    api.create_namespaced_pod(TEST_NS, {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": TEST_NS, "labels": {"koordinator.sh/qosClass": "BE"},
-                     "annotations": {"node.koordinator.sh/extended-resource-spec": SPEC}},
-        "spec": {"nodeName": NODE, "hostNetwork": True, "terminationGracePeriodSeconds": 2,
-                 "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "main", "image": "docker.io/library/kube-e2e-busybox:latest",
-                                 "imagePullPolicy": "Never"}]},
-    })
-    try:
-        def started() -> bool:
-            status = api.read_namespaced_pod(name, TEST_NS).status
-            return status.phase == "Running" and bool(status.container_statuses) and bool(
-                status.container_statuses[0].container_id)
-
-        wait(started, f"pod {name} running")
-        pod = api.read_namespaced_pod(name, TEST_NS)
-        cid = pod.status.container_statuses[0].container_id.split("://")[-1]
-        pdir = f"kubepods/besteffort/pod{pod.metadata.uid}"
-        yield name, pdir, f"{pdir}/{cid}"
+        with running_be_pod(TEST_NS, annotations={"node.koordinator.sh/extended-resource-spec": SPEC}) as pod:
+            yield pod
     finally:
-        api.delete_namespaced_pod(name, TEST_NS, grace_period_seconds=0)
         try:
             api.delete_namespace(TEST_NS)
         except client.ApiException:

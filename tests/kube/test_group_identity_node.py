@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,9 @@ import pytest
 
 from tests.kube.conftest import SLO_API
 from tests.kube.kubehttp import KubeHttp
-from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, TOOLS, core_api, hookctl, restart_kubelet, wait, why_not
+from tests.kube.node_tier import (
+    KUBECONFIG, NODE, ROOT, TOOLS, core_api, hookctl, restart_kubelet, running_be_pod, wait, why_not,
+)
 
 NAMESPACE = "i20-cpu-idle"
 CGROUP = Path("/sys/fs/cgroup/cpu")
@@ -31,34 +32,8 @@ pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "ok")
 
 @pytest.fixture
 def be_pod() -> Iterator[tuple[str, str]]:
-    from kubernetes import client
-
-    api = core_api()
-    try:
-        api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    name = f"be-{uuid.uuid4().hex[:6]}"
-    body = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"koordinator.sh/qosClass": "BE"}},
-        "spec": {"nodeName": NODE, "hostNetwork": True, "terminationGracePeriodSeconds": 2,
-                 "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "main", "image": "docker.io/library/kube-e2e-busybox:latest",
-                                 "imagePullPolicy": "Never"}]},
-    }
-    uid = api.create_namespaced_pod(NAMESPACE, body).metadata.uid
-    try:
-        def running() -> bool:
-            status = api.read_namespaced_pod(name, NAMESPACE).status
-            return status.phase == "Running" and bool(status.container_statuses) and bool(
-                status.container_statuses[0].container_id)
-
-        wait(running, f"pod {name} running")
-        yield name, f"kubepods/besteffort/pod{uid}"
-    finally:
-        api.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+    with running_be_pod(NAMESPACE) as (name, pod_dir, _container_dir):
+        yield name, pod_dir
 
 
 @pytest.fixture

@@ -14,13 +14,12 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, core_api, hookctl, why_not
+from tests.kube.node_tier import KUBECONFIG, NODE, ROOT, core_api, hookctl, running_be_pod, why_not
 from tests.kube.node_tier import cgroup_values as _values
 from tests.kube.node_tier import wait as _wait
 
@@ -40,37 +39,9 @@ pytestmark = pytest.mark.skipif(bool(why_not()), reason=why_not() or "ok")
 @pytest.fixture
 def be_pod() -> Iterator[tuple[str, str]]:
     """A BestEffort BE pod created before the agent starts; yields (pod dir, container dir)."""
-    from kubernetes import client
-
-    api = _client()
-    try:
-        api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    name = f"be-{uuid.uuid4().hex[:6]}"
-    body = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"koordinator.sh/qosClass": "BE"},
-                     "annotations": {"node.koordinator.sh/extended-resource-spec": SPEC}},
-        "spec": {"nodeName": NODE, "hostNetwork": True, "terminationGracePeriodSeconds": 2,
-                 "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "main", "image": "docker.io/library/kube-e2e-busybox:latest",
-                                 "imagePullPolicy": "Never"}]},
-    }
-    pod = api.create_namespaced_pod(NAMESPACE, body)
-    uid = pod.metadata.uid
-    try:
-        def started() -> bool:
-            status = api.read_namespaced_pod(name, NAMESPACE).status
-            return status.phase == "Running" and bool(status.container_statuses) and bool(
-                status.container_statuses[0].container_id)
-
-        _wait(started, f"pod {name} running")
-        cid = api.read_namespaced_pod(name, NAMESPACE).status.container_statuses[0].container_id
-        yield f"kubepods/besteffort/pod{uid}", f"kubepods/besteffort/pod{uid}/{cid.split('://')[-1]}"
-    finally:
-        api.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+    with running_be_pod(NAMESPACE, annotations={"node.koordinator.sh/extended-resource-spec": SPEC}) as (
+            _name, pod_dir, container_dir):
+        yield pod_dir, container_dir
 
 
 @pytest.fixture
