@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hookserver.aio.hotgate import paced
 from hookserver.errors import SystemFileError
 from hookserver.store.timeseries import Labels
 from hookserver.system.cgroupstats import CgroupStatReader, CgroupVersion
@@ -56,7 +57,7 @@ class PSICollector(BaseCollector):
             _emit(ctx, "node_psi", ctx.node_labels, resource, lines, _ALL_WINDOWS)
         if self.reader.version is not CgroupVersion.V2:
             return
-        for pod in ctx.targets.pods:
+        for pod in paced(ctx.targets.pods):  # the hot gate: step aside between pods
             try:
                 self._cgroup(ctx, "pod_psi", pod.rel_dir, pod.labels)
                 if self.containers:

@@ -23,6 +23,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
+from hookserver.aio.hotgate import pause
 from hookserver.aio.periodic import run_every
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import make_labels
@@ -35,6 +36,8 @@ __all__ = ["CollectorScheduler", "CollectorState"]
 
 log = logging.getLogger(__name__)
 
+# Samples stored per append (`run_group`): about 0.2 ms of work between two hot-gate pauses.
+_APPEND_SLICE = 500
 _DURATION_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -209,8 +212,14 @@ class CollectorScheduler:
             node_labels=self.node_labels,
         )
         for name in sorted(names, key=_order):
+            pause()
             self._run_one(name, ctx)
-        kept = self.store.series.append_many(ctx.now, ctx.samples, interval_s=interval_s)
+        # In slices, each after the hot gate: one append of a 500-pod cycle's samples held the GIL for ms.
+        kept = 0
+        samples = ctx.samples
+        for start in range(0, len(samples), _APPEND_SLICE):
+            pause()
+            kept += self.store.series.append_many(ctx.now, samples[start:start + _APPEND_SLICE], interval_s=interval_s)
         for key, value in ctx.statics.items():
             self.store.series.put_static(key, value)
         return kept

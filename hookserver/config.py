@@ -57,6 +57,15 @@ class HookServerSettings(_Frozen):
     # may wait for a busy background thread to hand over the GIL. CPython's own 5 ms until a shorter one is
     # shown to help on a node (`python -m tests.bench nri_busy` compares two values side by side).
     switch_interval_ms: float = Field(default=5.0, gt=0, le=100)
+    # The hot gate (`hookserver.aio.hotgate`): background loops pause at safe points while a hook is answered
+    # and for `yield_linger_ms` after it (a pod wave's calls come back to back), at most `yield_max_defer_ms`
+    # at one point, so a stream of hooks delays background work but cannot starve it.
+    background_yield: bool = True
+    yield_linger_ms: float = Field(default=2.0, ge=0, le=1000)
+    yield_max_defer_ms: float = Field(default=50.0, gt=0, le=10000)
+    # Garbage collection off the hot path (`hookserver.aio.gcpacer`): automatic collection off while serving,
+    # the same collections run from one thread every `gc_pace_ms` once the gate is quiet. 0 leaves CPython's own.
+    gc_pace_ms: float = Field(default=20.0, ge=0, le=1000)
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:

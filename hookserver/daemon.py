@@ -19,6 +19,8 @@ from prometheus_client import CollectorRegistry
 
 from collectors import CollectorScheduler, build_collectors, query_report, top_report
 from hookserver import __version__
+from hookserver.aio.gcpacer import GcPacer
+from hookserver.aio.hotgate import GATE
 from hookserver.aio.interpreter import InterpreterTuning, apply_tuning
 from hookserver.aio.tasks import RootTasks
 from hookserver.capacity import (
@@ -113,6 +115,7 @@ class Daemon:
         self._log_koordlet_compat()
         self.started_at = time.time()
         self.interpreter: InterpreterTuning | None = None
+        self.gc_pacer: GcPacer | None = None
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
@@ -439,6 +442,8 @@ class Daemon:
             "capacity": self._capacity_status(),
             "gc": self.gc_pauses.status(),
             "interpreter": self.interpreter.status() if self.interpreter is not None else {},
+            "hot_gate": GATE.stats(),
+            "gc_pacer": self.gc_pacer.status() if self.gc_pacer is not None else {"running": False},
         }
 
     def _capacity_status(self) -> dict[str, Any]:
@@ -476,6 +481,15 @@ class Daemon:
             self.gc_pauses.attach()
             # The hot path shares the GIL with every background thread: bound how long it waits for one.
             self.interpreter = apply_tuning(switch_interval_s=self.settings.hook.switch_interval_ms / 1000)
+            # Background threads step aside while hooks are answered, and collections wait for a quiet moment
+            # (hookserver/aio/hotgate.py, gcpacer.py). The loop thread serves NRI: it never pauses itself.
+            hook = self.settings.hook
+            GATE.configure(enabled=hook.background_yield, linger_s=hook.yield_linger_ms / 1000,
+                           max_defer_s=hook.yield_max_defer_ms / 1000)
+            GATE.exempt_current_thread()
+            if hook.gc_pace_ms > 0:
+                self.gc_pacer = GcPacer(interval_s=hook.gc_pace_ms / 1000)
+                self.gc_pacer.start()
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
@@ -507,6 +521,9 @@ class Daemon:
             await asyncio.to_thread(self.debug.stop, 1.0)
             self.http.stop()
             self.gc_pauses.detach()
+            if self.gc_pacer is not None:
+                self.gc_pacer.stop()
+            GATE.configure(enabled=False, linger_s=GATE.linger_s, max_defer_s=GATE.max_defer_s)
             if self.interpreter is not None:
                 self.interpreter.restore()
             if self.recorder is not None:

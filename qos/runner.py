@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from hookserver.aio.hotgate import paced
 from hookserver.aio.periodic import run_every
 from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.eviction import EvictionResult, EvictionStatus
@@ -222,7 +223,7 @@ class QoSRunner:
                 self._round_failed(exc)
                 log.warning("qos: cannot build the snapshot: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 return []
-            plans = [self._run_one(r, snapshot, started) for r in due]
+            plans = [self._run_one(r, snapshot, started) for r in paced(due)]
             done = [p for p in plans if p is not None]
             if self.recorder is not None:
                 self.recorder.record_round(snapshot, done)

@@ -19,6 +19,7 @@ import socket
 import struct
 from collections.abc import Callable
 
+from hookserver.aio.hotgate import GATE
 from hookserver.errors import WireError
 
 __all__ = [
@@ -78,6 +79,8 @@ class Multiplexer(asyncio.Protocol):
         self._sinks: dict[int, Sink] = {}
         self._buf = bytearray()
         self._closed = False
+        # The hot gate (`hookserver.aio.hotgate`): background threads step aside while a frame is handled here.
+        self._door = GATE.door("nri", threadsafe=False)
         self._ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._paused = False
         self._drain: list[asyncio.Future[None]] = []
@@ -139,6 +142,14 @@ class Multiplexer(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # a stream transport (unix socket)
 
     def data_received(self, data: bytes) -> None:
+        door = self._door
+        door.enter()
+        try:
+            self._receive(data)
+        finally:
+            door.leave()
+
+    def _receive(self, data: bytes) -> None:
         if self._ended.done():
             return  # broken already: the rest is not read
         buf = self._buf

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hookserver.aio.hotgate import paced
 from hookserver.aio.periodic import run_every
 from hookserver.errors import CheckpointCorrupt
 from hookserver.predictor.checkpoint import CheckpointProblem, Checkpointer, encode_checkpoint, read_koordlet_dir
@@ -165,7 +166,7 @@ class PredictorService:
                 self.checkpointer.ensure_dir()
             except OSError as exc:
                 log.warning("predictor: checkpoint directory %s: %s", self.checkpointer.directory, exc)
-        for uid in candidates:
+        for uid in paced(candidates):  # the hot gate: step aside between checkpoints
             data = self.table.with_model(uid, encode_checkpoint)
             if not isinstance(data, bytes):
                 continue  # expired meanwhile

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hookserver.aio.hotgate import paced
 from hookserver.predictor.models import NODE_UID, SYSTEM_UID, priority_uid
 from hookserver.podclass import KNOWN_PRIORITY_CLASSES, pod_priority_class
 from hookserver.seriesnames import NODE_CPU, NODE_MEMORY, POD_CPU, POD_MEMORY
@@ -69,7 +70,7 @@ def collect_training_round(
     all_cpu = 0.0
     all_memory = 0.0
     samples = result.samples
-    for uid, pod in pods.items():
+    for uid, pod in paced(pods.items()):  # the hot gate: step aside between pods
         pod_cpu = cpu.get(uid)
         pod_memory = memory.get(uid)
         if not pod_cpu or not pod_memory:

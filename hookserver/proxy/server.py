@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from hookserver.aio.hotgate import GATE
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.config import HookServerSettings
 from hookserver.dispatch import HookDispatcher
@@ -215,8 +216,14 @@ class ProxyServer:
         service = self._service
         body: Any = service.pod if spec.request_type is pb.PodSandboxHookRequest else service.container
 
+        door = GATE.door("proxy", threadsafe=True)
+
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
-            out = body(spec, request)
+            door.enter()
+            try:
+                out = body(spec, request)
+            finally:
+                door.leave()
             if isinstance(out, Refusal):
                 context.abort(_STATUS[out.code], out.message)
             return out

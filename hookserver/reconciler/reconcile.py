@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hookserver.aio.hotgate import paced
 from hookserver.config import ReconcilerSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.errors import HookServerError, PathEscapeError
@@ -138,7 +139,7 @@ class PodReconciler:
         container_writes: list[CgroupWrite] = []
         touched: list[_Touch] = []
         owners: dict[int, int] = {}  # id(write) -> index in touched
-        for pod in pods:
+        for pod in paced(pods):  # the hot gate: step aside between pods
             report.pods += 1
             self._pod(pod, by_pod.get(pod.uid, ()), snap, now, report, pod_writes, container_writes, touched, owners)
         if pod_writes or container_writes:

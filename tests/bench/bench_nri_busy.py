@@ -189,8 +189,11 @@ class _Sampler:
 
 
 def _waiting(frame: Any) -> bool:
-    """A thread parked in a wait (its innermost frame in threading/queue/selectors) is not working."""
+    """A thread parked in a wait (its innermost frame in threading/queue/selectors, or stepping aside at the
+    hot gate) is not working."""
     name = frame.f_code.co_filename
+    if name.endswith("hotgate.py") and frame.f_code.co_name == "pause":
+        return True
     return name.endswith(("threading.py", "queue.py", "selectors.py", "thread.py")) and frame.f_code.co_name in (
         "wait", "get", "select", "_worker", "acquire",
     )

@@ -1,0 +1,105 @@
+"""The GC pacer (`hookserver.aio.gcpacer`): CPython keeps generation 0, the pacer takes generations 1 and 2
+over while serving, collects them when CPython would have (after the hot gate lets it), spaces full ones,
+and gives the thresholds back on stop."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from hookserver.aio.gcpacer import GcPacer, generation_due
+from hookserver.aio.hotgate import HotGate
+
+
+@pytest.fixture
+def thresholds() -> Iterator[tuple[int, ...]]:
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        yield gc.get_threshold()
+    finally:
+        gc.set_threshold(*saved)
+
+
+@pytest.mark.parametrize(("counts", "full_allowed", "due"), [
+    ((5000, 0, 0), True, None),      # generation 0 is CPython's own: never the pacer's
+    ((0, 9, 9), True, None),
+    ((0, 10, 0), True, 1),
+    ((0, 10, 10), True, 2),
+    ((0, 10, 10), False, 1),         # a full one too soon after the last: generation 1 only
+    ((0, 3, 10), True, 2),
+    ((0, 3, 10), False, None),
+])
+def test_the_generation_due_follows_cpythons_thresholds(
+    counts: tuple[int, int, int], full_allowed: bool, due: int | None,
+) -> None:
+    assert generation_due(counts, (700, 10, 10), full_allowed=full_allowed) == due
+
+
+def test_start_takes_generations_1_and_2_over_and_stop_gives_them_back(thresholds: tuple[int, ...]) -> None:
+    pacer = GcPacer(interval_s=60.0)  # its thread looks only once a minute: this test steps it by hand
+    pacer.start()
+    try:
+        t0, t1, t2 = gc.get_threshold()
+        assert t0 == 700  # CPython still collects generation 0 itself
+        assert t1 > 10**8 and t2 > 10**8
+        assert pacer.thresholds == (700, 10, 10)
+        assert pacer.status()["running"] is True
+    finally:
+        pacer.stop()
+    assert gc.get_threshold() == (700, 10, 10)
+    assert pacer.status()["running"] is False
+
+
+def test_a_step_collects_the_generation_cpython_would_have(thresholds: tuple[int, ...]) -> None:
+    clock = [0.0]
+    pacer = GcPacer(interval_s=60.0, full_every_s=30.0, clock=lambda: clock[0])
+    pacer.start()
+    try:
+        gc.collect(1)  # counts[1] back to 0
+        assert pacer.step() is None
+        for _ in range(10):
+            gc.collect(0)  # ten generation-0 collections: generation 1 is due
+        assert gc.get_count()[1] >= 10
+        assert pacer.step() == 1
+        assert gc.get_count()[1] == 0
+        for _ in range(10):
+            gc.collect(1)  # ten generation-1 collections: a full one is due
+        clock[0] = 100.0
+        assert pacer.step() == 2
+        assert gc.get_count()[2] == 0
+        for _ in range(10):
+            gc.collect(1)
+        clock[0] = 110.0  # only 10 s after the last full one: not yet
+        assert pacer.step() is None
+        clock[0] = 131.0
+        assert pacer.step() == 2
+        assert pacer.status()["collections"] == [0, 1, 2]
+    finally:
+        pacer.stop()
+
+
+def test_a_due_collection_waits_at_the_gate_while_a_call_is_in_flight(thresholds: tuple[int, ...]) -> None:
+    gate = HotGate()
+    gate.configure(enabled=True, linger_s=0.0, max_defer_s=5.0)
+    door = gate.door("nri", threadsafe=False)
+    order: list[str] = []
+
+    def pause() -> None:
+        order.append("paused")
+        door.leave()
+
+    gate.pause = pause  # type: ignore[method-assign]
+    pacer = GcPacer(interval_s=60.0, gate=gate)
+    pacer.start()
+    try:
+        for _ in range(10):
+            gc.collect(0)
+        door.enter()
+        assert pacer.step() == 1
+        assert order == ["paused"]
+        assert pacer.status()["deferred_by_hooks"] == 1
+    finally:
+        pacer.stop()
