@@ -42,6 +42,7 @@ from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.nri import NriPlugin
 from hookserver.observability import HealthState, MetricsHttpServer
 from hookserver.observability.gcpauses import GcPauses, freeze_startup_heap
+from hookserver.observability.hotgate_metrics import HotGateMetrics
 from hookserver.observability.koordlet_metrics import KoordletHookMetrics, register_store_series
 from hookserver.observability.metrics import HookMetrics
 from hookserver.predictor import (
@@ -120,6 +121,7 @@ class Daemon:
         self.store = StateStore()
         self.prometheus = CollectorRegistry(auto_describe=True)
         self.gc_pauses = GcPauses().register(self.prometheus)
+        HotGateMetrics().register(self.prometheus)
         self.metrics = HookMetrics(
             self.prometheus, koordlet=KoordletHookMetrics(self.prometheus, node=settings.node_name)
         )

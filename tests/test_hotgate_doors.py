@@ -93,3 +93,25 @@ def test_the_daemon_serves_with_the_gate_and_the_pacer_and_stops_both(tmp_path: 
     # Stopped: CPython collects every generation itself again, and background work no longer pauses.
     assert gc.get_threshold() == thresholds
     assert GATE.enabled is False
+
+
+def test_the_gate_counters_are_exported_for_prometheus() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from hookserver.aio.hotgate import HotGate
+    from hookserver.observability.hotgate_metrics import HotGateMetrics
+
+    gate = HotGate(poll_s=0.001)
+    gate.configure(enabled=True, linger_s=0.0, max_defer_s=0.005)
+    door = gate.door("nri", threadsafe=False)
+    door.enter()
+    gate.pause()  # the call never ends: the bound is reached
+    door.leave()
+    registry = CollectorRegistry()
+    HotGateMetrics(gate).register(registry)
+    text = generate_latest(registry).decode()
+    assert "hookserver_hot_gate_pauses_total 1.0" in text
+    assert "hookserver_hot_gate_bound_reached_total 1.0" in text
+    assert 'hookserver_hot_gate_door_calls_total{door="nri"} 1.0' in text
+    paused = next(line for line in text.splitlines() if line.startswith("hookserver_hot_gate_paused_seconds_total"))
+    assert float(paused.split()[-1]) >= 0.005
