@@ -1,19 +1,15 @@
 """Both hook doors mark the time they answer at the hot gate: the NRI mux while it handles a frame (on the
-event loop), the proxy while a gRPC handler runs; and the daemon turns the gate and the GC pacer on while
-it serves and off when it stops."""
+event loop), the proxy while a gRPC handler runs; and the gate's counters reach /metrics. (The daemon's part,
+on while serving and off after, is in test_interpreter.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import gc
-from pathlib import Path
 
 from hookserver.aio.hotgate import GATE
-from hookserver.daemon import Daemon
 from hookserver.executor.plan import ApplyReport, ResourcePlan
 from hookserver.nri.mux import MUX_HEADER, Multiplexer
 from tests.proxy.conftest import Harness, harness, pod_request  # noqa: F401 - harness is a fixture
-from tests.readiness import daemon_settings
 
 
 def test_the_nri_door_is_in_flight_while_a_frame_is_handled_and_not_after() -> None:
@@ -54,45 +50,6 @@ def test_the_proxy_door_is_in_flight_while_its_handler_runs(harness: Harness) ->
     harness.stub.PreRunPodSandboxHook(pod_request(), timeout=5)
     assert seen == [1]
     assert GATE.door("proxy", threadsafe=True).in_flight == 0
-
-
-def test_the_daemon_serves_with_the_gate_and_the_pacer_and_stops_both(tmp_path: Path) -> None:
-    settings = daemon_settings(tmp_path, "node-a", standalone=True, hook={
-        "socket": str(tmp_path / "hook.sock"), "registration_dir": str(tmp_path / "reg"),
-        "yield_linger_ms": 3, "yield_max_defer_ms": 40, "gc_pace_ms": 15,
-    })
-    daemon = Daemon(settings)
-    thresholds = gc.get_threshold()
-    seen: dict[str, object] = {}
-
-    async def scenario() -> None:
-        stop = asyncio.Event()
-        task = asyncio.create_task(daemon.run(stop))
-        for _ in range(500):
-            if daemon.gc_pacer is not None:
-                break
-            await asyncio.sleep(0.01)
-        info = daemon.info()
-        seen["gate"] = info["hot_gate"]
-        seen["pacer"] = info["gc_pacer"]
-        seen["thresholds"] = gc.get_threshold()
-        stop.set()
-        await asyncio.wait_for(task, 10)
-
-    try:
-        asyncio.run(scenario())
-    finally:
-        daemon.http.stop()
-    gate = seen["gate"]
-    assert isinstance(gate, dict)
-    assert gate["enabled"] is True and gate["linger_ms"] == 3 and gate["max_defer_ms"] == 40
-    pacer = seen["pacer"]
-    assert isinstance(pacer, dict) and pacer["running"] is True and pacer["interval_ms"] == 15
-    served = seen["thresholds"]
-    assert isinstance(served, tuple) and served[0] == thresholds[0] and served[1] > 10**8
-    # Stopped: CPython collects every generation itself again, and background work no longer pauses.
-    assert gc.get_threshold() == thresholds
-    assert GATE.enabled is False
 
 
 def test_the_gate_counters_are_exported_for_prometheus() -> None:

@@ -1,12 +1,16 @@
-"""The hot path's isolation from background work in the one interpreter (`hookserver.aio.interpreter`): the
-GIL switch interval while serving, set and restored. Behaviour, not time."""
+"""The hot path's isolation from background work in the one interpreter: the GIL switch interval
+(`hookserver.aio.interpreter`), the hot gate and the GC pacer, set while the daemon serves and undone when it
+stops. Behaviour, not time."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from hookserver.aio.hotgate import GATE
 from hookserver.aio.interpreter import apply_tuning
 from hookserver.daemon import Daemon
 from tests.readiness import daemon_settings
@@ -24,24 +28,18 @@ def test_switch_interval_is_set_and_restored() -> None:
     assert sys.getswitchinterval() == before
 
 
-def test_the_daemon_serves_with_the_switch_interval_and_restores_it(tmp_path: Path) -> None:
-    settings = daemon_settings(tmp_path, "node-a", standalone=True, hook={
-        "socket": str(tmp_path / "hook.sock"), "registration_dir": str(tmp_path / "reg"),
-        "switch_interval_ms": 0.25,
-    })
-    daemon = Daemon(settings)
-    before = sys.getswitchinterval()
+def while_serving(daemon: Daemon, ready: Callable[[], bool], look: Callable[[], dict[str, object]]) -> dict[str, object]:
+    """Run `daemon` until `ready()`, return what `look()` saw while it served, then stop it."""
     seen: dict[str, object] = {}
 
     async def scenario() -> None:
         stop = asyncio.Event()
         task = asyncio.create_task(daemon.run(stop))
         for _ in range(500):
-            if daemon.interpreter is not None:
+            if ready():
                 break
             await asyncio.sleep(0.01)
-        seen["interval"] = sys.getswitchinterval()
-        seen["status"] = daemon.info()["interpreter"]
+        seen.update(look())
         stop.set()
         await asyncio.wait_for(task, 10)
 
@@ -49,6 +47,41 @@ def test_the_daemon_serves_with_the_switch_interval_and_restores_it(tmp_path: Pa
         asyncio.run(scenario())
     finally:
         daemon.http.stop()
+    return seen
+
+
+def test_the_daemon_serves_with_the_switch_interval_and_restores_it(tmp_path: Path) -> None:
+    settings = daemon_settings(tmp_path, "node-a", standalone=True, hook={
+        "socket": str(tmp_path / "hook.sock"), "registration_dir": str(tmp_path / "reg"),
+        "switch_interval_ms": 0.25,
+    })
+    daemon = Daemon(settings)
+    before = sys.getswitchinterval()
+    seen = while_serving(daemon, lambda: daemon.interpreter is not None, lambda: {
+        "interval": sys.getswitchinterval(), "status": daemon.info()["interpreter"],
+    })
     assert seen["interval"] == 0.00025
     assert seen["status"] == {"switch_interval_ms": 0.25, "default_switch_interval_ms": round(before * 1000, 3)}
     assert sys.getswitchinterval() == before  # restored when the daemon stopped
+
+
+def test_the_daemon_serves_with_the_gate_and_the_gc_pacer_and_stops_both(tmp_path: Path) -> None:
+    settings = daemon_settings(tmp_path, "node-a", standalone=True, hook={
+        "socket": str(tmp_path / "hook.sock"), "registration_dir": str(tmp_path / "reg"),
+        "yield_linger_ms": 3, "yield_max_defer_ms": 40, "gc_pace_ms": 15,
+    })
+    daemon = Daemon(settings)
+    thresholds = gc.get_threshold()
+    seen = while_serving(daemon, lambda: daemon.gc_pacer is not None, lambda: {
+        "gate": daemon.info()["hot_gate"], "pacer": daemon.info()["gc_pacer"], "thresholds": gc.get_threshold(),
+    })
+    gate = seen["gate"]
+    assert isinstance(gate, dict)
+    assert gate["enabled"] is True and gate["linger_ms"] == 3 and gate["max_defer_ms"] == 40
+    pacer = seen["pacer"]
+    assert isinstance(pacer, dict) and pacer["running"] is True and pacer["interval_ms"] == 15
+    served = seen["thresholds"]
+    assert isinstance(served, tuple) and served[0] == thresholds[0] and served[1] > 10**8
+    # Stopped: CPython collects every generation itself again, and background work no longer pauses.
+    assert gc.get_threshold() == thresholds
+    assert GATE.enabled is False
