@@ -70,7 +70,7 @@ from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
 from hookserver.system.topology import CpuInfo, read_cpu_topology
 from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher, TopologySink
-from hookserver.errors import SystemFileError
+from hookserver.errors import RecorderUnavailable, SystemFileError
 from qos.burst_metrics import BurstMetricsCollector
 from qos.debug import QoSProviders
 from qos.kernel_readers import KernelReader
@@ -160,13 +160,19 @@ class Daemon:
             self.predictor, self.reporter = self._build_predictor(settings)
         self.qos = self._build_qos(settings)
         self.recorder: FlightRecorder | None = None
+        self.recorder_problem = ""
         if settings.recorder.enabled and settings.qos.enabled:
-            self.recorder = build_recorder(
-                settings.recorder, state_dir=settings.state_dir, node_name=settings.node_name, store=self.store,
-                predictor=settings.predictor.model_dump(mode="json"),
-                reconcilers={r.name: {"interval_s": r.interval_s, "cooldown_s": r.cooldown_s}
-                             for r in self.qos.reconcilers.values()},
-            )
+            try:
+                self.recorder = build_recorder(
+                    settings.recorder, state_dir=settings.state_dir, node_name=settings.node_name, store=self.store,
+                    predictor=settings.predictor.model_dump(mode="json"),
+                    reconcilers={r.name: {"interval_s": r.interval_s, "cooldown_s": r.cooldown_s}
+                                 for r in self.qos.reconcilers.values()},
+                )
+            except RecorderUnavailable as exc:
+                # A recording is for later; hooks and QoS are for now: never refuse to start over it.
+                self.recorder_problem = str(exc)
+                log.warning("%s; the agent runs without its flight recorder until it is restarted", exc)
             self.qos.recorder = self.recorder
         self.capacity: CapacityPublisher | None = None
         if settings.capacity.enabled:
@@ -442,11 +448,20 @@ class Daemon:
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
             "capacity": self._capacity_status(),
+            "recorder": self._recorder_status(),
             "gc": self.gc_pauses.status(),
             "interpreter": self.interpreter.status() if self.interpreter is not None else {},
             "hot_gate": GATE.stats(),
             "gc_pacer": self.gc_pacer.status() if self.gc_pacer is not None else {"running": False},
         }
+
+    def _recorder_status(self) -> dict[str, Any]:
+        if self.recorder is not None:
+            return {"state": "recording", "file": self.recorder.path, "frames": self.recorder.frames,
+                    "errors": self.recorder.errors, "last_error": self.recorder.last_error or None}
+        if self.recorder_problem:
+            return {"state": "unavailable", "reason": self.recorder_problem}
+        return {"state": "disabled"}
 
     def _capacity_status(self) -> dict[str, Any]:
         if self.capacity is None:

@@ -131,6 +131,15 @@ class CheckpointCorrupt(HookServerError):
         self.path = path
 
 
+class RecorderUnavailable(HookServerError):
+    """The flight recorder's file could not be opened or set up (a full disk, a read-only state dir, a file that
+    is not SQLite). The agent runs without the recorder and says why; it never stops for it."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class InformerError(HookServerError):
     """The apiserver or kubelet source failed in a way the informer reports.
 

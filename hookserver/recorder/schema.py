@@ -42,11 +42,15 @@ CREATE TABLE IF NOT EXISTS pod_events (ts REAL NOT NULL, uid TEXT NOT NULL, pod_
 def open_write(path: str) -> sqlite3.Connection:
     """Open (or create) a recording for writing. The caller serialises access (one lock per recorder)."""
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective only on a new file: before the first table
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.executescript(_DDL)
-    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+    try:
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # effective only on a new file: before the first table
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_DDL)
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+    except BaseException:
+        conn.close()  # a full disk or a foreign file: no half-open handle left behind
+        raise
     return conn
 
 

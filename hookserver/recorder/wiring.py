@@ -6,9 +6,11 @@ calls `build_recorder` once; everything here reads snapshots and never blocks on
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hookserver.errors import RecorderUnavailable
 from hookserver.store.state import StateStore
 
 from hookserver.recorder.settings import RecorderSettings
@@ -37,6 +39,8 @@ def build_recorder(
     settings: RecorderSettings, *, state_dir: str, node_name: str, store: StateStore,
     predictor: Mapping[str, Any], reconcilers: Mapping[str, Mapping[str, float]],
 ) -> FlightRecorder:
+    """The daemon's recorder. Raises RecorderUnavailable (naming the file) when it cannot be opened: the
+    daemon then runs without it (found by `make soak`: on a full state dir the agent exited 1 at start)."""
     def created_at(uid: str) -> float:
         pod = store.snapshot().pods.get(uid)
         return float(pod.created_at or pod.first_seen) if pod is not None else 0.0
@@ -50,8 +54,12 @@ def build_recorder(
     def evictions(since: float) -> Iterable[EvictionLike]:
         return store.audit.evictions(since=since)
 
-    return FlightRecorder(
-        os.path.join(state_dir, settings.file), settings, node_name=node_name, extra=lambda: node_extra(store),
-        created_at=created_at, colocation=colocation, predictor=predictor, evictions=evictions,
-        reconcilers=reconcilers,
-    )
+    path = os.path.join(state_dir, settings.file)
+    try:
+        return FlightRecorder(
+            path, settings, node_name=node_name, extra=lambda: node_extra(store),
+            created_at=created_at, colocation=colocation, predictor=predictor, evictions=evictions,
+            reconcilers=reconcilers,
+        )
+    except (sqlite3.Error, OSError) as exc:
+        raise RecorderUnavailable(f"flight recorder {path}: {exc}", path=path) from exc

@@ -44,3 +44,38 @@ def test_the_recorder_keeps_psi_throttling_creation_colocation_and_evictions(tmp
     colocation = json.loads(conn.execute("SELECT body FROM config WHERE kind = 'colocation'").fetchone()[0])
     assert colocation["enable"] is True and colocation["cpuReclaimThresholdPercent"] == 60
     assert conn.execute("SELECT pod_uid, status FROM evictions").fetchall() == [("x", "evicted")]
+
+
+def test_a_recording_that_cannot_be_opened_is_named_and_never_a_crash(tmp_path) -> None:
+    import pytest
+
+    from hookserver.errors import RecorderUnavailable
+
+    (tmp_path / "flight-recorder.sqlite").write_bytes(b"not sqlite at all, " * 200)
+    with pytest.raises(RecorderUnavailable) as caught:
+        build_recorder(RecorderSettings(), state_dir=str(tmp_path), node_name="node-a", store=StateStore(),
+                       predictor={}, reconcilers={})
+    assert caught.value.path == str(tmp_path / "flight-recorder.sqlite")
+    assert str(tmp_path / "flight-recorder.sqlite") in str(caught.value)
+    # Nothing was lost: the foreign file is as it was.
+    assert (tmp_path / "flight-recorder.sqlite").read_bytes() == b"not sqlite at all, " * 200
+
+
+def test_the_daemon_starts_without_its_recorder_when_the_file_cannot_be_opened(tmp_path) -> None:
+    """Found by `make soak` (full state dir): the agent exited 1 at start because the recorder's SQLite file
+    could not be set up. A recording is for later: the agent serves without it and says why."""
+    from hookserver.daemon import Daemon
+    from tests.readiness import daemon_settings
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "flight-recorder.sqlite").write_bytes(b"\x00garbage" * 512)
+    daemon = Daemon(daemon_settings(tmp_path, "node-a", standalone=True, qos={"enabled": True},
+                                    recorder={"enabled": True}))
+    try:
+        info = daemon.info()["recorder"]
+    finally:
+        daemon.http.stop()
+    assert info["state"] == "unavailable"
+    assert "flight-recorder.sqlite" in info["reason"]
+    assert daemon.recorder is None and daemon.qos.recorder is None
