@@ -12,8 +12,9 @@ subtree, one container a pod, removed afterwards), learnt through NRI Synchroniz
   garbage (cycles, as parsers and snapshots leave).
 
 The idle and busy daemons run side by side and their calls are interleaved in ROUNDS rounds, the order
-flipped every round, so machine noise (and the busy daemon's load on the CPUs) hits both alike: what
-differs is what shares the busy daemon's interpreter. With HOOKSERVER_BENCH_BEFORE the two checkouts'
+flipped every round, so machine noise hits both alike; while one daemon is called the other is stopped
+(SIGSTOP, then RESUME_S to settle after SIGCONT), so the busy daemon's background work runs only in its own
+turn and what differs is what shares the busy daemon's interpreter (HOOKSERVER_BENCH_ALONE=0: both run). With HOOKSERVER_BENCH_BEFORE the two checkouts'
 pairs take turns, the other pair stopped (SIGSTOP) meanwhile and given RESUME_S to catch up.
 Per call: one CreateContainer of a new container of a synced pod (serial, one in flight), then the same
 count of PreCreateContainerHook on the proxy socket. Throughput is calls / wall time of the serial run.
@@ -60,6 +61,10 @@ WARMUP_S = 4.0
 SAMPLE_S = 0.002
 # After a checkout's pair is resumed: its timers fire what came due while it was stopped; let that pass.
 RESUME_S = 1.0
+# Each daemon called alone, the other of its pair stopped (SIGSTOP) meanwhile; HOOKSERVER_BENCH_ALONE=0 calls
+# them side by side with both running, as before the hot gate (whose deferred background work then lands in
+# the idle daemon's turn and flatters the ratio).
+ALONE = os.environ.get("HOOKSERVER_BENCH_ALONE", "1") != "0"
 ROOT = Path(__file__).resolve().parents[2]
 CGROUP = "/sys/fs/cgroup"
 CONTROLLERS = ("cpu", "cpuacct", "memory")
@@ -373,6 +378,14 @@ async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
                 a.resume()
             await asyncio.sleep(RESUME_S if len(pairs) > 1 else 0)
             for a in pair if r % 2 == 0 else list(reversed(pair)):
+                if ALONE:
+                    # Only the daemon being called runs: the busy daemon's background work (which steps aside
+                    # while it is called) must not pile into the idle daemon's turn and make idle look slow.
+                    for other in pair:
+                        if other is not a:
+                            other.pause()
+                    a.resume()
+                    await asyncio.sleep(RESUME_S)
                 calls, wall = await _nri_calls(a, nri_req[a.name], CALLS_PER_ROUND)
                 results[a.name]["nri"] += calls
                 results[a.name]["nri_wall"] += wall
