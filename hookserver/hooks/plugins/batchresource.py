@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 from hookserver.cgroupmath import apply_quota_rule, milli_cpu_to_quota, milli_cpu_to_shares
@@ -164,7 +164,7 @@ def _container_decision(text: str, container: str, suppress: bool, ratio: float 
     return HookResult(
         resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
         reason=reason,
-        inputs=MappingProxyType({f"container[{entry.name}]": entry.raw, "quota_rule": rule.describe()}),
+        inputs=SpecInputs((entry,), rule.describe()),
     )
 
 
@@ -197,10 +197,44 @@ def _pod_result(containers: list[ContainerBatchResources], rule: QuotaRule) -> H
         f"BE pod: shares from sum of batch-cpu requests {request_sum}m -> {shares}; "
         f"quota from {quota_why} -> {base_quota} ({rule.describe()}) -> {quota}; memory from {memory_why}"
     )
-    inputs = {f"container[{c.name}]": c.raw for c in containers}
-    inputs["quota_rule"] = rule.describe()
     return HookResult(
         resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
         reason=reason,
-        inputs=MappingProxyType(inputs),
+        inputs=SpecInputs(tuple(containers), rule.describe()),
     )
+
+
+class SpecInputs(Mapping[str, str]):
+    """A decision's inputs: `container[<name>]` -> that container's spec entry as JSON, and `quota_rule`.
+
+    Read only when someone looks at the audit, so the JSON is encoded then, once, not for every decision:
+    a cold Synchronize decides every container of the node before it can answer, and encoding the entries
+    there was a sixth of its hook time. Built twice by two racing readers, it is the same mapping.
+    """
+
+    __slots__ = ("_entries", "_map", "_rule")
+
+    def __init__(self, entries: tuple[ContainerBatchResources, ...], rule: str) -> None:
+        self._entries = entries
+        self._rule = rule
+        self._map: dict[str, str] | None = None
+
+    def _built(self) -> dict[str, str]:
+        built = self._map
+        if built is None:
+            built = {f"container[{entry.name}]": entry.raw for entry in self._entries}
+            built["quota_rule"] = self._rule
+            self._map = built
+        return built
+
+    def __getitem__(self, key: str) -> str:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return f"SpecInputs({self._built()!r})"
