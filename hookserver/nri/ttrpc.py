@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -27,12 +28,14 @@ __all__ = [
     "FrameDecoder",
     "MessageType",
     "OversizedFrame",
+    "RequestView",
     "StatusError",
     "decode_request",
     "decode_response",
     "encode_frame",
     "encode_request",
     "encode_response",
+    "request_view",
 ]
 
 HEADER = struct.Struct(">IIBB")
@@ -191,6 +194,82 @@ def decode_request(data: bytes) -> ttrpc_pb2.Request:
     except DecodeError as exc:
         raise StatusError(Code.INVALID_ARGUMENT, f"ttrpc.Request does not decode: {exc}") from exc
     return request
+
+
+class RequestView(NamedTuple):
+    """A ttrpc.Request's fields, its payload a view of the frame (no copy)."""
+
+    service: str
+    method: str
+    payload: memoryview
+    timeout_nano: int
+
+
+def request_view(data: bytes) -> RequestView | None:
+    """The fields of a long request frame, read in place; None where the protobuf decoder must decide.
+
+    `decode_request` copies the payload twice (into the decoder's arena, then out as bytes): for a 4 MiB
+    Synchronize chunk that was 2-4 ms of copies and fresh-page faults before the handler ran. Here the
+    envelope's few fields are walked by hand and the payload is a slice of the frame. Anything unusual
+    (a truncated field, a wire type that is not 0/1/2/5, a known field with the wrong wire type, a string
+    that is not UTF-8, a varint over 64 bits) returns None, and the caller decodes the frame as before,
+    so every answer, errors included, stays the protobuf decoder's. Later occurrences of a field win, as
+    they do there.
+    """
+    view = memoryview(data)
+    service = method = ""
+    payload = view[0:0]
+    timeout = 0
+    pos, end = 0, len(data)
+    try:
+        while pos < end:
+            key, pos = _varint_at(data, pos)
+            number, wire = key >> 3, key & 7
+            if number == 0 or number >= 1 << 29:
+                return None
+            if wire == 0:
+                value, pos = _varint_at(data, pos)
+                if value >> 64:
+                    return None
+                if number == 4:
+                    timeout = value - (1 << 64) if value >> 63 else value
+                elif number in (1, 2, 3):
+                    return None
+            elif wire == 2:
+                size, pos = _varint_at(data, pos)
+                stop = pos + size
+                if stop > end or number == 4:
+                    return None
+                if number == 1:
+                    service = data[pos:stop].decode()
+                elif number == 2:
+                    method = data[pos:stop].decode()
+                elif number == 3:
+                    payload = view[pos:stop]
+                pos = stop
+            elif wire in (1, 5) and number not in (1, 2, 3, 4):
+                pos += 8 if wire == 1 else 4
+            else:
+                return None
+    except (IndexError, UnicodeDecodeError):
+        return None
+    if pos != end:
+        return None
+    return RequestView(service, method, payload, timeout)
+
+
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at `pos` and the position after it; IndexError when it runs past the data or 64 bits."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint over 64 bits")
 
 
 def encode_response(payload: bytes = b"", *, code: int = Code.OK, message: str = "") -> bytes:

@@ -26,10 +26,12 @@ from hookserver.nri.ttrpc import (
     MessageType,
     OversizedFrame,
     StatusError,
+    decode_request,
     decode_response,
     encode_frame,
     encode_request,
     encode_response,
+    request_view,
 )
 from hookserver.resources import Resources
 
@@ -202,6 +204,49 @@ def test_mux_hands_each_connection_its_bytes_across_any_read_cuts(frames: list[t
 def test_mux_reports_a_broken_stream(wire: bytes, message: str, cut: int) -> None:
     got, error = _received(wire, [cut] * 20, eof=True)
     assert isinstance(error, WireError) and message in str(error)
+
+
+def _as_decoded(data: bytes) -> tuple[str, str, bytes, int] | None:
+    """What the protobuf decoder reads from a ttrpc.Request, None where it refuses it."""
+    try:
+        r = decode_request(data)
+    except StatusError:
+        return None
+    return r.service, r.method, r.payload, r.timeout_nano
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    service=st.text(max_size=40), method=st.text(max_size=20), payload=st.binary(max_size=300),
+    timeout=st.integers(-(1 << 63), (1 << 63) - 1), metadata=st.lists(st.tuples(st.text(max_size=5), st.text(max_size=5)), max_size=3),
+    extra=st.binary(max_size=40), repeat=st.booleans(),
+)
+def test_request_view_reads_what_the_protobuf_decoder_reads(
+    service: str, method: str, payload: bytes, timeout: int, metadata: list[tuple[str, str]], extra: bytes, repeat: bool
+) -> None:
+    """A request read in place (long frames) has the decoder's fields, with unknown fields, metadata, a
+    field repeated (the last wins) or bytes appended; where the walk gives up (None), the caller decodes."""
+    request = ttrpc_pb2.Request(service=service, method=method, payload=payload, timeout_nano=timeout)
+    for key, value in metadata:
+        request.metadata.add(key=key, value=value)
+    data = request.SerializeToString()
+    if repeat:
+        data += ttrpc_pb2.Request(method="Again", payload=b"later").SerializeToString()
+    for wire in (data, data + extra):
+        view = request_view(wire)
+        decoded = _as_decoded(wire)
+        if wire is data:
+            assert view is not None
+        if view is not None:
+            assert decoded == (view.service, view.method, bytes(view.payload), view.timeout_nano)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60))
+def test_request_view_never_accepts_what_the_decoder_refuses(data: bytes) -> None:
+    view = request_view(data)
+    if view is not None:
+        assert _as_decoded(data) == (view.service, view.method, bytes(view.payload), view.timeout_nano)
 
 
 @given(st.lists(st.text(max_size=12), max_size=10))
