@@ -16,7 +16,14 @@ from hookserver.hooks.stages import Stage
 from hookserver.nri.events import Event, mask_words, subscription_mask, valid_mask_for
 from hookserver.errors import WireError
 from hookserver.nri.mux import MAX_SEND_CHUNK_BYTES, MUX_HEADER, Multiplexer, encode_mux
-from hookserver.nri.translate import adjustment_for, resources_from_wire, resources_to_wire, split_env, update_for
+from hookserver.nri.translate import (
+    adjustment_for,
+    resources_from_wire,
+    resources_to_wire,
+    split_env,
+    sync_update_entry,
+    update_for,
+)
 from hookserver.nri.ttrpc import (
     GATHER_FROM_BYTES,
     MAX_MESSAGE_BYTES,
@@ -247,6 +254,26 @@ def test_request_view_never_accepts_what_the_decoder_refuses(data: bytes) -> Non
     view = request_view(data)
     if view is not None:
         assert _as_decoded(data) == (view.service, view.method, bytes(view.payload), view.timeout_nano)
+
+
+_OPT = st.none() | st.integers(0, 1 << 40)
+_RESOURCES = st.builds(
+    Resources, cpu_shares=_OPT, cpu_quota_us=st.none() | st.integers(-1, 1 << 40), cpu_period_us=_OPT,
+    memory_limit_bytes=st.none() | st.integers(-1, 1 << 40), cpuset_cpus=st.none() | st.sampled_from(["0-3", "1,5"]),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(updates=st.lists(st.tuples(st.text(min_size=1, max_size=300), _RESOURCES), max_size=5))
+def test_sync_update_entries_decode_as_the_protobuf_updates(updates: list[tuple[str, Resources]]) -> None:
+    """The hand-encoded reply entries (memoized per value, ids of any length) decode to exactly the updates
+    `update_for` builds with ignore_failure; empty values give no entry; asking twice gives the same bytes."""
+    entries = [sync_update_entry(cid, res) for cid, res in updates]
+    assert entries == [sync_update_entry(cid, res) for cid, res in updates]
+    reply = nri_pb2.SynchronizeResponse.FromString(b"".join(entries))
+    expected = [update_for(cid, res, ignore_failure=True) for cid, res in updates]
+    assert list(reply.update) == [u for u in expected if u is not None]
+    assert [e == b"" for e in entries] == [res.is_empty() for _, res in updates]
 
 
 @given(st.lists(st.text(max_size=12), max_size=10))
