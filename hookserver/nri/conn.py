@@ -17,21 +17,25 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
+from hookserver.api import ttrpc_pb2
 from hookserver.errors import WireError
 from hookserver.nri.mux import Multiplexer
 from hookserver.nri.ttrpc import (
+    GATHER_FROM_BYTES,
     MAX_MESSAGE_BYTES,
     Code,
     Frame,
     FrameDecoder,
     MessageType,
     OversizedFrame,
+    RequestView,
     StatusError,
     decode_request,
     decode_response,
     encode_frame,
     encode_request,
     encode_response,
+    request_view,
 )
 
 __all__ = ["Handler", "InlineHandler", "TtrpcClient", "TtrpcServer"]
@@ -39,8 +43,8 @@ __all__ = ["Handler", "InlineHandler", "TtrpcClient", "TtrpcServer"]
 log = logging.getLogger(__name__)
 
 # A method handler: request payload and the caller's deadline in seconds (None: none) -> reply payload.
-# Raise StatusError to answer with an error status.
-Handler = Callable[[bytes, float | None], Awaitable[bytes]]
+# Raise StatusError to answer with an error status. The payload of a long request is a view of its frame.
+Handler = Callable[[bytes | memoryview, float | None], Awaitable[bytes]]
 # The same, run synchronously where the frame is read; None means "not here: use the task path".
 InlineHandler = Callable[[bytes, float | None], bytes | None]
 
@@ -92,25 +96,32 @@ class TtrpcServer:
             return
         self._last_stream = sid
         self.requests += 1
-        try:
-            request = decode_request(frame.data)
-        except StatusError as exc:
-            self._reply_later(sid, exc.code, exc.status_message)
-            return
-        handler = self._methods.get(request.method) if request.service == self._service else None
+        # A long request (a Synchronize chunk) is read in place, its payload a view of the frame.
+        request: ttrpc_pb2.Request | RequestView | None = (
+            request_view(frame.data) if len(frame.data) > GATHER_FROM_BYTES else None
+        )
+        if request is None:
+            try:
+                request = decode_request(frame.data)
+            except StatusError as exc:
+                self._reply_later(sid, exc.code, exc.status_message)
+                return
+        method = request.method
+        handler = self._methods.get(method) if request.service == self._service else None
         if handler is None:
             self._reply_later(
-                sid, Code.UNIMPLEMENTED, f"{request.service}/{request.method} is not implemented"
+                sid, Code.UNIMPLEMENTED, f"{request.service}/{method} is not implemented"
             )
             return
         deadline = request.timeout_nano / 1e9 if request.timeout_nano > 0 else None
-        fast = self._inline.get(request.method)
-        if fast is not None and self._serve_inline(sid, request.method, fast, request.payload, deadline):
+        payload = request.payload
+        fast = self._inline.get(method)
+        if fast is not None and self._serve_inline(sid, method, fast, bytes(payload), deadline):
             return
-        self._spawn(self._serve(sid, request.method, handler, request.payload, deadline), f"nri-{request.method}-{sid}")
+        self._spawn(self._serve(sid, method, handler, payload, deadline), f"nri-{method}-{sid}")
 
     async def _serve(
-        self, sid: int, method: str, handler: Handler, payload: bytes, deadline: float | None
+        self, sid: int, method: str, handler: Handler, payload: bytes | memoryview, deadline: float | None
     ) -> None:
         try:
             reply = await handler(payload, deadline)

@@ -389,7 +389,7 @@ class PluginService:
     def _wire(
         self, method: str, request_type: type[_M], fn: Callable[[_M, float], Awaitable[Message | bytes]]
     ) -> Handler:
-        async def handler(payload: bytes, deadline_s: float | None) -> bytes:
+        async def handler(payload: bytes | memoryview, deadline_s: float | None) -> bytes:
             self._status.calls[method] += 1
             request = decode(request_type, method, payload)
             reply = await fn(request, self.budget(deadline_s))

@@ -63,7 +63,7 @@ _M = TypeVar("_M", bound=Message)
 Record = Callable[[str, str, str, str, str, float], None]
 
 
-def decode(request_type: type[_M], method: str, payload: bytes) -> _M:
+def decode(request_type: type[_M], method: str, payload: bytes | memoryview) -> _M:
     request: _M = request_type()
     try:
         request.ParseFromString(payload)

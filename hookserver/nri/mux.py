@@ -4,7 +4,8 @@ Mux frame = `[conn id u32][payload length u32][payload]`, big-endian (reference 
 the Plugin service (the runtime calls us), conn 2 the Runtime service (we call the runtime).
 
 Receiving is an asyncio protocol: each chunk the socket delivers is cut into mux frames in the loop
-callback that read it, and each payload goes to its connection's sink there. Sending: a Go peer reads each logical connection through a 4096-byte buffer and fails with ENOMEM
+callback that read it, and each payload goes to its connection's sink there (a frame longer than one
+read goes on piece by piece as the reads bring it, never gathered here). Sending: a Go peer reads each logical connection through a 4096-byte buffer and fails with ENOMEM
 (dropping us, and creating the container without our adjustments) if one queued frame is larger,
 so every outgoing message is cut into pieces of at most 4096 bytes and written in one go, which
 keeps one message's pieces together. Receiving: payloads are appended to the logical connection's
@@ -77,7 +78,10 @@ class Multiplexer(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._max_frame = max_frame
         self._sinks: dict[int, Sink] = {}
-        self._buf = bytearray()
+        self._head = bytearray()  # a frame header cut by a read (under 8 bytes)
+        self._current: Sink | None = None  # the sink of the frame being read (None: dropped)
+        self._length = 0  # that frame's payload length
+        self._left = 0  # and how much of it is still to come
         self._closed = False
         # The hot gate (`hookserver.aio.hotgate`): background threads step aside while a frame is handled here.
         self._door = GATE.door("nri", threadsafe=False)
@@ -152,58 +156,74 @@ class Multiplexer(asyncio.Protocol):
     def _receive(self, data: bytes) -> None:
         if self._ended.done():
             return  # broken already: the rest is not read
-        buf = self._buf
-        if buf:
-            buf += data
-            view: bytes | bytearray = buf
-        else:
-            view = data  # the common case, one whole frame per read: no copy into the buffer
-        header = MUX_HEADER
-        hsize = 8
-        limit = self._max_frame
-        sinks = self._sinks
-        pos, size = 0, len(view)
         try:
-            while size - pos >= hsize:
-                conn_id, length = header.unpack_from(view, pos)
-                if length > limit:
-                    raise WireError(
-                        f"nri mux: frame for conn {conn_id} declares {length} bytes, over the {limit} limit"
-                    )
-                end = pos + hsize + length
-                if end > size:
-                    break
-                payload = bytes(view[pos + hsize:end]) if view is buf else data[pos + hsize:end]
-                pos = end
-                self.frames_in += 1
-                sink = sinks.get(conn_id)
-                if sink is None:
-                    log.debug("nri mux: dropping %d bytes for unopened conn %d", length, conn_id)
-                    continue
-                sink(payload)
+            self._cut(data)
         except WireError as exc:
             self._end(exc)
-            return
         except Exception as exc:  # noqa: BLE001 - a sink bug ends this connection (the plugin redials), not the loop
             self._end(WireError(f"nri mux: receiver failed: {exc!r}"))
-            return
-        if view is buf:
-            if pos:
-                del buf[:pos]
-        elif pos < size:
-            buf += data[pos:]
+
+    def _cut(self, data: bytes) -> None:
+        """Hand each payload byte of `data` to its connection's sink, as it arrives.
+
+        A payload is a piece of its connection's byte stream, not a message, so it is not gathered first:
+        the part of a frame that this read holds goes to the sink now, and the rest as later reads bring
+        it (`_left` bytes to `_current`). Only a header cut by a read is kept (`_head`, under 8 bytes). A
+        4 MiB Synchronize chunk arrives in ~20 reads; gathering it here, then copying it out, copied every
+        byte three times more before the ttrpc decoder gathered it again (~8 ms a chunk, measured).
+        """
+        pos, size = 0, len(data)
+        head = self._head
+        while pos < size:
+            left = self._left
+            if left:
+                end = pos + left if left < size - pos else size
+                sink = self._current
+                if sink is not None:
+                    sink(data[pos:end])  # the whole read when it is all payload: bytes slicing returns it, no copy
+                self._left = left - (end - pos)
+                pos = end
+                continue
+            if head or size - pos < 8:  # a header cut by the read
+                take = min(8 - len(head), size - pos)
+                head += data[pos:pos + take]
+                pos += take
+                if len(head) < 8:
+                    return
+                conn_id, length = MUX_HEADER.unpack(head)
+                head.clear()
+            else:
+                conn_id, length = MUX_HEADER.unpack_from(data, pos)
+                pos += 8
+            if length > self._max_frame:
+                raise WireError(
+                    f"nri mux: frame for conn {conn_id} declares {length} bytes, over the {self._max_frame} limit"
+                )
+            self.frames_in += 1
+            sink = self._sinks.get(conn_id)
+            if sink is None:
+                log.debug("nri mux: dropping %d bytes for unopened conn %d", length, conn_id)
+            end = pos + length
+            if end <= size:  # the common case: the whole frame is in this read
+                if sink is not None:
+                    sink(data[pos:end])
+                pos = end
+            else:
+                if sink is not None:
+                    sink(data[pos:])
+                self._current, self._length, self._left = sink, length, end - size
+                return
 
     def eof_received(self) -> bool:
-        buf = self._buf
-        if not buf:
-            self._end(None)
-        elif len(buf) < MUX_HEADER.size:
-            self._end(WireError(f"nri mux: connection closed inside a frame header ({len(buf)} of 8 bytes)"))
-        else:
-            _conn, length = MUX_HEADER.unpack_from(buf, 0)
+        head, left = self._head, self._left
+        if head:
+            self._end(WireError(f"nri mux: connection closed inside a frame header ({len(head)} of 8 bytes)"))
+        elif left:
             self._end(WireError(
-                f"nri mux: connection closed inside a frame ({len(buf) - MUX_HEADER.size} of {length} bytes)"
+                f"nri mux: connection closed inside a frame ({self._length - left} of {self._length} bytes)"
             ))
+        else:
+            self._end(None)
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:

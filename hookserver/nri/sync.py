@@ -17,7 +17,7 @@ and cut where a deadline can stop it:
    a pod. Container updates carry `ignore_failure`; one the runtime applies before its pod's value is
    written sits in a BE pod the kubelet left unlimited, and the reconciler re-checks both levels.
 
-A `stop` event set by the caller (its budget ran out) ends step 2 at the next container; the caller
+A `stop` event set by the caller (its budget ran out) ends step 1 at the next container; the caller
 answers the updates decided so far, and the pods of the containers left out are handed to the
 reconciler at once (`NriPlugin(catch_up=...)`), which writes the same hooks' values to the cgroups. `hookctl nri` (`sync.partial`, `sync.handed_to_reconciler`) and
 `hookserver_nri_sync_partial_total` say that it happened. Sync never fails: an item that does not

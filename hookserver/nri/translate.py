@@ -88,8 +88,10 @@ def container_request(
     pod: PodRequest, container: nri_pb2.Container, resources: nri_pb2.LinuxResources | None = None
 ) -> ContainerRequest:
     """`resources` overrides the container's own (UpdateContainer's requested `linux_resources`)."""
-    if resources is None and container.HasField("linux") and container.linux.HasField("resources"):
-        resources = container.linux.resources
+    if resources is None:
+        linux = container.linux  # an absent `linux` reads as an empty one: no resources either
+        if linux.HasField("resources"):
+            resources = linux.resources
     env = container.env
     # (pod, name, container_id, attempt, annotations, envs, resources, cgroup_parent, source): positional,
     # the cheapest call on the hot path (a keyword call costs ~0.5 us more here).
@@ -270,14 +272,28 @@ def sync_update_entry(container_id: str, resources: Resources) -> bytes:
     """One `update` entry (field 1) of a SynchronizeResponse, encoded: the container's id, then its
     resources with `ignore_failure` (the encoding memoized per value, as `adjustment_bytes` is). A sync
     answers thousands of these, and building a message each took longer than the hook; the entries are
-    joined into the reply as they are. Nothing to update -> b""."""
-    if resources.is_empty():
+    joined into the reply as they are. Nothing to update -> b"".
+
+    Hook values are shared frozen objects, so the tail is found by the value's identity first (a dict
+    lookup; hashing the dataclass for the `lru_cache` costs more than the rest of the entry)."""
+    known = _TAIL_BY_IDENTITY.get(id(resources))
+    if known is not None and known[0] is resources:
+        tail = known[1]
+    else:
+        tail = _update_tail(resources) if not resources.is_empty() else b""
+        if len(_TAIL_BY_IDENTITY) >= 1024:
+            _TAIL_BY_IDENTITY.clear()  # a bound, not an LRU: the working set is a handful of values
+        _TAIL_BY_IDENTITY[id(resources)] = (resources, tail)  # the entry holds the value: its id is not reused
+    if not tail:
         return b""
     if not container_id:
         raise InputError("an update needs the container id", field="container.id")
     ident = container_id.encode()
-    body = b"\x0a" + _varint(len(ident)) + ident + _update_tail(resources)
+    body = b"\x0a" + _varint(len(ident)) + ident + tail
     return b"\x0a" + _varint(len(body)) + body
+
+
+_TAIL_BY_IDENTITY: dict[int, tuple[Resources, bytes]] = {}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -290,12 +306,17 @@ def _update_tail(resources: Resources) -> bytes:
 
 
 def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 
 
 def sync_pod_request(pod: nri_pb2.PodSandbox) -> PodRequest:

@@ -196,3 +196,36 @@ def test_memoized_decisions_never_cache_errors_or_ignore_a_rule_change() -> None
     store.set_node(NodeRecord(name="n", annotations={"node.koordinator.sh/cpu-normalization-ratio": "2"}))
     scaled = run(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod(WORKED), name="a"), store).resources
     assert scaled.cpu_quota_us == 50000  # the same annotation under a new rule is decided again
+
+
+@pytest.mark.parametrize(
+    ("annotation", "path"),
+    [
+        ('{"containers": {"a": "x"}}', ".containers[a]"),
+        ('{"containers": {"a": {"requests": "1"}}}', ".containers[a].requests"),
+        ('{"containers": {"a": {"limits": ["1"]}}}', ".containers[a].limits"),
+        ('{"containers": {"a": {"limits": {"kubernetes.io/batch-cpu": "-1"}}}}', ".containers[a].limits[kubernetes.io/batch-cpu]"),
+        ('{"containers": {"b": {"requests": {"koordinator.sh/batch-memory": "x"}}}}',
+         ".containers[b].requests[koordinator.sh/batch-memory]"),
+    ],
+)
+def test_spec_errors_name_the_exact_json_path(annotation: str, path: str) -> None:
+    """The path is spelled out only on an error now; it must read exactly as it did."""
+    err = run(Stage.PRE_RUN_POD_SANDBOX, pod({SPEC: annotation})).first_error
+    assert err is not None and err.error_field == f"annotations[{SPEC}]{path}"
+
+
+def test_decision_inputs_are_each_entry_as_canonical_json() -> None:
+    """The audit's inputs (encoded when read, no longer at parse time): every container entry as compact
+    JSON with sorted keys, and the quota rule, at pod and container level."""
+    entries = {
+        "a": {"requests": {"kubernetes.io/batch-cpu": "500"}, "limits": {"kubernetes.io/batch-memory": "1Gi", "kubernetes.io/batch-cpu": "1000"}},
+        "b": {"limits": {"kubernetes.io/batch-cpu": "250"}, "requests": {}},
+    }
+    canonical = {f"container[{name}]": json.dumps(e, sort_keys=True, separators=(",", ":")) for name, e in entries.items()}
+    pod_out = run(Stage.PRE_RUN_POD_SANDBOX, pod(spec(entries))).outcomes[0].result
+    ctr_out = run(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod(spec(entries)), name="b")).outcomes[0].result
+    assert pod_out is not None and ctr_out is not None
+    assert dict(pod_out.inputs) == {**canonical, "quota_rule": "no quota rule"}
+    assert dict(ctr_out.inputs) == {"container[b]": canonical["container[b]"], "quota_rule": "no quota rule"}
+    assert pod_out.inputs["container[a]"] == canonical["container[a]"] and len(ctr_out.inputs) == 2

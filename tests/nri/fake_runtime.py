@@ -225,7 +225,7 @@ class RuntimeConn:
             chunks[-1].more = False
             for chunk in chunks:
                 reply = await self.call("Synchronize", chunk, nri_pb2.SynchronizeResponse)
-                self._check_sync_reply(chunk, reply)
+                self._check_sync_reply(chunk, chunk.ByteSize(), reply)
         self.sync_seconds = time.perf_counter() - self.sync_started
 
     async def _synchronize_go(self, pods: list[nri_pb2.PodSandbox], containers: list[nri_pb2.Container]) -> None:
@@ -269,11 +269,16 @@ class RuntimeConn:
             )
             if code:
                 raise CallError(code, message)
-            self._check_sync_reply(chunk, nri_pb2.SynchronizeResponse.FromString(data))
+            self._check_sync_reply(chunk, len(payload), nri_pb2.SynchronizeResponse.FromString(data))
 
-    def _check_sync_reply(self, chunk: nri_pb2.SynchronizeRequest, reply: nri_pb2.SynchronizeResponse) -> None:
+    def _check_sync_reply(
+        self, chunk: nri_pb2.SynchronizeRequest, size: int, reply: nri_pb2.SynchronizeResponse
+    ) -> None:
+        """`size`: the chunk's encoded length, known to the caller. Not `chunk.ByteSize()`, which encodes the
+        chunk again: ~4 ms a 4 MiB chunk of the runtime's own bookkeeping inside the time the bench reports
+        as the plugin's (42 chunks in the 64 KiB row)."""
         self.sync_replies.append(reply)
-        self.sync_chunk_sizes.append(chunk.ByteSize())
+        self.sync_chunk_sizes.append(size)
         if chunk.more and (not reply.more or len(reply.update)):
             raise CallError(9, "plugin does not handle split sync requests")
 

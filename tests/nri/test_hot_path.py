@@ -174,3 +174,18 @@ def test_watchdog_reports_a_stall_once_per_call() -> None:
     found = dog.check()
     assert found is not None and found[0] == "RunPodSandbox for ns/q"
     assert dog.stalls == 2 and len(seen) == 2 and dog.longest_stall_s >= 0.7
+
+
+def test_a_create_container_longer_than_64_kib_is_answered_inline(sock_dir: Path) -> None:
+    """A long request frame is read in place (`request_view`, for Synchronize chunks); a CreateContainer
+    whose pod carries 100 KiB of annotations takes that path too and is answered as any other."""
+
+    async def body() -> None:
+        async with nri_world(sock_dir) as w:
+            conn = await w.runtime.ready_conn()
+            pod = be_pod()
+            pod.annotations["kubectl.kubernetes.io/last-applied-configuration"] = "x" * (100 << 10)
+            reply, _ = await _create(conn, pod, "a", "ctr-long")
+            assert reply.adjust.linux.resources.cpu.shares.value == EXPECTED["a"][0]
+
+    run(body())

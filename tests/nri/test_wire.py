@@ -3,6 +3,7 @@ property tests of framing, splitting, reassembly and translation."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import pytest
@@ -13,9 +14,18 @@ from hookserver.api import nri_pb2, ttrpc_pb2
 from hookserver.errors import InputError
 from hookserver.hooks.stages import Stage
 from hookserver.nri.events import Event, mask_words, subscription_mask, valid_mask_for
-from hookserver.nri.mux import MAX_SEND_CHUNK_BYTES, MUX_HEADER, encode_mux
-from hookserver.nri.translate import adjustment_for, resources_from_wire, resources_to_wire, split_env, update_for
+from hookserver.errors import WireError
+from hookserver.nri.mux import MAX_SEND_CHUNK_BYTES, MUX_HEADER, Multiplexer, encode_mux
+from hookserver.nri.translate import (
+    adjustment_for,
+    resources_from_wire,
+    resources_to_wire,
+    split_env,
+    sync_update_entry,
+    update_for,
+)
 from hookserver.nri.ttrpc import (
+    GATHER_FROM_BYTES,
     MAX_MESSAGE_BYTES,
     Code,
     Frame,
@@ -23,10 +33,12 @@ from hookserver.nri.ttrpc import (
     MessageType,
     OversizedFrame,
     StatusError,
+    decode_request,
     decode_response,
     encode_frame,
     encode_request,
     encode_response,
+    request_view,
 )
 from hookserver.resources import Resources
 
@@ -95,14 +107,19 @@ def test_sender_refuses_an_oversized_message() -> None:
     assert info.value.code is Code.RESOURCE_EXHAUSTED
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     messages=st.lists(st.tuples(st.integers(0, 2**32 - 1), st.binary(max_size=3000)), min_size=1, max_size=6),
     cuts=st.lists(st.integers(1, 5000), max_size=12),
+    gather_from=st.sampled_from([0, 1, 100, GATHER_FROM_BYTES]),
 )
-def test_decoder_reassembles_frames_across_any_chunking(messages: list[tuple[int, bytes]], cuts: list[int]) -> None:
+def test_decoder_reassembles_frames_across_any_chunking(
+    messages: list[tuple[int, bytes]], cuts: list[int], gather_from: int
+) -> None:
+    """Whatever the chunking, and whether a frame cut by a chunk is gathered in pieces (`gather_from`
+    below its length) or grown in the buffer."""
     stream = b"".join(encode_frame(sid, MessageType.REQUEST, data) for sid, data in messages)
-    decoder = FrameDecoder()
+    decoder = FrameDecoder(gather_from=gather_from)
     frames: list[Frame | OversizedFrame] = []
     pos = 0
     for cut in cuts:
@@ -141,6 +158,122 @@ def test_mux_pieces_are_at_most_4096_and_reassemble(data: bytes, conn: int) -> N
     assert out == data
     assert max(sizes) <= MAX_SEND_CHUNK_BYTES
     assert len(sizes) == max(1, -(-len(data) // MAX_SEND_CHUNK_BYTES))
+
+
+def _received(wire: bytes, cuts: list[int], *, eof: bool = False) -> tuple[dict[int, bytes], BaseException | None]:
+    """What each opened connection's sink got from `wire` read in pieces cut at `cuts` (conn 3 is not
+    opened), and how the mux ended (None: still open, or a clean EOF)."""
+
+    async def run() -> tuple[dict[int, bytes], BaseException | None]:
+        mux = Multiplexer(max_frame=1 << 16)
+        got: dict[int, list[bytes]] = {1: [], 2: []}
+        mux.open(1, got[1].append)
+        mux.open(2, got[2].append)
+        pos = 0
+        for cut in [*cuts, len(wire)]:
+            mux.data_received(wire[pos:pos + cut])
+            pos += cut
+            if pos >= len(wire):
+                break
+        if eof:
+            mux.eof_received()
+        ended = mux._ended  # noqa: SLF001 - how the connection ended is what this test reads
+        error = ended.exception() if ended.done() else None
+        return {conn: b"".join(parts) for conn, parts in got.items()}, error
+
+    return asyncio.run(run())
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    frames=st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.binary(max_size=9000)), max_size=6),
+    cuts=st.lists(st.integers(1, 12000), max_size=12),
+)
+def test_mux_hands_each_connection_its_bytes_across_any_read_cuts(frames: list[tuple[int, bytes]], cuts: list[int]) -> None:
+    """A payload may reach its sink in pieces (a frame longer than a read goes on as it arrives): each
+    connection's byte stream is still exactly its payloads in order, and an unopened one's are dropped."""
+    wire = b"".join(MUX_HEADER.pack(conn, len(data)) + data for conn, data in frames)
+    got, error = _received(wire, cuts, eof=True)
+    assert error is None
+    for conn in (1, 2):
+        assert got[conn] == b"".join(data for c, data in frames if c == conn)
+
+
+@pytest.mark.parametrize(
+    ("wire", "message"),
+    [
+        (MUX_HEADER.pack(1, 10) + b"abc", "inside a frame (3 of 10 bytes)"),
+        (MUX_HEADER.pack(1, 3) + b"abc" + b"\x00\x00\x00", "inside a frame header (3 of 8 bytes)"),
+        (MUX_HEADER.pack(2, 1 << 17), "declares 131072 bytes, over the 65536 limit"),
+    ],
+)
+@pytest.mark.parametrize("cut", [1, 5, 8, 11, 100])
+def test_mux_reports_a_broken_stream(wire: bytes, message: str, cut: int) -> None:
+    got, error = _received(wire, [cut] * 20, eof=True)
+    assert isinstance(error, WireError) and message in str(error)
+
+
+def _as_decoded(data: bytes) -> tuple[str, str, bytes, int] | None:
+    """What the protobuf decoder reads from a ttrpc.Request, None where it refuses it."""
+    try:
+        r = decode_request(data)
+    except StatusError:
+        return None
+    return r.service, r.method, r.payload, r.timeout_nano
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    service=st.text(max_size=40), method=st.text(max_size=20), payload=st.binary(max_size=300),
+    timeout=st.integers(-(1 << 63), (1 << 63) - 1), metadata=st.lists(st.tuples(st.text(max_size=5), st.text(max_size=5)), max_size=3),
+    extra=st.binary(max_size=40), repeat=st.booleans(),
+)
+def test_request_view_reads_what_the_protobuf_decoder_reads(
+    service: str, method: str, payload: bytes, timeout: int, metadata: list[tuple[str, str]], extra: bytes, repeat: bool
+) -> None:
+    """A request read in place (long frames) has the decoder's fields, with unknown fields, metadata, a
+    field repeated (the last wins) or bytes appended; where the walk gives up (None), the caller decodes."""
+    request = ttrpc_pb2.Request(service=service, method=method, payload=payload, timeout_nano=timeout)
+    for key, value in metadata:
+        request.metadata.add(key=key, value=value)
+    data = request.SerializeToString()
+    if repeat:
+        data += ttrpc_pb2.Request(method="Again", payload=b"later").SerializeToString()
+    for wire in (data, data + extra):
+        view = request_view(wire)
+        decoded = _as_decoded(wire)
+        if wire is data:
+            assert view is not None
+        if view is not None:
+            assert decoded == (view.service, view.method, bytes(view.payload), view.timeout_nano)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60))
+def test_request_view_never_accepts_what_the_decoder_refuses(data: bytes) -> None:
+    view = request_view(data)
+    if view is not None:
+        assert _as_decoded(data) == (view.service, view.method, bytes(view.payload), view.timeout_nano)
+
+
+_OPT = st.none() | st.integers(0, 1 << 40)
+_RESOURCES = st.builds(
+    Resources, cpu_shares=_OPT, cpu_quota_us=st.none() | st.integers(-1, 1 << 40), cpu_period_us=_OPT,
+    memory_limit_bytes=st.none() | st.integers(-1, 1 << 40), cpuset_cpus=st.none() | st.sampled_from(["0-3", "1,5"]),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(updates=st.lists(st.tuples(st.text(min_size=1, max_size=300), _RESOURCES), max_size=5))
+def test_sync_update_entries_decode_as_the_protobuf_updates(updates: list[tuple[str, Resources]]) -> None:
+    """The hand-encoded reply entries (memoized per value, ids of any length) decode to exactly the updates
+    `update_for` builds with ignore_failure; empty values give no entry; asking twice gives the same bytes."""
+    entries = [sync_update_entry(cid, res) for cid, res in updates]
+    assert entries == [sync_update_entry(cid, res) for cid, res in updates]
+    reply = nri_pb2.SynchronizeResponse.FromString(b"".join(entries))
+    expected = [update_for(cid, res, ignore_failure=True) for cid, res in updates]
+    assert list(reply.update) == [u for u in expected if u is not None]
+    assert [e == b"" for e in entries] == [res.is_empty() for _, res in updates]
 
 
 @given(st.lists(st.text(max_size=12), max_size=10))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 from hookserver.cgroupmath import apply_quota_rule, milli_cpu_to_quota, milli_cpu_to_shares
@@ -151,35 +151,43 @@ def _container_decision(text: str, container: str, suppress: bool, ratio: float 
     entry = (_parsed(text) if len(text) <= _CACHED_TEXT_BYTES else parse_spec_text(text)).get(container)
     if entry is None:
         return HookResult.skip(f"container {container!r} has no entry in the extended-resource spec")
-    rule = QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio)
+    rule, described = _rule(suppress, ratio)
     shares = milli_cpu_to_shares(entry.cpu_request_milli if entry.cpu_request_milli > 0 else 0)
     base_quota = milli_cpu_to_quota(entry.cpu_limit_milli if entry.cpu_limit_milli > 0 else 0)
     quota = rule.apply(base_quota)
     memory = entry.memory_limit_bytes if entry.memory_limit_bytes > 0 else -1
     reason = (
         f"BE container: shares from batch-cpu request {entry.cpu_request_milli}m -> {shares}; "
-        f"quota from batch-cpu limit {entry.cpu_limit_milli}m -> {base_quota} ({rule.describe()}) -> {quota}; "
+        f"quota from batch-cpu limit {entry.cpu_limit_milli}m -> {base_quota} ({described}) -> {quota}; "
         f"memory from batch-memory limit -> {memory}"
     )
     return HookResult(
         resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
         reason=reason,
-        inputs=MappingProxyType({f"container[{entry.name}]": entry.raw, "quota_rule": rule.describe()}),
+        inputs=SpecInputs((entry,), described),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _rule(suppress: bool, ratio: float | None) -> tuple[QuotaRule, str]:
+    """The rule for these inputs and its description, built once per rule, not once per decision (a cold
+    Synchronize makes a decision for every distinct spec on the node)."""
+    rule = QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio)
+    return rule, rule.describe()
 
 
 def _pod_decision(text: str, suppress: bool, ratio: float | None) -> HookResult:
     containers = list((_parsed(text) if len(text) <= _CACHED_TEXT_BYTES else parse_spec_text(text)).values())
     if not containers:
         return HookResult.skip("the extended-resource spec lists no container")
-    return _pod_result(containers, QuotaRule(cfs_quota_suppress=suppress, normalization_ratio=ratio))
+    return _pod_result(containers, *_rule(suppress, ratio))
 
 
 _container_decision_cached = functools.lru_cache(maxsize=1024)(_container_decision)
 _pod_decision_cached = functools.lru_cache(maxsize=1024)(_pod_decision)
 
 
-def _pod_result(containers: list[ContainerBatchResources], rule: QuotaRule) -> HookResult:
+def _pod_result(containers: list[ContainerBatchResources], rule: QuotaRule, described: str) -> HookResult:
     request_sum = sum(c.cpu_request_milli for c in containers if c.cpu_request_milli > 0)
     shares = milli_cpu_to_shares(request_sum)
     if any(not c.has_limits or c.cpu_limit_milli <= 0 for c in containers):
@@ -195,12 +203,46 @@ def _pod_result(containers: list[ContainerBatchResources], rule: QuotaRule) -> H
         memory_why = f"sum of batch-memory limits {memory}"
     reason = (
         f"BE pod: shares from sum of batch-cpu requests {request_sum}m -> {shares}; "
-        f"quota from {quota_why} -> {base_quota} ({rule.describe()}) -> {quota}; memory from {memory_why}"
+        f"quota from {quota_why} -> {base_quota} ({described}) -> {quota}; memory from {memory_why}"
     )
-    inputs = {f"container[{c.name}]": c.raw for c in containers}
-    inputs["quota_rule"] = rule.describe()
     return HookResult(
         resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
         reason=reason,
-        inputs=MappingProxyType(inputs),
+        inputs=SpecInputs(tuple(containers), described),
     )
+
+
+class SpecInputs(Mapping[str, str]):
+    """A decision's inputs: `container[<name>]` -> that container's spec entry as JSON, and `quota_rule`.
+
+    Read only when someone looks at the audit, so the JSON is encoded then, once, not for every decision:
+    a cold Synchronize decides every container of the node before it can answer, and encoding the entries
+    there was a sixth of its hook time. Built twice by two racing readers, it is the same mapping.
+    """
+
+    __slots__ = ("_entries", "_map", "_rule")
+
+    def __init__(self, entries: tuple[ContainerBatchResources, ...], rule: str) -> None:
+        self._entries = entries
+        self._rule = rule
+        self._map: dict[str, str] | None = None
+
+    def _built(self) -> dict[str, str]:
+        built = self._map
+        if built is None:
+            built = {f"container[{entry.name}]": entry.raw for entry in self._entries}
+            built["quota_rule"] = self._rule
+            self._map = built
+        return built
+
+    def __getitem__(self, key: str) -> str:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return f"SpecInputs({self._built()!r})"
