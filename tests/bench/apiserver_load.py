@@ -33,6 +33,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import datetime
 import inspect
 import json
 import logging
@@ -78,6 +79,7 @@ def _measure_another_tree() -> None:
 _measure_another_tree()
 
 from hookserver.config import Settings
+from hookserver.errors import InformerError
 from hookserver.informer import InformerSettings, build_informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration
@@ -90,6 +92,11 @@ SLO_API = "/apis/slo.koordinator.sh/v1alpha1"
 KUBE_E2E = Path(os.environ.get("KUBE_E2E", "/tmp/kube-e2e"))
 TOOLS = Path(os.environ.get("HOOKSERVER_E2E_TOOLS", str(REPO.parent / "shared" / "tools" / "kube-e2e")))
 NAMESPACE = "hookserver-loadtest"
+AUDIT_NODE_TAG = "loadtest-node/"
+# The private apiserver's audit policy: every list (the relists the restart table counts, seen by the apiserver
+# itself), metadata only, once the response is complete; nothing else (the audit log costs the apiserver CPU).
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata", "verbs": ["list"]}, {"level": "None"}]}
 
 log = logging.getLogger("loadtest")
 
@@ -97,14 +104,21 @@ log = logging.getLogger("loadtest")
 # -- client-side witness -----------------------------------------------------------------------------------------
 @dataclass
 class Ledger:
-    """Every request the simulated agents sent: (monotonic time, node, verb, resource, query)."""
+    """Every request the simulated agents sent: (monotonic time, node, verb, resource, query), and how each was
+    answered (`statuses`, by row index: the HTTP status, 0 when no answer came: refused, reset, timed out)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     rows: list[tuple[float, str, str, str, dict[str, str]]] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
 
-    def add(self, node: str, verb: str, resource: str, query: Mapping[str, str]) -> None:
+    def add(self, node: str, verb: str, resource: str, query: Mapping[str, str]) -> int:
         with self.lock:
             self.rows.append((time.monotonic(), node, verb, resource, dict(query)))
+            return len(self.rows) - 1
+
+    def answered(self, row: int, status: int) -> None:
+        with self.lock:
+            self.statuses[row] = status
 
     def between(self, start: float, end: float) -> list[tuple[float, str, str, str, dict[str, str]]]:
         with self.lock:
@@ -134,16 +148,55 @@ class CountingTransport(ApiClientTransport):
         super().__init__(*args, **kwargs)
         self._node = node
         self._ledger = ledger
+        # The apiserver's audit log names the simulated node by its user agent (the agent's own, plus the node):
+        # the configmap is listed by the same name from every node, so the URL alone cannot say whose list it is.
+        api = getattr(self, "_api", None)
+        if api is not None:
+            api.user_agent = f"{api.user_agent} {AUDIT_NODE_TAG}{node}"
 
     def _get(self, path: str, params: Mapping[str, str], read_timeout_s: float) -> Any:
         collection = path.rsplit("/", 1)[-1] in _COLLECTIONS
         verb = "WATCH" if params.get("watch") else ("LIST" if collection else "GET")
-        self._ledger.add(self._node, verb, _resource(path), params)
-        return super()._get(path, params, read_timeout_s)
+        row = self._ledger.add(self._node, verb, _resource(path), params)
+        try:
+            response = super()._get(path, params, read_timeout_s)
+        except InformerError as exc:
+            self._ledger.answered(row, exc.status)
+            raise
+        self._ledger.answered(row, int(getattr(response, "status", 200)))
+        return response
+
+    def open_watch(self, path: str, params: Mapping[str, str], **kwargs: Any) -> Any:
+        return _LedgerStream(super().open_watch(path, params, **kwargs), self._ledger, self._node, _resource(path))
 
     def _send(self, method: str, path: str, body: Any, **kwargs: Any) -> Any:
-        self._ledger.add(self._node, method, _resource(path), {})
-        return super()._send(method, path, body, **kwargs)
+        row = self._ledger.add(self._node, method, _resource(path), {})
+        try:
+            response = super()._send(method, path, body, **kwargs)
+        except InformerError as exc:
+            self._ledger.answered(row, exc.status)
+            raise
+        self._ledger.answered(row, int(getattr(response, "status", 200)))
+        return response
+
+
+class _LedgerStream:
+    """A watch stream that enters in the ledger what ends it: "GONE" for an ERROR event with code 410 (the moment
+    the apiserver told this node to relist), "ENDED" when the server closed it (the apiserver shutting down, or a
+    custom resource's storage torn down)."""
+
+    def __init__(self, stream: Any, ledger: Ledger, node: str, resource: str) -> None:
+        self._stream, self._ledger, self._node, self._resource = stream, ledger, node, resource
+
+    def lines(self) -> Iterator[bytes]:
+        for line in self._stream.lines():
+            if line.startswith(b'{"type":"ERROR"') and b'"code":410' in line:
+                self._ledger.add(self._node, "GONE", self._resource, {})
+            yield line
+        self._ledger.add(self._node, "ENDED", self._resource, {})
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 # -- apiserver-side witness --------------------------------------------------------------------------------------
@@ -207,6 +260,28 @@ def wire_bytes(port: int) -> tuple[int, int, int]:
     return sockets, sent, received
 
 
+def audit_lists(path: Path) -> list[tuple[float, str, str, int]]:
+    """The simulated nodes' lists as the apiserver's audit log records them: (wall time the apiserver received the
+    request, node, request URI, HTTP status). The apiserver's own view of who listed when, beside the client's."""
+    out: list[tuple[float, str, str, int]] = []
+    with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            agent = str(event.get("userAgent", ""))
+            if event.get("verb") != "list" or AUDIT_NODE_TAG not in agent:
+                continue
+            node = agent.split(AUDIT_NODE_TAG, 1)[1].split()[0]
+            with contextlib.suppress(ValueError, TypeError):
+                received = datetime.datetime.fromisoformat(
+                    str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")).timestamp()
+                status = int((event.get("responseStatus") or {}).get("code") or 0)
+                out.append((received, node, str(event.get("requestURI", "")), status))
+    return out
+
+
 # -- the harness ---------------------------------------------------------------------------------------------------
 class PrivateApiserver:
     """A kube-apiserver and etcd of this load test's own, from the kube-e2e harness's binaries and certificates, on
@@ -221,6 +296,7 @@ class PrivateApiserver:
         self.etcd: subprocess.Popen[bytes] | None = None
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.kubeconfig = str(self.dir / "kubeconfig")
+        self.audit_log = self.dir / "audit.log"
 
     def _need(self) -> tuple[Path, Path]:
         binary, pki = KUBE_E2E / "bin" / "kube-apiserver", KUBE_E2E / "pki"
@@ -244,6 +320,7 @@ class PrivateApiserver:
              "--listen-peer-urls", self.etcd_peer, "--initial-advertise-peer-urls", self.etcd_peer,
              "--initial-cluster", f"loadtest={self.etcd_peer}", "--logger", "zap", "--log-outputs", "stderr"],
             stdout=subprocess.DEVNULL, stderr=open(self.dir / "etcd.log", "wb"), start_new_session=True)
+        (self.dir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         self.start_apiserver(binary, pki)
         ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
         Path(self.kubeconfig).write_text(yaml.safe_dump({
@@ -265,7 +342,9 @@ class PrivateApiserver:
              "--service-account-issuer", "https://kubernetes.default.svc",
              "--service-account-key-file", str(pki / "sa.pub"), "--service-account-signing-key-file", str(pki / "sa.key"),
              "--authorization-mode", "RBAC", "--token-auth-file", str(self.dir / "tokens.csv"),
-             "--service-cluster-ip-range", "10.0.0.0/24", "--disable-admission-plugins", "ServiceAccount"],
+             "--service-cluster-ip-range", "10.0.0.0/24", "--disable-admission-plugins", "ServiceAccount",
+             "--audit-policy-file", str(self.dir / "audit-policy.yaml"), "--audit-log-path", str(self.audit_log),
+             "--audit-log-maxsize", "0"],
             stdout=subprocess.DEVNULL, stderr=open(self.dir / "apiserver.log", "ab"), start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 90) -> None:
@@ -584,6 +663,7 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.sleep(args.outage_s)
                 ready_at = await asyncio.to_thread(harness.restart_apiserver)  # "ready": answering again
                 ledger.add("-", "SERVING", "-", {})
+                ready_wall = ready_at + (time.time() - time.monotonic())  # for the audit log's wall-clock times
                 readyz_at = time.monotonic()
                 print(f"restart: apiserver answering {ready_at - down_at:.1f} s after the stop, /readyz "
                       f"{readyz_at - ready_at:.1f} s later", flush=True)
@@ -603,6 +683,21 @@ async def run(args: argparse.Namespace) -> int:
                     if verb == "LIST":
                         listing[second].add(node)
                 lists = [r for r in rows_restart if r[2] == "LIST"]
+                # The apiserver's own view: the lists its audit log received, per node and second.
+                audit_listing: dict[int, set[str]] = collections.defaultdict(set)
+                audit_codes: collections.Counter[int] = collections.Counter()
+                down_wall = ready_wall - (ready_at - down_at)
+                for wall, node, _uri, code in audit_lists(harness.audit_log):
+                    if wall < down_wall:
+                        continue
+                    offset = wall - ready_wall
+                    second = int(offset) if offset >= 0 else -1 - int(-offset)
+                    audit_listing[second].add(node)
+                    audit_codes[code] += 1
+                with ledger.lock:
+                    answers = collections.Counter(
+                        (r[2], ledger.statuses.get(i, -1)) for i, r in enumerate(ledger.rows)
+                        if down_at <= r[0] < end and r[2] in ("LIST", "WATCH"))
                 # the restarted apiserver's counters start at 0: everything since it came up (its watch caches'
                 # own initial lists included: one per resource type)
                 after = scrape(kube)
@@ -613,21 +708,30 @@ async def run(args: argparse.Namespace) -> int:
                 unfresh = [n.name for n in nodes if not n.fresh_since]
                 fresh_after = [n.fresh_since - ready_at for n in nodes if n.fresh_since]
                 table_rows = []
-                for second in sorted(per_second):
+                for second in sorted(set(per_second) | set(audit_listing)):
                     verbs = per_second[second]
                     table_rows.append([second, sum(verbs.values()), verbs.get("LIST", 0), verbs.get("WATCH", 0),
                                        verbs.get("PATCH", 0) + verbs.get("GET", 0), len(listing[second]),
-                                       f"{100 * len(listing[second]) / args.nodes:.1f} %"])
+                                       f"{100 * len(listing[second]) / args.nodes:.1f} %",
+                                       len(audit_listing[second]),
+                                       f"{100 * len(audit_listing[second]) / args.nodes:.1f} %"])
                 out.append(table(
                     f"Restart: apiserver stopped at -{ready_at - down_at:.1f} s, answering again at 0 s, /readyz ok at "
                     f"{readyz_at - ready_at:.1f} s (client-side requests per second; negative seconds: while it was "
                     "down)",
-                    ["second", "requests", "LIST", "WATCH", "GET+PATCH", "nodes listing", "of the nodes"], table_rows))
+                    ["second", "requests", "LIST", "WATCH", "GET+PATCH", "nodes listing", "of the nodes",
+                     "nodes listing (audit)", "of the nodes (audit)"], table_rows))
                 worst = max((len(s) for s in listing.values()), default=0)
+                worst_audit = max((len(s) for s in audit_listing.values()), default=0)
                 out.append(table("Restart: summary", ["what", "value"], [
                     ["lists sent (since the stop)", len(lists)],
                     ["nodes that relisted", f"{len(relisted)} of {args.nodes}"],
-                    ["most nodes listing in one second", f"{worst} ({100 * worst / args.nodes:.1f} %)"],
+                    ["most nodes listing in one second (client: sent)", f"{worst} ({100 * worst / args.nodes:.1f} %)"],
+                    ["most nodes listing in one second (apiserver audit log: received)",
+                     f"{worst_audit} ({100 * worst_audit / args.nodes:.1f} %)"],
+                    ["lists in the audit log by status", ", ".join(f"{k}: {v}" for k, v in sorted(audit_codes.items()))],
+                    ["client's lists and watch opens by answer (0: no answer)",
+                     ", ".join(f"{verb} {code}: {n}" for (verb, code), n in sorted(answers.items()))],
                     ["every node fresh again after the apiserver answered",
                      f"{max(fresh_after):.1f} s" if fresh_after and not unfresh else f"NO: {len(unfresh)} not fresh"],
                     ["median node fresh after the apiserver answered", f"{sorted(fresh_after)[len(fresh_after) // 2]:.1f} s"
@@ -643,7 +747,7 @@ async def run(args: argparse.Namespace) -> int:
         out.append(f"\nlists that could bypass the watch cache: {len(bypass)} of "
                    f"{sum(1 for r in ledger.rows if r[2] == 'LIST')}"
                    + (f" (e.g. {bypass[0][3]} {bypass[0][4]})" if bypass else ""))
-        reports = collections.Counter()
+        reports: collections.Counter[str] = collections.Counter()
         for n in nodes:
             reports.update(n.reports)
         out.append(f"NodeMetric reports: {dict(reports)}; GETs of a NodeMetric: "
@@ -663,7 +767,8 @@ async def run(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text("\n".join(out) + "\n")
     if args.ledger:
-        Path(args.ledger).write_text(json.dumps([[t, n, v, r, q] for t, n, v, r, q in ledger.rows]))
+        Path(args.ledger).write_text(json.dumps([[t, n, v, r, q, ledger.statuses.get(i)]
+                                                 for i, (t, n, v, r, q) in enumerate(ledger.rows)]))
     return exit_code
 
 
