@@ -659,11 +659,11 @@ async def run(args: argparse.Namespace) -> int:
                 print("restart: stopping the apiserver", flush=True)
                 before_lists = len([r for r in ledger.rows if r[2] == "LIST"])
                 down_at = time.monotonic()
+                ledger.add("-", "STOP", "-", {})
                 await asyncio.to_thread(harness.stop_apiserver)
                 await asyncio.sleep(args.outage_s)
                 ready_at = await asyncio.to_thread(harness.restart_apiserver)  # "ready": answering again
-                ledger.add("-", "SERVING", "-", {})
-                ready_wall = ready_at + (time.time() - time.monotonic())  # for the audit log's wall-clock times
+                wall_offset = time.time() - time.monotonic()  # for the audit log's wall-clock times
                 readyz_at = time.monotonic()
                 print(f"restart: apiserver answering {ready_at - down_at:.1f} s after the stop, /readyz "
                       f"{readyz_at - ready_at:.1f} s later", flush=True)
@@ -674,10 +674,24 @@ async def run(args: argparse.Namespace) -> int:
                         break
                     await asyncio.sleep(0.5)
                 end = time.monotonic()
+                # The tool's own /version poll runs in this process beside the simulated nodes' threads and can be
+                # seconds late on a loaded machine: the apiserver answered no later than the first list it received
+                # (its audit log), so "answering again" is the earlier of the two.
+                audited = [a for a in audit_lists(harness.audit_log) if a[0] - wall_offset >= down_at]
+                polled_at = ready_at
+                if audited:
+                    ready_at = min(ready_at, min(a[0] for a in audited) - wall_offset)
+                ready_wall = ready_at + wall_offset
+                with ledger.lock:
+                    ledger.rows.append((ready_at, "-", "SERVING", "-", {}))
+                print(f"restart: apiserver answering {ready_at - down_at:.1f} s after the stop "
+                      f"({polled_at - ready_at:.1f} s before the tool's poll saw it)", flush=True)
                 rows_restart = ledger.between(down_at, end)
                 per_second: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
                 listing: dict[int, set[str]] = collections.defaultdict(set)
                 for t, node, verb, _res, _q in rows_restart:
+                    if verb in ("GONE", "ENDED", "STOP", "SERVING"):
+                        continue
                     second = int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)
                     per_second[second][verb] += 1
                     if verb == "LIST":
@@ -686,10 +700,7 @@ async def run(args: argparse.Namespace) -> int:
                 # The apiserver's own view: the lists its audit log received, per node and second.
                 audit_listing: dict[int, set[str]] = collections.defaultdict(set)
                 audit_codes: collections.Counter[int] = collections.Counter()
-                down_wall = ready_wall - (ready_at - down_at)
-                for wall, node, _uri, code in audit_lists(harness.audit_log):
-                    if wall < down_wall:
-                        continue
+                for wall, node, _uri, code in audited:
                     offset = wall - ready_wall
                     second = int(offset) if offset >= 0 else -1 - int(-offset)
                     audit_listing[second].add(node)
