@@ -194,9 +194,11 @@ class Reflector:
                 try:
                     if need_list:
                         if reason == "expired":
-                            # Every 410 waits the node's slot, not only one after an outage: the apiserver can
-                            # expire every node's watch at once (after a restart, a CRD's storage reset about 10 s
-                            # later expired every NodeSLO watch of 200 nodes in the same second).
+                            # Every 410 waits the node's next relist point, not only one after an outage, and
+                            # a retry after a 429 or a failed relist waits for it again: the apiserver can expire
+                            # every node's watch at once (after a restart, a CRD's storage rebuilt seconds later
+                            # expired every NodeSLO and NodeMetric watch of 200 nodes within a few seconds), and
+                            # only a point fixed on the clock keeps such a wave spread (spread.py).
                             delay = self._spread.relist_delay()
                             if delay > 0:
                                 self._set_connected(False)  # the cache is behind until the relist: stale
@@ -291,8 +293,6 @@ class Reflector:
         self.errors += 1
         if exc.status != 410:
             self._failures += 1
-        if exc.status == 0 or exc.status >= 500:  # unreachable or failing, not an answer: a new relist slot later
-            self._spread.outage()
         self.last_error = str(exc)
         if self._metrics is not None:
             self._metrics.errors.labels(self.kind.name).inc()
