@@ -487,6 +487,7 @@ def build_node(name: str, kubeconfig: str, informer_settings: InformerSettings, 
 
 _CONNECTS = [0]
 _CONNECTS_LOCK = threading.Lock()
+_CONNECTS_BY: list[tuple[float, str]] = []
 
 
 def count_connects() -> None:
@@ -501,6 +502,8 @@ def count_connects() -> None:
         sock = original(self)
         with _CONNECTS_LOCK:
             _CONNECTS[0] += 1
+            # which thread connected: a reflector's ("informer-pods_0") or a writer's (asyncio's to_thread)
+            _CONNECTS_BY.append((time.monotonic(), threading.current_thread().name.rsplit("_", 1)[0]))
         return sock
 
     urllib3.connection.HTTPConnection._new_conn = _new_conn  # type: ignore[method-assign]
@@ -610,6 +613,8 @@ async def run(args: argparse.Namespace) -> int:
         await asyncio.sleep(args.rest_s)
         m1, c1, w1, r1 = scrape(kube), connects(), wire_bytes(port), \
             time.monotonic()
+        with _CONNECTS_LOCK:
+            connected_by = collections.Counter(who for t, who in _CONNECTS_BY if r0 <= t < r1)
         minutes = (r1 - r0) / 60
         per_node_min = 1 / (args.nodes * minutes)
         client = collections.Counter((verb, res) for _t, _n, verb, res, _q in ledger.between(r0, r1))
@@ -637,6 +642,8 @@ async def run(args: argparse.Namespace) -> int:
         out.append(table(
             "Rest: connections and bytes", ["what", "total", "per node per minute"],
             [["connections opened (TCP connect + TLS handshake)", c1 - c0, f"{(c1 - c0) * per_node_min:.3f}"],
+             ["... by the thread that opened them", ", ".join(f"{k}: {v}" for k, v in connected_by.most_common()) or "-",
+              ""],
              ["connections open now (ss)", w1[0], f"{w1[0] / args.nodes:.1f} per node"],
              ["watches open (apiserver_longrunning_gauge WATCH)", int(sum(longrunning.values())), ""],
              ["registered watchers (apiserver)", int(sum(watchers.values())), ""],
