@@ -528,6 +528,18 @@ async def report_loop(node: SimNode, interval_s: float, pods_per_node: int, stop
             await asyncio.wait_for(stop.wait(), timeout=interval_s)
 
 
+async def lag_loop(stop: asyncio.Event, lags: list[tuple[float, float]], period_s: float = 0.1) -> None:
+    """The load generator's own lateness: how much later than asked a 0.1 s sleep of this process's event loop
+    returns. The simulated nodes share one process and two CPUs with the apiserver, so a stall here (the apiserver
+    loading its caches, 2,500 threads handling a wave of 410s) delays every node's timers at once and bunches
+    relists that the agents spread: a real node's agent stalls alone."""
+    while not stop.is_set():
+        started = time.monotonic()
+        await asyncio.sleep(period_s)
+        now = time.monotonic()
+        lags.append((now, now - started - period_s))
+
+
 async def freshness_loop(nodes: list[SimNode], stop: asyncio.Event, period_s: float = 0.2) -> None:
     while not stop.is_set():
         now = time.monotonic()
@@ -548,6 +560,30 @@ def table(title: str, header: list[str], rows: list[list[Any]]) -> str:
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells[1:]]
     return "\n".join(lines)
+
+
+def _p99_max(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return f"{ordered[int(0.99 * (len(ordered) - 1))]:.2f} s, {ordered[-1]:.2f} s"
+
+
+def _late_lists(lists: list[tuple[float, str, str, str, dict[str, str]]], settings: Any
+                ) -> tuple[int, list[tuple[float, str, str, str, dict[str, str]]]]:
+    """(how many lists were sent more than 0.5 s after their node's relist point, the others), or (-1, all) for a
+    version without points on the clock. Monotonic ledger times are put on the wall clock the points use."""
+    try:
+        from hookserver.informer.spread import phase_of
+    except ImportError:
+        return -1, list(lists)
+    window = float(getattr(settings, "relist_spread_s", 0) or 0)
+    if window <= 0:
+        return -1, list(lists)
+    wall = time.time() - time.monotonic()
+    on_time = [r for r in lists
+               if abs((r[0] + wall - phase_of(r[1]) * window + window / 2) % window - window / 2) <= 0.5]
+    return len(lists) - len(on_time), on_time
 
 
 def cache_bypassing(query: Mapping[str, str]) -> bool:
@@ -593,6 +629,8 @@ async def run(args: argparse.Namespace) -> int:
     tasks = [asyncio.create_task(n.informer.run(stop)) for n in nodes]
     tasks += [asyncio.create_task(report_loop(n, args.report_interval_s, args.pods_per_node, stop)) for n in nodes]
     tasks.append(asyncio.create_task(freshness_loop(nodes, stop)))
+    lags: list[tuple[float, float]] = []
+    tasks.append(asyncio.create_task(lag_loop(stop, lags)))
     exit_code = 0
     try:
         # -- first sync
@@ -734,19 +772,31 @@ async def run(args: argparse.Namespace) -> int:
                 unfresh = [n.name for n in nodes if not n.fresh_since]
                 fresh_after = [n.fresh_since - ready_at for n in nodes if n.fresh_since]
                 table_rows = []
+                lag_by_second: dict[int, float] = collections.defaultdict(float)
+                for t, lag in list(lags):
+                    if down_at <= t < end:
+                        second = int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)
+                        lag_by_second[second] = max(lag_by_second[second], lag)
+                # Lists sent late by the generator: more than 0.5 s after the node's relist point, where the agent's
+                # schedule (spread.py, when the measured version has one) put them.
+                late_lists, on_time = _late_lists(lists, informer_settings)
+                on_time_listing: dict[int, set[str]] = collections.defaultdict(set)
+                for t, node, _verb, _res, _q in on_time:
+                    on_time_listing[int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)].add(node)
                 for second in sorted(set(per_second) | set(audit_listing)):
                     verbs = per_second[second]
                     table_rows.append([second, sum(verbs.values()), verbs.get("LIST", 0), verbs.get("WATCH", 0),
                                        verbs.get("PATCH", 0) + verbs.get("GET", 0), len(listing[second]),
                                        f"{100 * len(listing[second]) / args.nodes:.1f} %",
                                        len(audit_listing[second]),
-                                       f"{100 * len(audit_listing[second]) / args.nodes:.1f} %"])
+                                       f"{100 * len(audit_listing[second]) / args.nodes:.1f} %",
+                                       f"{lag_by_second.get(second, 0.0):.2f}"])
                 out.append(table(
                     f"Restart: apiserver stopped at -{ready_at - down_at:.1f} s, answering again at 0 s, /readyz ok at "
                     f"{readyz_at - ready_at:.1f} s (client-side requests per second; negative seconds: while it was "
                     "down)",
                     ["second", "requests", "LIST", "WATCH", "GET+PATCH", "nodes listing", "of the nodes",
-                     "nodes listing (audit)", "of the nodes (audit)"], table_rows))
+                     "nodes listing (audit)", "of the nodes (audit)", "generator lag (s, max)"], table_rows))
                 worst = max((len(s) for s in listing.values()), default=0)
                 worst_audit = max((len(s) for s in audit_listing.values()), default=0)
                 out.append(table("Restart: summary", ["what", "value"], [
@@ -762,6 +812,13 @@ async def run(args: argparse.Namespace) -> int:
                      f"{max(fresh_after):.1f} s" if fresh_after and not unfresh else f"NO: {len(unfresh)} not fresh"],
                     ["median node fresh after the apiserver answered", f"{sorted(fresh_after)[len(fresh_after) // 2]:.1f} s"
                      if fresh_after else "-"],
+                    ["load generator: event-loop lag during the restart (p99, max)",
+                     _p99_max([lag for t, lag in list(lags) if down_at <= t < end])],
+                    ["lists sent > 0.5 s after the node's relist point (the generator late)",
+                     f"{late_lists} of {len(lists)}" if late_lists >= 0 else "- (this version has no relist points)"],
+                    ["most nodes listing in one second, lists sent on time only",
+                     (lambda w: f"{w} ({100 * w / args.nodes:.1f} %)")(
+                         max((len(v) for v in on_time_listing.values()), default=0)) if late_lists >= 0 else "-"],
                     ["lists before the restart (first sync)", before_lists],
                     ["etcd lists of the agents' resource types since the restart (apiserver metrics)",
                      ", ".join(f"{k[0]}: {int(v)}" for k, v in sorted(etcd_agent.items())) or "0"],
