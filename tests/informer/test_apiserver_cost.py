@@ -42,7 +42,9 @@ class Waits:
     def __init__(self, clocked: str = "") -> None:
         self.chosen: list[tuple[str, float]] = []
         self.informer: Informer | None = None
-        self.status_at: dict[float, dict[str, Any]] = {}  # the informer's status as each wait began
+        # the informer's status as each wait began, by resource and delay: a node's resources relisting at its
+        # point choose the same delay, and one's status must not overwrite another's
+        self.status_at: dict[tuple[str, float], dict[str, Any]] = {}
         self.clocked = clocked
         self.now = 0.0
 
@@ -52,7 +54,7 @@ class Waits:
             if name == self.clocked:
                 self.now += delay
             if self.informer is not None:
-                self.status_at[delay] = self.informer.status()
+                self.status_at[(name, delay)] = self.informer.status()
             return await sleep_or_stop(stop, min(delay, 0.01))
         return sleep
 
@@ -305,7 +307,7 @@ def test_a_relist_forced_by_a_410_waits_the_nodes_slot_after_an_outage_and_on_a_
             await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 3, timeout_s=10, what="the outage relist")
             # the node's slot: phase x window from the first 410 of any of its resources (a moment earlier)
             assert phase * 40 - 1 < waits.of("pods")[-1] <= phase * 40 + 1e-6
-            during = waits.status_at[waits.of("pods")[-1]]  # while it waited for its slot: stale, and says why
+            during = waits.status_at[("pods", waits.of("pods")[-1])]  # while it waited for its slot: stale, and says why
             assert during["stale"] is True
             assert any(r.startswith("pods: relist in") and "410" in r for r in during["stale_reasons"])
             await eventually(lambda: not informer.store.snapshot().stale, what="fresh again")
@@ -555,7 +557,7 @@ def test_watches_ended_early_by_a_shutting_down_apiserver_count_as_an_outage(
             assert len(_watches(fake, "/api/v1/pods")) > count
             phase = pods._spread.phase
             assert phase * 40 - 1 < waits.of("pods")[-1] <= phase * 40 + 1e-6  # the node's relist slot
-            during = waits.status_at[waits.of("pods")[-1]]
+            during = waits.status_at[("pods", waits.of("pods")[-1])]
             assert any(r.startswith("pods: relist in") and "after an outage" in r for r in during["stale_reasons"])
 
     run(scenario())
