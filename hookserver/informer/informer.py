@@ -37,7 +37,7 @@ from hookserver.informer.settings import InformerSettings
 from hookserver.informer.slo_configmap import SLOConfigMapHandler, slo_configmap_kind
 from hookserver.informer.slo_file import SLOFileSource
 from hookserver.informer.slo_state import SLOState
-from hookserver.informer.spread import ListSpread
+from hookserver.informer.spread import ListSpread, phase_of
 from hookserver.informer.transport import ApiClientTransport, KubeTransport, load_client_configuration
 from hookserver.store.state import StateStore
 from hookserver.system import SystemRoots
@@ -269,8 +269,9 @@ def _api_reflectors(
     if configmap is not None:
         namespace, name = configmap
         plan.append((slo_configmap_kind(namespace, name), SLOConfigMapHandler(slo, namespace=namespace, name=name)))
-    # one phase per node, shared by its resources (spread.py)
-    spread = ListSpread(first_list_s=informer.first_list_spread_s, relist_s=informer.relist_spread_s)
+    # one phase per node (its name's hash), shared by its resources (spread.py)
+    spread = ListSpread(first_list_s=informer.first_list_spread_s, relist_s=informer.relist_spread_s,
+                        phase=phase_of(node_name))
     return [
         Reflector(kind, transport=transport, handler=handler, settings=informer, metrics=metrics, spread=spread)
         for kind, handler in plan

@@ -177,6 +177,7 @@ class Reflector:
     # -- the loop --------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         backoff = _ResettingBackoff(self._settings, rand=self._rand)
+        unreachable = False  # the last failure was a transport failure (refused, reset, timed out)
         reason = "initial"
         need_list = True
         # After an outage every node of the cluster reconnects within seconds of the apiserver coming back,
@@ -194,9 +195,11 @@ class Reflector:
                 try:
                     if need_list:
                         if reason == "expired":
-                            # Every 410 waits the node's slot, not only one after an outage: the apiserver can
-                            # expire every node's watch at once (after a restart, a CRD's storage reset about 10 s
-                            # later expired every NodeSLO watch of 200 nodes in the same second).
+                            # Every 410 waits the node's next relist point, not only one after an outage, and
+                            # a retry after a 429 or a failed relist waits for it again: the apiserver can expire
+                            # every node's watch at once (after a restart, a CRD's storage rebuilt seconds later
+                            # expired every NodeSLO and NodeMetric watch of 200 nodes within a few seconds), and
+                            # only a point fixed on the clock keeps such a wave spread (spread.py).
                             delay = self._spread.relist_delay()
                             if delay > 0:
                                 self._set_connected(False)  # the cache is behind until the relist: stale
@@ -220,6 +223,7 @@ class Reflector:
                             continue
                     watch_started = self._clock()
                     outcome = await self._watch_once(stop)
+                    unreachable = False
                 except InformerError as exc:
                     if self.kind.absent_on(exc.status):  # the watch refused (a grant withdrawn): as on a list
                         self._mark_absent(exc)
@@ -243,6 +247,13 @@ class Reflector:
                         if await self._sleep(stop, wait):
                             return
                         continue
+                    if exc.status and unreachable:
+                        # The apiserver answers again (with an error: a restarted one answers 503 for a custom
+                        # resource until that CRD's handler is ready): the outage is over, and the delay it grew
+                        # (to 30 s +- 50 %) would keep this resource stale that long after everything else came
+                        # back, and its 410, relisted a window later, past the minute the restart should take.
+                        backoff.answered_after_outage()
+                    unreachable = exc.status == 0
                     wait = backoff.next_delay()
                     self._set_state(f"retrying in {wait:.1f} s after: {exc}", wait)
                     if await self._spread.backoff(stop, wait, self._sleep):  # or until a sibling gets through
@@ -291,8 +302,6 @@ class Reflector:
         self.errors += 1
         if exc.status != 410:
             self._failures += 1
-        if exc.status == 0 or exc.status >= 500:  # unreachable or failing, not an answer: a new relist slot later
-            self._spread.outage()
         self.last_error = str(exc)
         if self._metrics is not None:
             self._metrics.errors.labels(self.kind.name).inc()
@@ -547,6 +556,7 @@ class _ResettingBackoff:
         )
         self._reset_s = settings.backoff_reset_s
         self._last = -float("inf")
+        self._last_fresh_start = -float("inf")
 
     def next_delay(self) -> float:
         now = time.monotonic()
@@ -554,6 +564,15 @@ class _ResettingBackoff:
             self._backoff.reset()
         self._last = now
         return self._backoff.next_delay()
+
+    def answered_after_outage(self) -> None:
+        """The apiserver answered (an HTTP error) after failures to reach it: what the outage grew does not carry
+        over to this new failure, which starts from the initial delay; at most once per `backoff_reset_s`, so an
+        apiserver flapping between refusing and failing still backs off."""
+        now = time.monotonic()
+        if now - self._last_fresh_start >= self._reset_s:
+            self._last_fresh_start = now
+            self._backoff.reset()
 
 
 async def _until(future: asyncio.Future[Any], stop: asyncio.Event) -> bool:

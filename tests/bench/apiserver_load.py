@@ -33,6 +33,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import datetime
 import inspect
 import json
 import logging
@@ -78,6 +79,7 @@ def _measure_another_tree() -> None:
 _measure_another_tree()
 
 from hookserver.config import Settings
+from hookserver.errors import InformerError
 from hookserver.informer import InformerSettings, build_informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration
@@ -90,6 +92,11 @@ SLO_API = "/apis/slo.koordinator.sh/v1alpha1"
 KUBE_E2E = Path(os.environ.get("KUBE_E2E", "/tmp/kube-e2e"))
 TOOLS = Path(os.environ.get("HOOKSERVER_E2E_TOOLS", str(REPO.parent / "shared" / "tools" / "kube-e2e")))
 NAMESPACE = "hookserver-loadtest"
+AUDIT_NODE_TAG = "loadtest-node/"
+# The private apiserver's audit policy: every list (the relists the restart table counts, seen by the apiserver
+# itself), metadata only, once the response is complete; nothing else (the audit log costs the apiserver CPU).
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata", "verbs": ["list"]}, {"level": "None"}]}
 
 log = logging.getLogger("loadtest")
 
@@ -97,14 +104,21 @@ log = logging.getLogger("loadtest")
 # -- client-side witness -----------------------------------------------------------------------------------------
 @dataclass
 class Ledger:
-    """Every request the simulated agents sent: (monotonic time, node, verb, resource, query)."""
+    """Every request the simulated agents sent: (monotonic time, node, verb, resource, query), and how each was
+    answered (`statuses`, by row index: the HTTP status, 0 when no answer came: refused, reset, timed out)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     rows: list[tuple[float, str, str, str, dict[str, str]]] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
 
-    def add(self, node: str, verb: str, resource: str, query: Mapping[str, str]) -> None:
+    def add(self, node: str, verb: str, resource: str, query: Mapping[str, str]) -> int:
         with self.lock:
             self.rows.append((time.monotonic(), node, verb, resource, dict(query)))
+            return len(self.rows) - 1
+
+    def answered(self, row: int, status: int) -> None:
+        with self.lock:
+            self.statuses[row] = status
 
     def between(self, start: float, end: float) -> list[tuple[float, str, str, str, dict[str, str]]]:
         with self.lock:
@@ -134,16 +148,55 @@ class CountingTransport(ApiClientTransport):
         super().__init__(*args, **kwargs)
         self._node = node
         self._ledger = ledger
+        # The apiserver's audit log names the simulated node by its user agent (the agent's own, plus the node):
+        # the configmap is listed by the same name from every node, so the URL alone cannot say whose list it is.
+        api = getattr(self, "_api", None)
+        if api is not None:
+            api.user_agent = f"{api.user_agent} {AUDIT_NODE_TAG}{node}"
 
     def _get(self, path: str, params: Mapping[str, str], read_timeout_s: float) -> Any:
         collection = path.rsplit("/", 1)[-1] in _COLLECTIONS
         verb = "WATCH" if params.get("watch") else ("LIST" if collection else "GET")
-        self._ledger.add(self._node, verb, _resource(path), params)
-        return super()._get(path, params, read_timeout_s)
+        row = self._ledger.add(self._node, verb, _resource(path), params)
+        try:
+            response = super()._get(path, params, read_timeout_s)
+        except InformerError as exc:
+            self._ledger.answered(row, exc.status)
+            raise
+        self._ledger.answered(row, int(getattr(response, "status", 200)))
+        return response
+
+    def open_watch(self, path: str, params: Mapping[str, str], **kwargs: Any) -> Any:
+        return _LedgerStream(super().open_watch(path, params, **kwargs), self._ledger, self._node, _resource(path))
 
     def _send(self, method: str, path: str, body: Any, **kwargs: Any) -> Any:
-        self._ledger.add(self._node, method, _resource(path), {})
-        return super()._send(method, path, body, **kwargs)
+        row = self._ledger.add(self._node, method, _resource(path), {})
+        try:
+            response = super()._send(method, path, body, **kwargs)
+        except InformerError as exc:
+            self._ledger.answered(row, exc.status)
+            raise
+        self._ledger.answered(row, int(getattr(response, "status", 200)))
+        return response
+
+
+class _LedgerStream:
+    """A watch stream that enters in the ledger what ends it: "GONE" for an ERROR event with code 410 (the moment
+    the apiserver told this node to relist), "ENDED" when the server closed it (the apiserver shutting down, or a
+    custom resource's storage torn down)."""
+
+    def __init__(self, stream: Any, ledger: Ledger, node: str, resource: str) -> None:
+        self._stream, self._ledger, self._node, self._resource = stream, ledger, node, resource
+
+    def lines(self) -> Iterator[bytes]:
+        for line in self._stream.lines():
+            if line.startswith(b'{"type":"ERROR"') and b'"code":410' in line:
+                self._ledger.add(self._node, "GONE", self._resource, {})
+            yield line
+        self._ledger.add(self._node, "ENDED", self._resource, {})
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 # -- apiserver-side witness --------------------------------------------------------------------------------------
@@ -207,6 +260,28 @@ def wire_bytes(port: int) -> tuple[int, int, int]:
     return sockets, sent, received
 
 
+def audit_lists(path: Path) -> list[tuple[float, str, str, int]]:
+    """The simulated nodes' lists as the apiserver's audit log records them: (wall time the apiserver received the
+    request, node, request URI, HTTP status). The apiserver's own view of who listed when, beside the client's."""
+    out: list[tuple[float, str, str, int]] = []
+    with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            agent = str(event.get("userAgent", ""))
+            if event.get("verb") != "list" or AUDIT_NODE_TAG not in agent:
+                continue
+            node = agent.split(AUDIT_NODE_TAG, 1)[1].split()[0]
+            with contextlib.suppress(ValueError, TypeError):
+                received = datetime.datetime.fromisoformat(
+                    str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")).timestamp()
+                status = int((event.get("responseStatus") or {}).get("code") or 0)
+                out.append((received, node, str(event.get("requestURI", "")), status))
+    return out
+
+
 # -- the harness ---------------------------------------------------------------------------------------------------
 class PrivateApiserver:
     """A kube-apiserver and etcd of this load test's own, from the kube-e2e harness's binaries and certificates, on
@@ -221,6 +296,7 @@ class PrivateApiserver:
         self.etcd: subprocess.Popen[bytes] | None = None
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.kubeconfig = str(self.dir / "kubeconfig")
+        self.audit_log = self.dir / "audit.log"
 
     def _need(self) -> tuple[Path, Path]:
         binary, pki = KUBE_E2E / "bin" / "kube-apiserver", KUBE_E2E / "pki"
@@ -244,6 +320,7 @@ class PrivateApiserver:
              "--listen-peer-urls", self.etcd_peer, "--initial-advertise-peer-urls", self.etcd_peer,
              "--initial-cluster", f"loadtest={self.etcd_peer}", "--logger", "zap", "--log-outputs", "stderr"],
             stdout=subprocess.DEVNULL, stderr=open(self.dir / "etcd.log", "wb"), start_new_session=True)
+        (self.dir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         self.start_apiserver(binary, pki)
         ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
         Path(self.kubeconfig).write_text(yaml.safe_dump({
@@ -265,7 +342,9 @@ class PrivateApiserver:
              "--service-account-issuer", "https://kubernetes.default.svc",
              "--service-account-key-file", str(pki / "sa.pub"), "--service-account-signing-key-file", str(pki / "sa.key"),
              "--authorization-mode", "RBAC", "--token-auth-file", str(self.dir / "tokens.csv"),
-             "--service-cluster-ip-range", "10.0.0.0/24", "--disable-admission-plugins", "ServiceAccount"],
+             "--service-cluster-ip-range", "10.0.0.0/24", "--disable-admission-plugins", "ServiceAccount",
+             "--audit-policy-file", str(self.dir / "audit-policy.yaml"), "--audit-log-path", str(self.audit_log),
+             "--audit-log-maxsize", "0"],
             stdout=subprocess.DEVNULL, stderr=open(self.dir / "apiserver.log", "ab"), start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 90) -> None:
@@ -408,6 +487,7 @@ def build_node(name: str, kubeconfig: str, informer_settings: InformerSettings, 
 
 _CONNECTS = [0]
 _CONNECTS_LOCK = threading.Lock()
+_CONNECTS_BY: list[tuple[float, str]] = []
 
 
 def count_connects() -> None:
@@ -422,6 +502,8 @@ def count_connects() -> None:
         sock = original(self)
         with _CONNECTS_LOCK:
             _CONNECTS[0] += 1
+            # which thread connected: a reflector's ("informer-pods_0") or a writer's (asyncio's to_thread)
+            _CONNECTS_BY.append((time.monotonic(), threading.current_thread().name.rsplit("_", 1)[0]))
         return sock
 
     urllib3.connection.HTTPConnection._new_conn = _new_conn  # type: ignore[method-assign]
@@ -446,6 +528,18 @@ async def report_loop(node: SimNode, interval_s: float, pods_per_node: int, stop
             await asyncio.wait_for(stop.wait(), timeout=interval_s)
 
 
+async def lag_loop(stop: asyncio.Event, lags: list[tuple[float, float]], period_s: float = 0.1) -> None:
+    """The load generator's own lateness: how much later than asked a 0.1 s sleep of this process's event loop
+    returns. The simulated nodes share one process and two CPUs with the apiserver, so a stall here (the apiserver
+    loading its caches, 2,500 threads handling a wave of 410s) delays every node's timers at once and bunches
+    relists that the agents spread: a real node's agent stalls alone."""
+    while not stop.is_set():
+        started = time.monotonic()
+        await asyncio.sleep(period_s)
+        now = time.monotonic()
+        lags.append((now, now - started - period_s))
+
+
 async def freshness_loop(nodes: list[SimNode], stop: asyncio.Event, period_s: float = 0.2) -> None:
     while not stop.is_set():
         now = time.monotonic()
@@ -466,6 +560,36 @@ def table(title: str, header: list[str], rows: list[list[Any]]) -> str:
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells[1:]]
     return "\n".join(lines)
+
+
+def _p99_max(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return f"{ordered[int(0.99 * (len(ordered) - 1))]:.2f} s, {ordered[-1]:.2f} s"
+
+
+def _late_lists(lists: list[tuple[float, str, str, str, dict[str, str]]], settings: Any
+                ) -> tuple[int, list[tuple[float, str, str, str, dict[str, str]]],
+                           list[tuple[float, str, str, str, dict[str, str]]]]:
+    """(how many lists were sent more than 0.5 s after their node's relist point, the others, every list moved to
+    the point it was sent for: the agents' schedule without the generator's lag), or (-1, all, all) for a version
+    without points on the clock. Monotonic ledger times are put on the wall clock the points use."""
+    try:
+        from hookserver.informer.spread import phase_of
+    except ImportError:
+        return -1, list(lists), list(lists)
+    window = float(getattr(settings, "relist_spread_s", 0) or 0)
+    if window <= 0:
+        return -1, list(lists), list(lists)
+    wall = time.time() - time.monotonic()
+    on_time, scheduled = [], []
+    for r in lists:
+        lag = (r[0] + wall - phase_of(r[1]) * window + window / 2) % window - window / 2
+        if abs(lag) <= 0.5:
+            on_time.append(r)
+        scheduled.append((r[0] - lag, *r[1:]))
+    return len(lists) - len(on_time), on_time, scheduled
 
 
 def cache_bypassing(query: Mapping[str, str]) -> bool:
@@ -511,6 +635,8 @@ async def run(args: argparse.Namespace) -> int:
     tasks = [asyncio.create_task(n.informer.run(stop)) for n in nodes]
     tasks += [asyncio.create_task(report_loop(n, args.report_interval_s, args.pods_per_node, stop)) for n in nodes]
     tasks.append(asyncio.create_task(freshness_loop(nodes, stop)))
+    lags: list[tuple[float, float]] = []
+    tasks.append(asyncio.create_task(lag_loop(stop, lags)))
     exit_code = 0
     try:
         # -- first sync
@@ -522,6 +648,14 @@ async def run(args: argparse.Namespace) -> int:
         out.append(f"first sync of every node: {time.monotonic() - t0:.1f} s "
                    f"(first_list_spread_s {getattr(informer_settings, 'first_list_spread_s', 0):g})")
         print(out[-1], flush=True)
+        # Steady state begins once every node has reported once: a node's first report opens the writer's
+        # connection (its watches hold the others), and with reports at a random phase of the interval that first
+        # connect fell inside the rest window for most nodes (at 500 nodes all 313 connects at rest came from the
+        # writers' threads), which is start-up, not rest.
+        while not all(n.reports for n in nodes):
+            if time.monotonic() - t0 > 300 + args.report_interval_s:
+                raise SystemExit("not every node reported within the report interval after its first sync")
+            await asyncio.sleep(0.5)
         await asyncio.sleep(args.settle_s)
 
         # -- rest
@@ -531,6 +665,8 @@ async def run(args: argparse.Namespace) -> int:
         await asyncio.sleep(args.rest_s)
         m1, c1, w1, r1 = scrape(kube), connects(), wire_bytes(port), \
             time.monotonic()
+        with _CONNECTS_LOCK:
+            connected_by = collections.Counter(who for t, who in _CONNECTS_BY if r0 <= t < r1)
         minutes = (r1 - r0) / 60
         per_node_min = 1 / (args.nodes * minutes)
         client = collections.Counter((verb, res) for _t, _n, verb, res, _q in ledger.between(r0, r1))
@@ -558,6 +694,8 @@ async def run(args: argparse.Namespace) -> int:
         out.append(table(
             "Rest: connections and bytes", ["what", "total", "per node per minute"],
             [["connections opened (TCP connect + TLS handshake)", c1 - c0, f"{(c1 - c0) * per_node_min:.3f}"],
+             ["... by the thread that opened them", ", ".join(f"{k}: {v}" for k, v in connected_by.most_common()) or "-",
+              ""],
              ["connections open now (ss)", w1[0], f"{w1[0] / args.nodes:.1f} per node"],
              ["watches open (apiserver_longrunning_gauge WATCH)", int(sum(longrunning.values())), ""],
              ["registered watchers (apiserver)", int(sum(watchers.values())), ""],
@@ -580,10 +718,11 @@ async def run(args: argparse.Namespace) -> int:
                 print("restart: stopping the apiserver", flush=True)
                 before_lists = len([r for r in ledger.rows if r[2] == "LIST"])
                 down_at = time.monotonic()
+                ledger.add("-", "STOP", "-", {})
                 await asyncio.to_thread(harness.stop_apiserver)
                 await asyncio.sleep(args.outage_s)
                 ready_at = await asyncio.to_thread(harness.restart_apiserver)  # "ready": answering again
-                ledger.add("-", "SERVING", "-", {})
+                wall_offset = time.time() - time.monotonic()  # for the audit log's wall-clock times
                 readyz_at = time.monotonic()
                 print(f"restart: apiserver answering {ready_at - down_at:.1f} s after the stop, /readyz "
                       f"{readyz_at - ready_at:.1f} s later", flush=True)
@@ -594,15 +733,41 @@ async def run(args: argparse.Namespace) -> int:
                         break
                     await asyncio.sleep(0.5)
                 end = time.monotonic()
+                # The tool's own /version poll runs in this process beside the simulated nodes' threads and can be
+                # seconds late on a loaded machine: the apiserver answered no later than the first list it received
+                # (its audit log), so "answering again" is the earlier of the two.
+                audited = [a for a in audit_lists(harness.audit_log) if a[0] - wall_offset >= down_at]
+                polled_at = ready_at
+                if audited:
+                    ready_at = min(ready_at, min(a[0] for a in audited) - wall_offset)
+                ready_wall = ready_at + wall_offset
+                with ledger.lock:
+                    ledger.rows.append((ready_at, "-", "SERVING", "-", {}))
+                print(f"restart: apiserver answering {ready_at - down_at:.1f} s after the stop "
+                      f"({polled_at - ready_at:.1f} s before the tool's poll saw it)", flush=True)
                 rows_restart = ledger.between(down_at, end)
                 per_second: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
                 listing: dict[int, set[str]] = collections.defaultdict(set)
                 for t, node, verb, _res, _q in rows_restart:
+                    if verb in ("GONE", "ENDED", "STOP", "SERVING"):
+                        continue
                     second = int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)
                     per_second[second][verb] += 1
                     if verb == "LIST":
                         listing[second].add(node)
                 lists = [r for r in rows_restart if r[2] == "LIST"]
+                # The apiserver's own view: the lists its audit log received, per node and second.
+                audit_listing: dict[int, set[str]] = collections.defaultdict(set)
+                audit_codes: collections.Counter[int] = collections.Counter()
+                for wall, node, _uri, code in audited:
+                    offset = wall - ready_wall
+                    second = int(offset) if offset >= 0 else -1 - int(-offset)
+                    audit_listing[second].add(node)
+                    audit_codes[code] += 1
+                with ledger.lock:
+                    answers = collections.Counter(
+                        (r[2], ledger.statuses.get(i, -1)) for i, r in enumerate(ledger.rows)
+                        if down_at <= r[0] < end and r[2] in ("LIST", "WATCH"))
                 # the restarted apiserver's counters start at 0: everything since it came up (its watch caches'
                 # own initial lists included: one per resource type)
                 after = scrape(kube)
@@ -613,25 +778,59 @@ async def run(args: argparse.Namespace) -> int:
                 unfresh = [n.name for n in nodes if not n.fresh_since]
                 fresh_after = [n.fresh_since - ready_at for n in nodes if n.fresh_since]
                 table_rows = []
-                for second in sorted(per_second):
+                lag_by_second: dict[int, float] = collections.defaultdict(float)
+                for t, lag in list(lags):
+                    if down_at <= t < end:
+                        second = int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)
+                        lag_by_second[second] = max(lag_by_second[second], lag)
+                # Lists sent late by the generator: more than 0.5 s after the node's relist point, where the agent's
+                # schedule (spread.py, when the measured version has one) put them.
+                late_lists, on_time, scheduled = _late_lists(lists, informer_settings)
+                on_time_listing: dict[int, set[str]] = collections.defaultdict(set)
+                for t, node, _verb, _res, _q in on_time:
+                    on_time_listing[int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)].add(node)
+                scheduled_listing: dict[int, set[str]] = collections.defaultdict(set)
+                for t, node, _verb, _res, _q in scheduled:
+                    scheduled_listing[int(t - ready_at) if t >= ready_at else -1 - int(ready_at - t)].add(node)
+                for second in sorted(set(per_second) | set(audit_listing)):
                     verbs = per_second[second]
                     table_rows.append([second, sum(verbs.values()), verbs.get("LIST", 0), verbs.get("WATCH", 0),
                                        verbs.get("PATCH", 0) + verbs.get("GET", 0), len(listing[second]),
-                                       f"{100 * len(listing[second]) / args.nodes:.1f} %"])
+                                       f"{100 * len(listing[second]) / args.nodes:.1f} %",
+                                       len(audit_listing[second]),
+                                       f"{100 * len(audit_listing[second]) / args.nodes:.1f} %",
+                                       f"{lag_by_second.get(second, 0.0):.2f}"])
                 out.append(table(
                     f"Restart: apiserver stopped at -{ready_at - down_at:.1f} s, answering again at 0 s, /readyz ok at "
                     f"{readyz_at - ready_at:.1f} s (client-side requests per second; negative seconds: while it was "
                     "down)",
-                    ["second", "requests", "LIST", "WATCH", "GET+PATCH", "nodes listing", "of the nodes"], table_rows))
+                    ["second", "requests", "LIST", "WATCH", "GET+PATCH", "nodes listing", "of the nodes",
+                     "nodes listing (audit)", "of the nodes (audit)", "generator lag (s, max)"], table_rows))
                 worst = max((len(s) for s in listing.values()), default=0)
+                worst_audit = max((len(s) for s in audit_listing.values()), default=0)
                 out.append(table("Restart: summary", ["what", "value"], [
                     ["lists sent (since the stop)", len(lists)],
                     ["nodes that relisted", f"{len(relisted)} of {args.nodes}"],
-                    ["most nodes listing in one second", f"{worst} ({100 * worst / args.nodes:.1f} %)"],
+                    ["most nodes listing in one second (client: sent)", f"{worst} ({100 * worst / args.nodes:.1f} %)"],
+                    ["most nodes listing in one second (apiserver audit log: received)",
+                     f"{worst_audit} ({100 * worst_audit / args.nodes:.1f} %)"],
+                    ["lists in the audit log by status", ", ".join(f"{k}: {v}" for k, v in sorted(audit_codes.items()))],
+                    ["client's lists and watch opens by answer (0: no answer)",
+                     ", ".join(f"{verb} {code}: {n}" for (verb, code), n in sorted(answers.items()))],
                     ["every node fresh again after the apiserver answered",
                      f"{max(fresh_after):.1f} s" if fresh_after and not unfresh else f"NO: {len(unfresh)} not fresh"],
                     ["median node fresh after the apiserver answered", f"{sorted(fresh_after)[len(fresh_after) // 2]:.1f} s"
                      if fresh_after else "-"],
+                    ["load generator: event-loop lag during the restart (p99, max)",
+                     _p99_max([lag for t, lag in list(lags) if down_at <= t < end])],
+                    ["lists sent > 0.5 s after the node's relist point (the generator late)",
+                     f"{late_lists} of {len(lists)}" if late_lists >= 0 else "- (this version has no relist points)"],
+                    ["most nodes listing in one second, lists sent on time only",
+                     (lambda w: f"{w} ({100 * w / args.nodes:.1f} %)")(
+                         max((len(v) for v in on_time_listing.values()), default=0)) if late_lists >= 0 else "-"],
+                    ["most nodes listing in one second at their relist points (the agents' schedule, the lag taken out)",
+                     (lambda w: f"{w} ({100 * w / args.nodes:.1f} %)")(
+                         max((len(v) for v in scheduled_listing.values()), default=0)) if late_lists >= 0 else "-"],
                     ["lists before the restart (first sync)", before_lists],
                     ["etcd lists of the agents' resource types since the restart (apiserver metrics)",
                      ", ".join(f"{k[0]}: {int(v)}" for k, v in sorted(etcd_agent.items())) or "0"],
@@ -643,7 +842,7 @@ async def run(args: argparse.Namespace) -> int:
         out.append(f"\nlists that could bypass the watch cache: {len(bypass)} of "
                    f"{sum(1 for r in ledger.rows if r[2] == 'LIST')}"
                    + (f" (e.g. {bypass[0][3]} {bypass[0][4]})" if bypass else ""))
-        reports = collections.Counter()
+        reports: collections.Counter[str] = collections.Counter()
         for n in nodes:
             reports.update(n.reports)
         out.append(f"NodeMetric reports: {dict(reports)}; GETs of a NodeMetric: "
@@ -663,7 +862,8 @@ async def run(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text("\n".join(out) + "\n")
     if args.ledger:
-        Path(args.ledger).write_text(json.dumps([[t, n, v, r, q] for t, n, v, r, q in ledger.rows]))
+        Path(args.ledger).write_text(json.dumps([[t, n, v, r, q, ledger.statuses.get(i)]
+                                                 for i, (t, n, v, r, q) in enumerate(ledger.rows)]))
     return exit_code
 
 

@@ -221,7 +221,7 @@ class FakeApiServer:
         self.accept_encodings: list[str] = []  # the Accept-Encoding of every GET
         self.gzip_min_bytes = 128 << 10  # kube-apiserver gzips a response above 128 KiB when the client accepts it
         self.gzipped = 0  # responses sent gzipped
-        self._throttle: list[tuple[str, float]] = []  # (path prefix, Retry-After) of GETs to answer with 429
+        self._throttle: list[tuple[str, float, int]] = []  # (path prefix, Retry-After, 429 or 503) of GETs
         self.throttled: list[tuple[float, str]] = []  # (monotonic time, path) of every 429 sent
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -259,15 +259,21 @@ class FakeApiServer:
         """Answer the next `n` GETs under `path_prefix` (lists and watches) with 429 and this Retry-After, as
         kube-apiserver does while its max-in-flight is full or a restarted one is still loading a cache."""
         with self._cond:
-            self._throttle.extend([(path_prefix, retry_after_s)] * n)
+            self._throttle.extend([(path_prefix, retry_after_s, 429)] * n)
 
-    def _throttled(self, path: str) -> float | None:
+    def unavailable_next(self, n: int, *, path_prefix: str = "/") -> None:
+        """Answer the next `n` GETs under `path_prefix` with 503 and no Retry-After, as a restarted kube-apiserver
+        answers a custom resource's requests until that CRD's handler is ready."""
         with self._cond:
-            for i, (prefix, retry_after) in enumerate(self._throttle):
+            self._throttle.extend([(path_prefix, 0.0, 503)] * n)
+
+    def _throttled(self, path: str) -> tuple[float, int] | None:
+        with self._cond:
+            for i, (prefix, retry_after, code) in enumerate(self._throttle):
                 if path.startswith(prefix):
                     del self._throttle[i]
                     self.throttled.append((time.monotonic(), path))
-                    return retry_after
+                    return retry_after, code
         return None
 
     def paths_requested(self, path: str) -> int:
@@ -686,12 +692,16 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 proxied = proxy_path(url.path)
                 if proxied is not None and fake.proxy_run is not None:
                     return serve_proxy(self, *proxied, query, fake.proxy_run)
-            retry_after = fake._throttled(url.path)
-            if retry_after is not None:
-                data = json.dumps(_status(429, "TooManyRequests", "the server is loading its caches")).encode()
-                self.send_response(429)
+            throttled = fake._throttled(url.path)
+            if throttled is not None:
+                retry_after, code = throttled
+                status = _status(429, "TooManyRequests", "the server is loading its caches") if code == 429 else \
+                    _status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+                data = json.dumps(status).encode()
+                self.send_response(code)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Retry-After", f"{retry_after:g}")
+                if code == 429:
+                    self.send_header("Retry-After", f"{retry_after:g}")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

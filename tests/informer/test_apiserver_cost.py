@@ -6,7 +6,9 @@ Waits are recorded through the reflector's injectable sleep (the delay each one 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import random
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from hookserver.informer import Informer, InformerSettings, build_informer
 from hookserver.informer.last_seen import LastSeen
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
 from hookserver.informer.reflector import _ResettingBackoff
+from hookserver.informer.spread import ListSpread, phase_of
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration, retry_after_s
 from hookserver.store import StateStore
 from tests.informer.conftest import NODE, api_settings, eventually, run
@@ -30,18 +33,28 @@ NODEMETRIC = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
 
 
 class Waits:
-    """Records each wait a reflector chooses, then sleeps a token 10 ms so tests stay fast."""
+    """Records each wait a reflector chooses, then sleeps a token 10 ms so tests stay fast.
 
-    def __init__(self) -> None:
+    `now` is the node's wall clock as its relist points see it (running_with hands it to the spread): it starts at
+    0, where every node's point is phase x window, and moves by the waits `clocked` (one resource) chooses, as if
+    they had been slept in full."""
+
+    def __init__(self, clocked: str = "") -> None:
         self.chosen: list[tuple[str, float]] = []
         self.informer: Informer | None = None
-        self.status_at: dict[float, dict[str, Any]] = {}  # the informer's status as each wait began
+        # the informer's status as each wait began, by resource and delay: a node's resources relisting at its
+        # point choose the same delay, and one's status must not overwrite another's
+        self.status_at: dict[tuple[str, float], dict[str, Any]] = {}
+        self.clocked = clocked
+        self.now = 0.0
 
     def for_(self, name: str) -> Any:
         async def sleep(stop: asyncio.Event, delay: float) -> bool:
             self.chosen.append((name, delay))
+            if name == self.clocked:
+                self.now += delay
             if self.informer is not None:
-                self.status_at[delay] = self.informer.status()
+                self.status_at[(name, delay)] = self.informer.status()
             return await sleep_or_stop(stop, min(delay, 0.01))
         return sleep
 
@@ -57,6 +70,7 @@ async def running_with(settings: Settings, waits: Waits | None = None,
         waits.informer = informer
         for reflector in informer.reflectors:
             reflector._sleep = waits.for_(reflector.kind.name)
+            reflector._spread._clock = lambda: waits.now
     stop = asyncio.Event()
     task = asyncio.create_task(informer.run(stop))
     try:
@@ -241,15 +255,27 @@ def test_the_first_list_waits_this_nodes_part_of_the_spread_window(fake: FakeApi
                 assert waits.of(reflector.kind.name)[0] == pytest.approx(phase * 30)
 
     run(scenario())
-    # nodes draw apart: twenty agents spread over the window
+    # nodes draw apart: twenty agents of twenty nodes spread over the window; an agent restarted on the same node
+    # keeps its node's phase (its name's hash)
     phases = []
-    for i in range(20):
-        informer = build_informer(api_settings(fake, tmp_path, first_list_spread_s=30), store=StateStore(),
-                                  registry=CollectorRegistry())
+    for name in [f"node-{i}" for i in range(20)] + ["node-0"]:
+        settings = api_settings(fake, tmp_path, first_list_spread_s=30).model_copy(update={"node_name": name})
+        informer = build_informer(settings, store=StateStore(), registry=CollectorRegistry())
         phases.append(informer.reflectors[0]._spread.phase)
         assert informer.transport is not None
         informer.transport.close()
     assert len(set(phases)) == 20 and max(phases) - min(phases) > 0.5
+    assert phases[-1] == phases[0] == phase_of("node-0")
+
+
+def test_the_phase_is_as_uniform_over_a_clusters_node_names_as_a_random_draw() -> None:
+    """5,000 names as a cluster names its nodes: each tenth of the window holds 500 +- 4 standard deviations."""
+    phases = [phase_of(f"ip-10-0-{i // 250}-{i % 250}.ec2.internal") for i in range(5000)]
+    assert all(0 <= p < 1 for p in phases)
+    deciles = [0] * 10
+    for p in phases:
+        deciles[int(p * 10)] += 1
+    assert all(500 - 85 <= n <= 500 + 85 for n in deciles), deciles
 
 
 def test_a_relist_forced_by_a_410_waits_the_nodes_slot_after_an_outage_and_on_a_healthy_watch(
@@ -281,7 +307,7 @@ def test_a_relist_forced_by_a_410_waits_the_nodes_slot_after_an_outage_and_on_a_
             await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 3, timeout_s=10, what="the outage relist")
             # the node's slot: phase x window from the first 410 of any of its resources (a moment earlier)
             assert phase * 40 - 1 < waits.of("pods")[-1] <= phase * 40 + 1e-6
-            during = waits.status_at[waits.of("pods")[-1]]  # while it waited for its slot: stale, and says why
+            during = waits.status_at[("pods", waits.of("pods")[-1])]  # while it waited for its slot: stale, and says why
             assert during["stale"] is True
             assert any(r.startswith("pods: relist in") and "410" in r for r in during["stale_reasons"])
             await eventually(lambda: not informer.store.snapshot().stale, what="fresh again")
@@ -309,6 +335,29 @@ def test_429_waits_the_retry_after_and_does_not_grow_the_backoff(fake: FakeApiSe
             assert waits.of("pods")[4:6] == [0.5, 1.0]
             fake.start()
             await eventually(lambda: not informer.store.snapshot().stale, what="fresh again")
+
+    run(scenario())
+
+
+def test_a_503_after_an_outage_retries_from_the_initial_delay(fake: FakeApiServer, tmp_path: Path) -> None:
+    """A restarted kube-apiserver answers 503 for a custom resource until its CRD handler is ready. Before, the
+    retry after that 503 waited the delay the outage had grown (up to 45 s), so the resource's 410 came late and
+    its relist a window later: at 200 nodes the last 410 came 17 s after the apiserver answered and the last node
+    was fresh after 56.6 s."""
+    fake.apply("nodes", make_node(NODE))
+    waits = Waits()
+
+    async def scenario() -> None:
+        settings = api_settings(fake, tmp_path, backoff_initial_s=0.5, backoff_max_s=8, backoff_jitter=0.0)
+        async with running_with(settings, waits) as informer:
+            assert await informer.wait_synced(5)
+            fake.kill()
+            await eventually(lambda: waits.of("pods")[-1:] == [8.0], timeout_s=10, what="the outage's backoff")
+            fake.unavailable_next(2, path_prefix="/api/v1/pods")
+            fake.start()
+            await eventually(lambda: not informer.store.snapshot().stale, timeout_s=10, what="fresh again")
+            after = waits.of("pods")[waits.of("pods").index(8.0):]
+            assert after[-2:] == [0.5, 1.0], after  # the two 503s: from the initial delay, growing again
 
     run(scenario())
 
@@ -386,34 +435,86 @@ def test_probe_is_skipped_when_the_apiserver_answered_recently(fake: FakeApiServ
         transport.close()
 
 
-def test_a_nodes_resources_relist_in_one_slot_anchored_at_its_first_410() -> None:
-    """Before, each resource drew its own delay from its own reconnect: one node relisted at five moments, and the
-    per-second count of nodes relisting was five times what the window promised."""
-    from hookserver.informer.spread import ListSpread
-
+def test_every_410_waits_for_the_nodes_next_relist_point_on_the_clock() -> None:
+    """Before, the slot was anchored at the node's first 410 and a 410 that came after the slot relisted at once:
+    the CRDs' second wave of 410s after an apiserver restart relisted every node whose slot had passed in the same
+    second or two (11 % of 200 nodes in one second with a 30 s window)."""
     now = [500.0]
     spread = ListSpread(first_list_s=5, relist_s=30, phase=0.5, clock=lambda: now[0])
     assert spread.first_list_delay() == 2.5
-    assert spread.relist_delay() == 15.0  # the first resource to get 410 anchors the slot at 500 + 15
-    now[0] += 4
-    assert spread.relist_delay() == 11.0  # a resource that reconnected 4 s later waits for the same slot
-    now[0] += 20
-    assert spread.relist_delay() == 0.0  # one that came back after the slot relists at once
-    now[0] += 100  # a later outage: a new anchor
-    assert spread.relist_delay() == 15.0
-    # a 410 from an apiserver that was shutting down anchored a slot, then the node lost the apiserver: the slot
-    # is not kept (it may pass during the outage), the 410 from the apiserver that came back anchors anew
-    now[0] += 5
-    spread.outage()
-    now[0] += 30
-    assert spread.relist_delay() == 15.0
+    # the node's points: t mod 30 = 15, i.e. ..., 495, 525, 555
+    assert spread.relist_delay() == 25.0  # a 410 at 500 waits for 525
+    now[0] = 504.0
+    assert spread.relist_delay() == 21.0  # a sibling resource's 410 4 s later: the same point
+    now[0] = 525.0
+    assert spread.relist_delay() == 0.0  # on the point
+    now[0] = 526.0
+    assert spread.relist_delay() == 29.0  # after it (a second wave, a retry after 429): the next point, not at once
+    now[0] = 555.0 - 1e-12
+    assert 0.0 <= spread.relist_delay() < 1e-9
+    assert ListSpread(first_list_s=5, relist_s=0, phase=0.5, clock=lambda: now[0]).relist_delay() == 0.0
+
+
+def test_500_nodes_stay_under_5_percent_a_second_whatever_the_waves_of_410s() -> None:
+    """The restart as the 500-node load test saw it, on the default window: the core resources' 410s as each node
+    reconnects (0-15 s after the apiserver answers), the custom resources' 410s in waves (their storage rebuilt,
+    at 5 s and again at 20 s for a third of the nodes), and a relist refused by a 429 for some. A node lists only
+    at its own points, so no second holds more than the nodes whose point falls in it, and every node is fresh
+    within its last 410 + the window."""
+    window = InformerSettings().relist_spread_s
+    rng = random.Random(25)
+    start = 1_790_000_000.0  # a wall-clock time: the points are laid on the clock
+    listing: dict[int, set[str]] = collections.defaultdict(set)
+    late = 0.0  # seconds after its last 410 until a node listed
+    for i in range(500):
+        name = f"lt5a2c1-n{i:04d}"
+        now = [0.0]
+        spread = ListSpread(first_list_s=5, relist_s=window, phase=phase_of(name), clock=lambda: start + now[0])
+        reconnect = rng.uniform(0, 15)
+        gone = [reconnect, max(reconnect, 5.0) + rng.uniform(0, 0.5)]  # core resources, then the CRDs
+        if i % 3 == 0:
+            gone.append(20.0 + rng.uniform(0, 0.5))
+        for t in gone:
+            now[0] = t
+            at = t + spread.relist_delay()
+            if i % 7 == 0:  # the relist got a 429 (Retry-After 1 s): its retry waits for the node's point again
+                now[0] = at + 1.0 + rng.uniform(0, 0.5)
+                at = now[0] + spread.relist_delay()
+                assert at - now[0] < window
+            else:
+                late = max(late, at - t)
+            listing[int(at)].add(name)
+    worst = max(len(nodes) for nodes in listing.values())
+    assert worst <= 25, f"{worst} of 500 nodes relisted in one second"
+    assert late < window
+
+
+def test_a_relist_refused_with_429_is_retried_at_the_nodes_next_point(fake: FakeApiServer, tmp_path: Path) -> None:
+    """Before, the retry came Retry-After (+ jitter) after the refusal: the nodes a loaded apiserver refused in one
+    second came back together in the next, out of their slots."""
+    fake.apply("nodes", make_node(NODE))
+    fake.apply("pods", make_pod("a"))
+    waits = Waits(clocked="pods")
+
+    async def scenario() -> None:
+        settings = api_settings(fake, tmp_path, relist_spread_s=40, backoff_jitter=0.0)
+        async with running_with(settings, waits) as informer:
+            assert await informer.wait_synced(5)
+            pods = next(r for r in informer.reflectors if r.kind.name == "pods")
+            phase = pods._spread.phase
+            fake.throttle_next(1, retry_after_s=2, path_prefix="/api/v1/pods")  # the relist's list
+            fake.expire_watches("pods")
+            # the first list, the relist refused, the relist at the next point
+            await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 3, timeout_s=10, what="the relist")
+            assert waits.of("pods") == pytest.approx([phase * 40, 2.0, 40 - 2.0])
+            assert waits.now == pytest.approx(40 + phase * 40)  # the node's next point
+
+    run(scenario())
 
 
 def test_a_resource_backing_off_reconnects_when_a_sibling_reaches_the_apiserver() -> None:
     """Each resource backs off on its own, so after a long outage one node's resources came back up to 45 s apart
     and relisted in as many seconds; now the first to reach the apiserver wakes the others."""
-    from hookserver.informer.spread import ListSpread
-
     async def scenario() -> None:
         spread = ListSpread(first_list_s=0, relist_s=0, phase=0)
         stop = asyncio.Event()
@@ -456,7 +557,7 @@ def test_watches_ended_early_by_a_shutting_down_apiserver_count_as_an_outage(
             assert len(_watches(fake, "/api/v1/pods")) > count
             phase = pods._spread.phase
             assert phase * 40 - 1 < waits.of("pods")[-1] <= phase * 40 + 1e-6  # the node's relist slot
-            during = waits.status_at[waits.of("pods")[-1]]
+            during = waits.status_at[("pods", waits.of("pods")[-1])]
             assert any(r.startswith("pods: relist in") and "after an outage" in r for r in during["stale_reasons"])
 
     run(scenario())

@@ -26,6 +26,9 @@ API_ENV = {
     "HOOKSERVER_INFORMER__CONNECT_TIMEOUT_S": "2",
     "HOOKSERVER_INFORMER__BACKOFF_MAX_S": "2",
     "HOOKSERVER_INFORMER__WATCH_TIMEOUT_S": "20",
+    # One agent: no cluster to spread, and a 410's relist waits for the node's point (up to the 45 s default),
+    # longer than the 30 s the recovery check gives a pod added after the fault.
+    "HOOKSERVER_INFORMER__RELIST_SPREAD_S": "5",
 }
 FAULTS = ("500", "429", "410", "cut", "slow", "blackhole")
 
