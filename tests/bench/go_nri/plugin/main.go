@@ -1,0 +1,145 @@
+// Go NRI plugin for `make bench-go` (tests/bench/bench_nri_go.py): the Go counterpart of hookserver's
+// batchresource hook, on containerd/nri's pkg/stub. For a BE pod (label koordinator.sh/qosClass=BE)
+// it reads the batch spec annotation (node.koordinator.sh/extended-resource-spec) and sets, for the
+// container of that name, cpu shares = batch-cpu request milli * 1024 / 1000, cpu quota = batch-cpu
+// limit milli * 100 with period 100000, and memory limit = the batch-memory limit: in CreateContainer
+// as a ContainerAdjustment, in Synchronize as one ContainerUpdate per running container.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/sirupsen/logrus"
+)
+
+const (
+	specKey     = "node.koordinator.sh/extended-resource-spec"
+	qosLabel    = "koordinator.sh/qosClass"
+	batchCPU    = "kubernetes.io/batch-cpu"
+	batchMemory = "kubernetes.io/batch-memory"
+	cfsPeriod   = 100000
+)
+
+type resources struct {
+	Requests map[string]string `json:"requests"`
+	Limits   map[string]string `json:"limits"`
+}
+
+type spec struct {
+	Containers map[string]resources `json:"containers"`
+}
+
+type values struct {
+	shares uint64
+	quota  int64
+	memory int64
+}
+
+type plugin struct{}
+
+// batchValues: what the hook sets for container `name` of `pod`; ok false when it sets nothing.
+func batchValues(pod *api.PodSandbox, name string) (v values, ok bool) {
+	if pod == nil || pod.GetLabels()[qosLabel] != "BE" {
+		return v, false
+	}
+	raw, found := pod.GetAnnotations()[specKey]
+	if !found {
+		return v, false
+	}
+	var s spec
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return v, false
+	}
+	c, found := s.Containers[name]
+	if !found {
+		return v, false
+	}
+	set := false
+	if req, err := strconv.ParseInt(c.Requests[batchCPU], 10, 64); err == nil && req > 0 {
+		v.shares = uint64(req * 1024 / 1000)
+		set = true
+	}
+	if lim, err := strconv.ParseInt(c.Limits[batchCPU], 10, 64); err == nil && lim > 0 {
+		v.quota = lim * cfsPeriod / 1000
+		set = true
+	}
+	if mem, err := strconv.ParseInt(c.Limits[batchMemory], 10, 64); err == nil && mem > 0 {
+		v.memory = mem
+		set = true
+	}
+	return v, set
+}
+
+func (plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	byID := make(map[string]*api.PodSandbox, len(pods))
+	for _, p := range pods {
+		byID[p.GetId()] = p
+	}
+	var out []*api.ContainerUpdate
+	for _, c := range ctrs {
+		if c.GetState() != api.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		v, ok := batchValues(byID[c.GetPodSandboxId()], c.GetName())
+		if !ok {
+			continue
+		}
+		u := &api.ContainerUpdate{ContainerId: c.GetId()}
+		if v.shares > 0 {
+			u.SetLinuxCPUShares(v.shares)
+		}
+		if v.quota > 0 {
+			u.SetLinuxCPUQuota(v.quota)
+			u.SetLinuxCPUPeriod(cfsPeriod)
+		}
+		if v.memory > 0 {
+			u.SetLinuxMemoryLimit(v.memory)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func (plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	v, ok := batchValues(pod, c.GetName())
+	if !ok {
+		return nil, nil, nil
+	}
+	a := &api.ContainerAdjustment{}
+	if v.shares > 0 {
+		a.SetLinuxCPUShares(v.shares)
+	}
+	if v.quota > 0 {
+		a.SetLinuxCPUQuota(v.quota)
+		a.SetLinuxCPUPeriod(cfsPeriod)
+	}
+	if v.memory > 0 {
+		a.SetLinuxMemoryLimit(v.memory)
+	}
+	return a, nil, nil
+}
+
+func main() {
+	socket := flag.String("socket", "", "the runtime's NRI socket")
+	name := flag.String("name", "gobench", "plugin name")
+	idx := flag.String("idx", "10", "plugin index")
+	flag.Parse()
+	logrus.SetLevel(logrus.WarnLevel)
+	s, err := stub.New(plugin{}, stub.WithSocketPath(*socket), stub.WithPluginName(*name), stub.WithPluginIdx(*idx),
+		stub.WithOnClose(func() { os.Exit(0) }))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nri-plugin: %v\n", err)
+		os.Exit(1)
+	}
+	if err := s.Run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "nri-plugin: %v\n", err)
+		os.Exit(1)
+	}
+}
