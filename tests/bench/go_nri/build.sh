@@ -4,12 +4,19 @@
 #
 # Everything is fetched from Debian by exact path, nothing is installed system-wide and nothing
 # outside build/go-nri/ is written:
-#   * Go from bookworm-backports (golang-1.23-go + golang-1.23-src, unpacked with dpkg-deb -x);
-#   * the NRI library and its dependencies as Debian trixie's golang-*-dev packages (Debian strips
-#     containerd's vendor/ tree, "~ds1", and ships each Go module as a -dev package under
-#     /usr/share/gocode/src instead); the Depends closure of golang-github-containerd-nri-dev is
-#     unpacked into one GOPATH and the two programs are built in GOPATH mode (GO111MODULE=off),
-#     as Debian builds its own Go packages.
+#   * Go from Debian trixie (golang-1.24-go + golang-1.24-src, unpacked with dpkg-deb -x; a static
+#     toolchain that runs on bookworm). bookworm-backports stops at Go 1.23, and forky's
+#     golang.org/x/net (pulled in by ttrpc -> grpc) needs Go 1.24's net/http
+#     (GO_NRI_GO_SUITE=bookworm-backports GO_NRI_GO=1.23 still works with GO_NRI_SUITE=trixie);
+#   * the NRI library and its dependencies as Debian golang-*-dev packages. Debian's containerd
+#     source package (trixie: 1.7.24~ds1) has no vendor/ tree (the "~ds1" repack strips it); Debian
+#     ships each Go module as a -dev package under /usr/share/gocode/src instead. The Depends closure
+#     of golang-github-containerd-nri-dev from suite $GO_NRI_SUITE is unpacked (one tree per suite)
+#     and the two programs are built in GOPATH mode (GO111MODULE=off), as Debian builds its own Go
+#     packages. Default suite forky (testing): nri 0.8.0 + ttrpc 1.2.7, the versions upstream
+#     containerd 1.7.24 vendors, and an nri that splits Synchronize under ttrpc's 4 MiB (>= 0.7).
+#     trixie's nri 0.6.1 cannot: its runtime refuses to send a Synchronize over 4 MiB (~800 of the
+#     bench's pods), so GO_NRI_SUITE=trixie builds but the larger sync rows fail.
 # Idempotent: downloads and unpacking are skipped when present; the binaries are rebuilt when a
 # source file is newer. Exit status 3 = the network or a download failed (the bench then skips).
 set -euo pipefail
@@ -18,9 +25,12 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
 OUT="${GO_NRI_BUILD:-$ROOT/build/go-nri}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-GOVER="${GO_NRI_GO:-1.23}"
+GOVER="${GO_NRI_GO:-1.24}"
+GOSUITE="${GO_NRI_GO_SUITE:-trixie}"
+SUITE="${GO_NRI_SUITE:-forky}"
 PY="${PYTHON:-$(command -v python3)}"
-mkdir -p "$OUT/debs" "$OUT/gopath/src" "$OUT/bin"
+BIN="$OUT/bin-$SUITE-go$GOVER"
+mkdir -p "$OUT/debs" "$OUT/ours/src" "$BIN"
 cd "$OUT"
 
 fetch() {  # fetch URL FILE: download once, atomically
@@ -29,12 +39,13 @@ fetch() {  # fetch URL FILE: download once, atomically
     mv "$2.part" "$2"
 }
 
-fetch "$MIRROR/dists/trixie/main/binary-all/Packages.xz" trixie-all-Packages.xz
-fetch "$MIRROR/dists/bookworm-backports/main/binary-amd64/Packages.xz" bpo-amd64-Packages.xz
-fetch "$MIRROR/dists/bookworm-backports/main/binary-all/Packages.xz" bpo-all-Packages.xz
+fetch "$MIRROR/dists/$SUITE/main/binary-all/Packages.xz" "$SUITE-all-Packages.xz"
+ARCH="$(dpkg --print-architecture)"
+fetch "$MIRROR/dists/$GOSUITE/main/binary-$ARCH/Packages.xz" "$GOSUITE-$ARCH-Packages.xz"
+fetch "$MIRROR/dists/$GOSUITE/main/binary-all/Packages.xz" "$GOSUITE-all-Packages.xz"
 
 # Resolve file names: Go from backports, the nri -dev closure from trixie (golang-*-dev only).
-"$PY" - "$GOVER" > debs.list <<'PYEOF'
+"$PY" - "$GOVER" "$SUITE" "$GOSUITE" "$ARCH" > "debs-$SUITE.list" <<'PYEOF'
 import lzma, re, sys
 def index(path):
     pk, prov = {}, {}
@@ -46,11 +57,11 @@ def index(path):
                 if p.strip():
                     prov.setdefault(p.strip().split(" ")[0], d["Package"])
     return pk, prov
-gover = sys.argv[1]
-bpo = {**index("bpo-all-Packages.xz")[0], **index("bpo-amd64-Packages.xz")[0]}
+gover, suite, gosuite, arch = sys.argv[1:5]
+gopk = {**index(f"{gosuite}-all-Packages.xz")[0], **index(f"{gosuite}-{arch}-Packages.xz")[0]}
 for name in (f"golang-{gover}-go", f"golang-{gover}-src"):
-    print("go", bpo[name]["Filename"])
-pk, prov = index("trixie-all-Packages.xz")
+    print("go", gopk[name]["Filename"])
+pk, prov = index(f"{suite}-all-Packages.xz")
 seen, todo = set(), ["golang-github-containerd-nri-dev"]
 while todo:
     n = todo.pop()
@@ -69,32 +80,34 @@ PYEOF
 while read -r kind path; do
     deb="debs/$(basename "$path")"
     fetch "$MIRROR/$path" "$deb"
-    stamp="$deb.unpacked"
+    if [ "$kind" = go ]; then dest="goroot-$GOVER"; else dest="libroot-$SUITE"; fi
+    stamp="$dest/.$(basename "$deb")"
     [ -e "$stamp" ] && continue
-    if [ "$kind" = go ]; then dpkg-deb -x "$deb" goroot; else dpkg-deb -x "$deb" libroot; fi
+    mkdir -p "$dest"
+    dpkg-deb -x "$deb" "$dest"
     touch "$stamp"
-done < debs.list
+done < "debs-$SUITE.list"
 
-GOROOT="$OUT/goroot/usr/lib/go-$GOVER"
+GOROOT="$OUT/goroot-$GOVER/usr/lib/go-$GOVER"
 export GOROOT PATH="$GOROOT/bin:$PATH"
-# One GOPATH: the -dev packages' sources, plus our two programs.
-if [ ! -e "$OUT/gopath/.libs" ]; then
-    cp -a "$OUT/libroot/usr/share/gocode/src/." "$OUT/gopath/src/"
-    touch "$OUT/gopath/.libs"
-fi
-rm -rf "$OUT/gopath/src/hookserver-nri-bench"
+# GOPATH: our two programs first, then the -dev packages' sources (nothing copied).
+rm -rf "$OUT/ours/src/hookserver-nri-bench"
 for prog in harness plugin; do
-    mkdir -p "$OUT/gopath/src/hookserver-nri-bench/$prog"
-    cp "$HERE/$prog"/*.go "$OUT/gopath/src/hookserver-nri-bench/$prog/"
+    mkdir -p "$OUT/ours/src/hookserver-nri-bench/$prog"
+    cp "$HERE/$prog"/*.go "$OUT/ours/src/hookserver-nri-bench/$prog/"
 done
-export GOPATH="$OUT/gopath" GO111MODULE=off GOFLAGS= CGO_ENABLED=0 GOCACHE="$OUT/gocache" GOTOOLCHAIN=local
+export GOPATH="$OUT/ours:$OUT/libroot-$SUITE/usr/share/gocode" GO111MODULE=off GOFLAGS= CGO_ENABLED=0 GOCACHE="$OUT/gocache-$SUITE-go$GOVER" GOTOOLCHAIN=local
 for prog in harness plugin; do
-    go build -trimpath -o "$OUT/bin/nri-$prog" "hookserver-nri-bench/$prog"
+    go build -trimpath -o "$BIN/nri-$prog" "hookserver-nri-bench/$prog"
 done
 {
     echo "go: $(go version)"
-    for f in debs/golang-github-containerd-nri-dev_*.deb debs/golang-github-containerd-ttrpc-dev_*.deb; do
+    echo "suite: $SUITE"
+    for name in golang-github-containerd-nri-dev golang-github-containerd-ttrpc-dev golang-google-protobuf-dev; do
+        f="debs/$(basename "$(grep "/${name}_" "debs-$SUITE.list" | cut -d' ' -f2)")"
         echo "$(dpkg-deb -f "$f" Package): $(dpkg-deb -f "$f" Version)"
     done
-} > "$OUT/bin/versions.txt"
-cat "$OUT/bin/versions.txt"
+} > "$BIN/versions.txt"
+# bench_nri_go.py runs what build/go-nri/bin points at.
+ln -sfn "$(basename "$BIN")" "$OUT/bin"
+cat "$BIN/versions.txt"
