@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -63,7 +64,7 @@ type result struct {
 	Updates          int    `json:"updates"`
 	SyncError        string `json:"sync_error,omitempty"`
 	Calls            int    `json:"calls"`
-	NriVersion       string `json:"nri_version"`
+	SyncMessages     int32  `json:"sync_messages"`
 }
 
 func main() {
@@ -102,9 +103,26 @@ func main() {
 		}
 		return m(ctx, u)
 	}
-	res := result{NriVersion: "see versions.txt"}
+	var syncMessages atomic.Int32 // Synchronize requests sent (nri >= 0.7 splits a state over 4 MiB)
+	countSyncs := func(ctx context.Context, req *ttrpc.Request, rsp *ttrpc.Response, info *ttrpc.UnaryClientInfo, inv ttrpc.Invoker) error {
+		if strings.HasSuffix(info.FullMethod, "/Synchronize") {
+			syncMessages.Add(1)
+		}
+		return inv(ctx, req, rsp)
+	}
+	res := result{}
 	synced := make(chan struct{})
+	var syncs atomic.Int32
+	var started atomic.Bool
 	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
+		if !started.Load() { // Start() syncs the plugins it launched itself (none here)
+			_, err := cb(ctx, nil, nil)
+			return err
+		}
+		if syncs.Add(1) > 1 { // one plugin a harness: a second connection is a bug of the driver
+			fmt.Fprintln(os.Stderr, "nri-harness: a second plugin connected; refused")
+			return errors.New("one plugin a harness")
+		}
 		t0 := time.Now()
 		updates, err := cb(ctx, state.Pods, state.Containers)
 		t1 := time.Now()
@@ -113,6 +131,7 @@ func main() {
 			res.RegisterToSyncNs = t1.UnixNano() - r
 		}
 		res.Updates = len(updates)
+		res.SyncMessages = syncMessages.Load()
 		if err != nil {
 			res.SyncError = err.Error()
 		}
@@ -133,13 +152,14 @@ func main() {
 	_ = os.MkdirAll(empty, 0o755)
 	r, err := adaptation.New("nri-harness", "v0", syncFn, updateFn,
 		adaptation.WithSocketPath(*socket), adaptation.WithPluginPath(empty), adaptation.WithPluginConfigPath(empty),
-		adaptation.WithTTRPCOptions(nil, []ttrpc.ServerOpt{ttrpc.WithUnaryServerInterceptor(intercept)}))
+		adaptation.WithTTRPCOptions([]ttrpc.ClientOpts{ttrpc.WithUnaryClientInterceptor(countSyncs)}, []ttrpc.ServerOpt{ttrpc.WithUnaryServerInterceptor(intercept)}))
 	if err != nil {
 		fail("%v", err)
 	}
 	if err := r.Start(); err != nil {
 		fail("start: %v", err)
 	}
+	started.Store(true)
 	defer r.Stop()
 	fmt.Println("ready")
 

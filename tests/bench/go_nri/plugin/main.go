@@ -2,8 +2,9 @@
 // batchresource hook, on containerd/nri's pkg/stub. For a BE pod (label koordinator.sh/qosClass=BE)
 // it reads the batch spec annotation (node.koordinator.sh/extended-resource-spec) and sets, for the
 // container of that name, cpu shares = batch-cpu request milli * 1024 / 1000, cpu quota = batch-cpu
-// limit milli * 100 with period 100000, and memory limit = the batch-memory limit: in CreateContainer
-// as a ContainerAdjustment, in Synchronize as one ContainerUpdate per running container.
+// limit milli * 100 (at least 1000; the CFS period 100000 is assumed, never written, as koordinator's
+// hook does), and memory limit = the batch-memory limit: in CreateContainer as a ContainerAdjustment,
+// in Synchronize as one ContainerUpdate per running container.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -44,6 +46,23 @@ type values struct {
 
 type plugin struct{}
 
+// quantity: a Kubernetes quantity's integer value ("1500", "1k", "2Gi"); the spec's batch-cpu is in
+// milli-cores already, batch-memory in bytes.
+func quantity(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n * mult, err
+}
+
 // batchValues: what the hook sets for container `name` of `pod`; ok false when it sets nothing.
 func batchValues(pod *api.PodSandbox, name string) (v values, ok bool) {
 	if pod == nil || pod.GetLabels()[qosLabel] != "BE" {
@@ -62,15 +81,18 @@ func batchValues(pod *api.PodSandbox, name string) (v values, ok bool) {
 		return v, false
 	}
 	set := false
-	if req, err := strconv.ParseInt(c.Requests[batchCPU], 10, 64); err == nil && req > 0 {
+	if req, err := quantity(c.Requests[batchCPU]); err == nil && req > 0 {
 		v.shares = uint64(req * 1024 / 1000)
 		set = true
 	}
-	if lim, err := strconv.ParseInt(c.Limits[batchCPU], 10, 64); err == nil && lim > 0 {
+	if lim, err := quantity(c.Limits[batchCPU]); err == nil && lim > 0 {
 		v.quota = lim * cfsPeriod / 1000
+		if v.quota < 1000 {
+			v.quota = 1000
+		}
 		set = true
 	}
-	if mem, err := strconv.ParseInt(c.Limits[batchMemory], 10, 64); err == nil && mem > 0 {
+	if mem, err := quantity(c.Limits[batchMemory]); err == nil && mem > 0 {
 		v.memory = mem
 		set = true
 	}
@@ -97,7 +119,6 @@ func (plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api
 		}
 		if v.quota > 0 {
 			u.SetLinuxCPUQuota(v.quota)
-			u.SetLinuxCPUPeriod(cfsPeriod)
 		}
 		if v.memory > 0 {
 			u.SetLinuxMemoryLimit(v.memory)
@@ -118,7 +139,6 @@ func (plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Con
 	}
 	if v.quota > 0 {
 		a.SetLinuxCPUQuota(v.quota)
-		a.SetLinuxCPUPeriod(cfsPeriod)
 	}
 	if v.memory > 0 {
 		a.SetLinuxMemoryLimit(v.memory)
