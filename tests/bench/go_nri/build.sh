@@ -29,6 +29,7 @@ GOVER="${GO_NRI_GO:-1.24}"
 GOSUITE="${GO_NRI_GO_SUITE:-trixie}"
 SUITE="${GO_NRI_SUITE:-forky}"
 PY="${PYTHON:-$(command -v python3)}"
+case "$PY" in /*) ;; */*) PY="$PWD/$PY" ;; esac  # a relative path, before the cd below
 BIN="$OUT/bin-$SUITE-go$GOVER"
 mkdir -p "$OUT/debs" "$OUT/ours/src" "$BIN"
 cd "$OUT"
