@@ -46,6 +46,17 @@ type values struct {
 
 type plugin struct{}
 
+// noop: the floor. Receives and decodes the same requests through the same stub, answers with nothing.
+type noop struct{}
+
+func (noop) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	return nil, nil
+}
+
+func (noop) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	return nil, nil, nil
+}
+
 // quantity: a Kubernetes quantity's integer value ("1500", "1k", "2Gi"); the spec's batch-cpu is in
 // milli-cores already, batch-memory in bytes.
 func quantity(s string) (int64, error) {
@@ -150,9 +161,14 @@ func main() {
 	socket := flag.String("socket", "", "the runtime's NRI socket")
 	name := flag.String("name", "gobench", "plugin name")
 	idx := flag.String("idx", "10", "plugin index")
+	floor := flag.Bool("noop", false, "answer every request with nothing (the floor)")
 	flag.Parse()
 	logrus.SetLevel(logrus.WarnLevel)
-	s, err := stub.New(plugin{}, stub.WithSocketPath(*socket), stub.WithPluginName(*name), stub.WithPluginIdx(*idx),
+	var impl interface{} = plugin{}
+	if *floor {
+		impl = noop{}
+	}
+	s, err := stub.New(impl, stub.WithSocketPath(*socket), stub.WithPluginName(*name), stub.WithPluginIdx(*idx),
 		stub.WithOnClose(func() { os.Exit(0) }))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nri-plugin: %v\n", err)
