@@ -55,7 +55,7 @@ CALLS = 2000
 CREATE_ROUNDS = 4
 WARMUP = 200
 SYNC_PODS = (100, 500, 1000, 2500)
-SYNC_REPEATS = 3
+SYNC_REPEATS = 5
 PLUGINS = ("go-noop", "go", "hookserver")
 LABELS = {"go-noop": "Go no-op plugin (floor)", "go": "Go plugin (nri pkg/stub)", "hookserver": "hookserver"}
 
