@@ -74,17 +74,25 @@ func quantity(s string) (int64, error) {
 	return n * mult, err
 }
 
-// batchValues: what the hook sets for container `name` of `pod`; ok false when it sets nothing.
-func batchValues(pod *api.PodSandbox, name string) (v values, ok bool) {
+// podSpec: the batch spec of a BE pod, nil when the hook leaves the pod alone.
+func podSpec(pod *api.PodSandbox) *spec {
 	if pod == nil || pod.GetLabels()[qosLabel] != "BE" {
-		return v, false
+		return nil
 	}
 	raw, found := pod.GetAnnotations()[specKey]
 	if !found {
-		return v, false
+		return nil
 	}
-	var s spec
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+	s := &spec{}
+	if err := json.Unmarshal([]byte(raw), s); err != nil {
+		return nil
+	}
+	return s
+}
+
+// batchValues: what the hook sets for container `name` of a pod with spec s; ok false when nothing.
+func batchValues(s *spec, name string) (v values, ok bool) {
+	if s == nil {
 		return v, false
 	}
 	c, found := s.Containers[name]
@@ -111,9 +119,10 @@ func batchValues(pod *api.PodSandbox, name string) (v values, ok bool) {
 }
 
 func (plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	byID := make(map[string]*api.PodSandbox, len(pods))
+	// Each pod's spec parsed once, for all its containers.
+	byID := make(map[string]*spec, len(pods))
 	for _, p := range pods {
-		byID[p.GetId()] = p
+		byID[p.GetId()] = podSpec(p)
 	}
 	var out []*api.ContainerUpdate
 	for _, c := range ctrs {
@@ -140,7 +149,7 @@ func (plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api
 }
 
 func (plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	v, ok := batchValues(pod, c.GetName())
+	v, ok := batchValues(podSpec(pod), c.GetName())
 	if !ok {
 		return nil, nil, nil
 	}
