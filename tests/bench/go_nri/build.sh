@@ -2,8 +2,8 @@
 # Build the Go side of `make bench-go` (tests/bench/bench_nri_go.py): a runtime harness on the real
 # NRI runtime library (github.com/containerd/nri pkg/adaptation) and a Go plugin on nri's pkg/stub.
 #
-# Everything is fetched from Debian by exact path, nothing is installed system-wide and nothing
-# outside build/go-nri/ is written:
+# Everything is fetched from Debian by exact path into build/go-nri/ (~2.5 GB); nothing is installed
+# system-wide (curl only, with apt-get, when it is missing):
 #   * Go from Debian trixie (golang-1.24-go + golang-1.24-src, unpacked with dpkg-deb -x; a static
 #     toolchain that runs on bookworm). bookworm-backports stops at Go 1.23, and forky's
 #     golang.org/x/net (pulled in by ttrpc -> grpc) needs Go 1.24's net/http
@@ -13,12 +13,13 @@
 #     ships each Go module as a -dev package under /usr/share/gocode/src instead. The Depends closure
 #     of golang-github-containerd-nri-dev from suite $GO_NRI_SUITE is unpacked (one tree per suite)
 #     and the two programs are built in GOPATH mode (GO111MODULE=off), as Debian builds its own Go
-#     packages. Default suite forky (testing): nri 0.8.0 + ttrpc 1.2.7, the versions upstream
-#     containerd 1.7.24 vendors, and an nri that splits Synchronize under ttrpc's 4 MiB (>= 0.7).
-#     trixie's nri 0.6.1 cannot: its runtime refuses to send a Synchronize over 4 MiB (~800 of the
-#     bench's pods), so GO_NRI_SUITE=trixie builds but the larger sync rows fail.
-# Idempotent: downloads and unpacking are skipped when present; the binaries are rebuilt when a
-# source file is newer. Exit status 3 = the network or a download failed (the bench then skips).
+#     packages. Default suite forky (testing): nri 0.8.0 + ttrpc 1.2.7, what containerd 1.7.26+ and
+#     2.0/2.1 vendor, whose runtime splits a Synchronize under ttrpc's 4 MiB (nri >= 0.7). trixie's
+#     nri 0.6.1 (what containerd 1.7.16-1.7.25, trixie's 1.7.24 included, vendor) cannot: it refuses to
+#     send a Synchronize over 4 MiB (~800 of the bench's pods); GO_NRI_SUITE=trixie builds, and the
+#     larger sync rows then show the runtime's error for both plugins.
+# Idempotent: downloads and unpacking are skipped when present; the two programs are rebuilt every
+# time (seconds, from Go's build cache). Exit status 3 = the network or a download failed (the bench then skips).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -31,6 +32,15 @@ SUITE="${GO_NRI_SUITE:-forky}"
 PY="${PYTHON:-$(command -v python3)}"
 case "$PY" in /*) ;; */*) PY="$PWD/$PY" ;; esac  # a relative path, before the cd below
 BIN="$OUT/bin-$SUITE-go$GOVER"
+for tool in curl dpkg-deb; do  # a fresh bookworm may lack curl
+    command -v "$tool" >/dev/null && continue
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get install -y -q curl ca-certificates >/dev/null || { apt-get update -q && apt-get install -y -q curl ca-certificates; } \
+            || { echo "build.sh: cannot install curl" >&2; exit 3; }
+    else
+        echo "build.sh: needs $tool (apt-get install curl)" >&2; exit 3
+    fi
+done
 mkdir -p "$OUT/debs" "$OUT/ours/src" "$BIN"
 cd "$OUT"
 
