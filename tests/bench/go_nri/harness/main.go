@@ -7,10 +7,11 @@
 //     marshalled and sent to reply read, the runtime's view) and RegisterPlugin's arrival to the
 //     sync reply; writes the returned updates to <out>/sync-reply.pb (a SynchronizeResponse);
 //  2. if -calls > 0, calls CreateContainer on the adaptation (which relays to every registered
-//     plugin, here that one) -warmup times untimed, then -calls times serially, cycling through
-//     the requests of -create (each a uint32 big-endian length then a CreateContainerRequest);
-//     writes each call's nanoseconds to <out>/create-ns.txt and the last reply to
-//     <out>/create-reply.pb;
+//     plugin, here that one) -warmup times untimed, then -calls times serially, going through
+//     the requests of -create (each a uint32 big-endian length then a CreateContainerRequest),
+//     each after a RunPodSandbox for its pod (-run-pod, as on a node: a plugin that subscribes
+//     learns the pod there); writes each call's nanoseconds to <out>/create-ns.txt (and the
+//     RunPodSandbox ones to <out>/runpod-ns.txt) and the last reply to <out>/create-reply.pb;
 //  3. prints one JSON line of results on stdout and exits.
 package main
 
@@ -76,6 +77,7 @@ func main() {
 	outDir := flag.String("out", ".", "where results go")
 	wait := flag.Duration("wait", 120*time.Second, "how long to wait for the plugin")
 	expectAdjust := flag.Bool("expect-adjust", true, "the plugin adjusts CreateContainer (false: a no-op floor)")
+	runPod := flag.Bool("run-pod", true, "relay RunPodSandbox for the request's pod before each CreateContainer, as on a node")
 	flag.Parse()
 	logrus.SetLevel(logrus.WarnLevel)
 
@@ -176,6 +178,11 @@ func main() {
 	}
 
 	ctx := context.Background()
+	runPodSandbox := func(i int) {
+		if err := r.RunPodSandbox(ctx, &api.StateChangeEvent{Pod: creates[i%len(creates)].Pod}); err != nil {
+			fail("RunPodSandbox: %v", err)
+		}
+	}
 	create := func(i int) *api.CreateContainerResponse {
 		rpl, err := r.CreateContainer(ctx, creates[i%len(creates)])
 		if err != nil {
@@ -195,15 +202,27 @@ func main() {
 		time.Sleep(time.Millisecond)
 	}
 	for i := 0; i < *warmup; i++ {
+		if *runPod {
+			runPodSandbox(i)
+		}
 		create(i)
 	}
-	var b strings.Builder
+	var b, pb strings.Builder
 	var last *api.CreateContainerResponse
 	for i := 0; i < *calls; i++ {
+		if *runPod {
+			t0 := time.Now()
+			runPodSandbox(*warmup + i)
+			pb.WriteString(strconv.FormatInt(time.Since(t0).Nanoseconds(), 10))
+			pb.WriteByte('\n')
+		}
 		t0 := time.Now()
 		last = create(*warmup + i)
 		b.WriteString(strconv.FormatInt(time.Since(t0).Nanoseconds(), 10))
 		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(*outDir, "runpod-ns.txt"), []byte(pb.String()), 0o644); err != nil {
+		fail("%v", err)
 	}
 	res.Calls = *calls
 	if err := os.WriteFile(filepath.Join(*outDir, "create-ns.txt"), []byte(b.String()), 0o644); err != nil {
