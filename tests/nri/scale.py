@@ -98,7 +98,8 @@ def node_objects(
         names = ["main", "sidecar"] + (["init"] if stopped_every and i % stopped_every == 0 else [])
         for name in names:
             ctr = nri_pb2.Container(
-                id=f"ctr-{i}-{name}", pod_sandbox_id=pod.id, name=name, state=4 if name == "init" else 3,
+                id=f"ctr-{i}-{name}", pod_sandbox_id=pod.id, name=name,
+                state=nri_pb2.CONTAINER_STOPPED if name == "init" else nri_pb2.CONTAINER_RUNNING,
                 pid=10000 + i,
             )
             ctr.annotations.update({
