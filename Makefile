@@ -53,13 +53,12 @@ bench: $(STAMP)
 
 # hookserver's NRI plugin against a Go plugin (nri pkg/stub), both driven by containerd/nri's pkg/adaptation
 # (tests/bench/bench_nri_go.py). tests/bench/go_nri/build.sh first fetches Go and the NRI library from
-# deb.debian.org into build/go-nri/ (once; ~2.5 GB) and builds the two Go programs; without network the bench
-# prints a skipped row. Takes the bench lock (/work/bench.lock) when flock and the lock file are there.
+# deb.debian.org into build/go-nri/ (once; ~3.3 GB) and builds the two Go programs; without network the bench
+# prints a skipped row. Run it on a quiet node: it times both plugins side by side.
 bench-go: $(STAMP)
 	@if PYTHON=$(PY) tests/bench/go_nri/build.sh; then bin=build/go-nri/bin; \
 	else echo "bench-go: the Go build failed (above): skipping the Go comparison"; bin=/nonexistent; fi; \
-	if command -v flock >/dev/null && [ -w /work/bench.lock ]; then lock="flock -x /work/bench.lock"; else lock=; fi; \
-	GO_NRI_BIN=$$bin $$lock $(PY) -m tests.bench nri_go
+	GO_NRI_BIN=$$bin $(PY) -m tests.bench nri_go
 
 # The flight recorder's what-if replay (docs/operations.md, "Replay a node's day"): a synthetic day of a
 # 200-pod node and a real half hour of this machine's cgroups (deploy/replay/), each replayed as recorded and

@@ -58,7 +58,7 @@ PODS = 500
 ROUNDS = int(os.environ.get("HOOKSERVER_BENCH_ROUNDS", "8"))
 CALLS_PER_ROUND = 400
 WARMUP_S = 4.0
-SAMPLE_S = 0.002
+SAMPLE_S = float(os.environ.get("HOOKSERVER_BENCH_SAMPLE_S", "0.002"))  # the where-did-time-go sampler
 # After a checkout's pair is resumed: its timers fire what came due while it was stopped; let that pass.
 RESUME_S = 1.0
 # Each daemon called alone, the other of its pair stopped (SIGSTOP) meanwhile; HOOKSERVER_BENCH_ALONE=0 calls
