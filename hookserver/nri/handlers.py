@@ -112,8 +112,6 @@ class PluginService:
         self._sync_pods: list[nri_pb2.PodSandbox] = []
         self._sync_containers: list[nri_pb2.Container] = []
         self._sync_chunks = 0
-        # Per pod, the last answered event whose hooks still run (`_answer_or_defer`).
-        self._deferred: dict[str, asyncio.Future[None]] = {}
         self.configured = asyncio.Event()
         self.synchronized = asyncio.Event()
         self._hot = InlineHotPath(
@@ -322,43 +320,10 @@ class PluginService:
             return
         preq = pod_request(pod)
         # Only RunPodSandbox may fail the operation; stop and remove are bookkeeping and never refuse.
-        may_fail = event is Event.RUN_POD_SANDBOX
-        await self._answer_or_defer(preq.key, may_fail, lambda: self._guarded(
+        await self._guarded(
             rpc, preq.key, "", lambda: self._dispatcher.dispatch_pod(stage, preq, door=DOOR, rpc=rpc), budget,
-            may_fail=may_fail,
-        ))
-
-    async def _answer_or_defer(self, pod_key: str, may_fail: bool, work: Callable[[], Awaitable[object]]) -> None:
-        """Run a pod or container event's hooks before the answer only when their outcome can change it (a
-        refusal under Fail); otherwise answer now and run them right after, in order per pod.
-
-        An event's answer is empty: NRI has no pod adjustment (the pod's values are written by the agent) and a
-        lifecycle event is bookkeeping. Under Ignore nothing the hooks do can change the answer, and the runtime
-        holds its plugin lock, and the pod's start, until it has one: measured through containerd/nri's own
-        runtime library (`make bench-go`), answering RunPodSandbox after its hooks cost 0.6 ms a pod start (a
-        worker thread's hand-off included), 4.3x a Go plugin's pod start. The pod's values reach its cgroup a
-        moment after the answer instead of before; the containers' values still come in their adjustments."""
-        if may_fail and self._policy is FailurePolicy.FAIL:
-            await work()
-            return
-        previous = self._deferred.get(pod_key)
-
-        async def in_order() -> None:
-            if previous is not None:
-                await asyncio.wait([previous])  # this pod's earlier events first (never raises)
-            try:
-                await work()
-            except Exception as exc:  # noqa: BLE001 - answered already: log, never lose the loop
-                log.error("nri: an event's work for %s after its answer failed: %s", pod_key, exc, exc_info=True)
-
-        task = asyncio.ensure_future(in_order())
-        self._deferred[pod_key] = task
-        task.add_done_callback(lambda done: self._deferred.pop(pod_key, None) if self._deferred.get(pod_key) is done else None)
-
-    async def settled(self) -> None:
-        """Wait until the work of every answered event has run (tests; a clean shutdown)."""
-        while self._deferred:
-            await asyncio.wait(list(self._deferred.values()))
+            may_fail=event is Event.RUN_POD_SANDBOX,
+        )
 
     async def _container_event(
         self, event: Event, pod: nri_pb2.PodSandbox, ctr: nri_pb2.Container, rpc: str, budget: float
@@ -370,12 +335,11 @@ class PluginService:
         if stage is None or stage.is_pod_stage:
             return
         creq = container_request(pod_request(pod), ctr)
-        may_fail = event is Event.START_CONTAINER
-        await self._answer_or_defer(creq.pod.key, may_fail, lambda: self._guarded(
+        await self._guarded(
             rpc, creq.pod.key, creq.name,
             lambda: self._dispatcher.dispatch_container(stage, creq, door=DOOR, rpc=rpc), budget,
-            may_fail=may_fail,
-        ))
+            may_fail=event is Event.START_CONTAINER,
+        )
 
     # -- deadlines and policy --------------------------------------------------------------------
     def budget(self, deadline_s: float | None) -> float:
