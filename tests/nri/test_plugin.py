@@ -150,6 +150,8 @@ def test_split_synchronize_loads_store_and_updates_running_be_containers(sock_di
             got = {u.container_id: _resources(u.linux.resources) for u in final.update}
             assert got == {"ctr-a": EXPECTED["a"], "ctr-b": EXPECTED["b"]}
             assert all(u.ignore_failure for u in final.update)
+            # The reply goes out before the store learns the synced node (sync.py): wait for the bookkeeping.
+            await wait_for(lambda: len(w.store.snapshot().containers) == 3, what="the synced node learned")
             snap = w.store.snapshot()
             assert set(snap.pods) == {"uid-1", "uid-9"}
             assert set(snap.containers) == {"ctr-a", "ctr-b", "ctr-ls"}
