@@ -189,3 +189,79 @@ def test_a_create_container_longer_than_64_kib_is_answered_inline(sock_dir: Path
             assert reply.adjust.linux.resources.cpu.shares.value == EXPECTED["a"][0]
 
     run(body())
+
+
+class PodRecording:
+    """A pod hook recording the thread it ran on; `fail` makes it raise (a refusal under Fail)."""
+
+    name = "PodRecording"
+
+    def __init__(self, *, fail: bool = False, sleep_s: float = 0.0) -> None:
+        self.threads: list[str] = []
+        self.fail = fail
+        self.sleep_s = sleep_s
+
+    def pre_run_pod_sandbox(self, request: PodRequest, view: object) -> HookResult:
+        self.threads.append(threading.current_thread().name)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        if self.fail:
+            raise ValueError("this pod is refused")
+        return HookResult()
+
+
+def test_run_pod_sandbox_runs_on_the_loop_thread_in_both_forms(sock_dir: Path) -> None:
+    """nri v0.12's dedicated rpc and nri <= v0.11's StateChange(RunPodSandbox) are answered inline (before this,
+    a worker thread's hand-off cost more than the hooks); other StateChange events still take the task path."""
+    hook = PodRecording()
+
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=[hook]) as w:
+            conn = await w.runtime.ready_conn()
+            await conn.call("StateChange", nri_pb2.StateChangeEvent(event=1, pod=be_pod()), nri_pb2.Empty)
+            pod2 = be_pod("uid-2", name="be-2", sandbox="sb-2", cgroup_parent="/kubepods/besteffort/poduid-2")
+            await conn.call("RunPodSandbox", nri_pb2.RunPodSandboxRequest(pod=pod2), nri_pb2.RunPodSandboxResponse)
+            assert hook.threads == [threading.current_thread().name] * 2  # the loop's own, no worker
+            assert {"uid-1", "uid-2"} <= set(w.store.snapshot().pods)  # learnt before the answer
+            await conn.call("StateChange", nri_pb2.StateChangeEvent(event=3, pod=pod2), nri_pb2.Empty)  # remove
+            assert "uid-2" not in w.store.snapshot().pods
+            calls = w.plugin.status()["calls"]
+            assert calls["RunPodSandbox"] == 1 and calls["StateChange"] == 2
+
+    run(body())
+
+
+def test_run_pod_sandbox_inline_refuses_the_pod_under_fail(sock_dir: Path) -> None:
+    from tests.nri.fake_runtime import CallError
+
+    hook = PodRecording(fail=True)
+
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=[hook], policy=FailurePolicy.FAIL) as w:
+            conn = await w.runtime.ready_conn()
+            try:
+                await conn.call("RunPodSandbox", nri_pb2.RunPodSandboxRequest(pod=be_pod()),
+                                nri_pb2.RunPodSandboxResponse)
+            except CallError as exc:
+                assert "refused" in str(exc)
+            else:
+                raise AssertionError("the pod was not refused")
+            assert hook.threads == [threading.current_thread().name]
+            assert w.plugin.status()["rejections"] == 1
+
+    run(body())
+
+
+def test_a_run_pod_sandbox_hook_blocked_past_the_deadline_is_interrupted_inline(sock_dir: Path) -> None:
+    hook = PodRecording(sleep_s=1.5)
+
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=[hook], request_timeout_ms=400) as w:
+            conn = await w.runtime.ready_conn()
+            started = time.monotonic()
+            await conn.call("RunPodSandbox", nri_pb2.RunPodSandboxRequest(pod=be_pod()), nri_pb2.RunPodSandboxResponse)
+            assert time.monotonic() - started < 0.4  # interrupted at the 200 ms budget: Ignore answers anyway
+            status = w.plugin.status()
+            assert status["hook_interrupts"] == 1 and status["timeouts"] == 1
+
+    run(body())
