@@ -3,7 +3,7 @@
 There is no hook logic here: each event becomes a `PodRequest`/`ContainerRequest` and goes through
 `HookDispatcher`, exactly as the proxy's requests do. What lives here is the NRI contract:
 
-* The hot path runs inline: CreateContainer and UpdateContainer run on the event loop where the frame
+* The hot path runs inline: CreateContainer, UpdateContainer and RunPodSandbox run on the event loop where the frame
   is read, with fail-open kept by per-hook breakers, a call deadline and a loop watchdog (`hotpath`).
 * Every other answer comes inside the runtime's deadline: the rest of the events (and the hot path
   while a hook is suspect) run in a worker thread under `asyncio.timeout(budget)`, budget = half the
