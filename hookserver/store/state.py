@@ -63,6 +63,12 @@ class StateStore:
         self._lock = threading.Lock()
         self._version = 0
         self._pods: dict[str, PodRecord] = {}
+        # The snapshot's two pod indexes, kept as pods change rather than rebuilt per snapshot: a rebuild formatted
+        # every pod's key, O(pods) Python work on every snapshot after a pod change, 0.25 ms at 500 pods, and
+        # a RunPodSandbox both changes a pod and reads a snapshot. Each holds what `{p.key: p for p in pods}`
+        # (and the same by sandbox id) would: the last pod in the map's order wins a shared key.
+        self._by_key: dict[str, PodRecord] = {}
+        self._by_sandbox: dict[str, PodRecord] = {}
         self._containers: dict[str, ContainerRecord] = {}
         self._pending_containers = 0  # how many keys of _containers start with PENDING_PREFIX
         self._node: NodeRecord | None = None
@@ -92,6 +98,7 @@ class StateStore:
             elif not record.first_seen:
                 record = _replace(record, first_seen=self._clock())
             self._pods[record.uid] = record
+            self._index_pod(old, record)
             self._bump()
         self._notify_pod(old, record)
         return old
@@ -109,6 +116,7 @@ class StateStore:
             elif not merged.first_seen:
                 merged = _replace(merged, first_seen=self._clock())
             self._pods[record.uid] = merged
+            self._index_pod(old, merged)
             self._bump()
         self._notify_pod(old, merged)
         return merged
@@ -117,6 +125,7 @@ class StateStore:
         with self._lock:
             old = self._pods.pop(uid, None)
             if old is not None:
+                self._index_pod(old, None)
                 for cid in [c.id for c in self._containers.values() if c.pod_uid == uid]:
                     del self._containers[cid]
                     if cid.startswith(PENDING_PREFIX):
@@ -226,6 +235,33 @@ class StateStore:
             self._containers_base = self._snapshot
         self._snapshot = None
 
+    def _index_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        """Bring the two pod indexes up to date after `old` became `new` in `_pods` (under the lock)."""
+        for index, field in ((self._by_key, "key"), (self._by_sandbox, "sandbox_id")):
+            old_value: str = getattr(old, field) if old is not None else ""
+            new_value: str = getattr(new, field) if new is not None else ""
+            if old is not None and old_value and old_value != new_value:
+                held = index.get(old_value)
+                if held is not None and held.uid == old.uid:
+                    self._reindex(index, field, old_value)
+            if new is not None and new_value:
+                held = index.get(new_value)
+                if held is None or held.uid == new.uid:
+                    index[new_value] = new  # the only one with this value, or already the last of them
+                else:
+                    self._reindex(index, field, new_value)  # shared with another pod: the map's order decides
+
+    def _reindex(self, index: dict[str, PodRecord], field: str, value: str) -> None:
+        """The entry for `value` as a full rebuild would make it (rare: pods sharing a key or a sandbox id)."""
+        winner = None
+        for pod in self._pods.values():
+            if getattr(pod, field) == value:
+                winner = pod
+        if winner is None:
+            index.pop(value, None)
+        else:
+            index[value] = winner
+
     # -- readers ---------------------------------------------------------------------------------
     def snapshot(self) -> StoreSnapshot:
         snap = self._snapshot
@@ -248,8 +284,8 @@ class StateStore:
                 version=self._version,
                 taken_at=self._clock(),
                 pods=MappingProxyType(pods),
-                pods_by_key=MappingProxyType({p.key: p for p in pods.values()}),
-                pods_by_sandbox=MappingProxyType({p.sandbox_id: p for p in pods.values() if p.sandbox_id}),
+                pods_by_key=MappingProxyType(dict(self._by_key)),
+                pods_by_sandbox=MappingProxyType(dict(self._by_sandbox)),
                 containers=MappingProxyType(dict(self._containers)),
                 node=self._node,
                 node_slo=self._node_slo,
