@@ -171,3 +171,36 @@ def test_a_door_is_made_once_and_kept(name: str) -> None:
     g = HotGate()
     assert g.door(name, threadsafe=True) is g.door(name, threadsafe=True)
     assert g.stats()["calls"] == {name: 0}
+
+
+def test_pausing_threads_never_see_the_doors_change_under_them() -> None:
+    """A door made while background threads look at the gate (the NRI plugin's first connection while the
+    collectors already run) must not fail them with 'dictionary changed size during iteration'."""
+    g = HotGate(poll_s=0.0001)
+    g.configure(enabled=True, linger_s=0.0, max_defer_s=0.001)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def look() -> None:
+        try:
+            while not stop.is_set():
+                g.busy()
+        except BaseException as exc:  # noqa: BLE001 - what the test is looking for
+            errors.append(exc)
+
+    import sys
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as CPython can, so a lookup lands mid-change
+    try:
+        lookers = [threading.Thread(target=look) for _ in range(2)]
+        for t in lookers:
+            t.start()
+        for i in range(3000):
+            g.door(f"door-{i}", threadsafe=False)
+        stop.set()
+        for t in lookers:
+            t.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert errors == []

@@ -86,6 +86,9 @@ class HotGate:
         self.clock = clock
         self._sleep = sleep
         self.doors: dict[str, Door] = {}
+        # What `busy()` walks: a tuple replaced whole when a door is made, so a background thread reading it
+        # never sees the dict change size under it (a door is made when a front door first starts serving).
+        self._door_list: tuple[Door, ...] = ()
         self.last_left = float("-inf")
         # Written only by the threads that pause; a lost increment between two of them costs a count, no more.
         self.pauses = 0
@@ -106,6 +109,7 @@ class HotGate:
         found = self.doors.get(name)
         if found is None:
             found = self.doors[name] = Door(name, self, threadsafe)
+            self._door_list = tuple(self.doors.values())
         return found
 
     def exempt_current_thread(self) -> None:
@@ -114,7 +118,7 @@ class HotGate:
 
     def busy(self) -> bool:
         """A call is in flight, or one ended less than `linger_s` ago."""
-        for door in self.doors.values():
+        for door in self._door_list:
             if door.in_flight > 0:
                 return True
         return self.clock() - self.last_left < self.linger_s
