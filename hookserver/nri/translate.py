@@ -10,7 +10,7 @@ always written as a present wrapper, a value we do not set is left absent.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from hookserver.api import nri_pb2
 from hookserver.errors import InputError
@@ -36,14 +36,18 @@ _UINT64_MAX = (1 << 64) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def pod_request(pod: nri_pb2.PodSandbox) -> PodRequest:
+def pod_request(
+    pod: nri_pb2.PodSandbox, as_map: Callable[[Mapping[str, str]], Mapping[str, str]] = frozen_map,
+) -> PodRequest:
+    """The hooks' request for `pod`. Labels and annotations are copied into frozen maps, or read in place
+    with `as_map=wire_map` (`sync_pod_request`)."""
     linux = pod.linux if pod.HasField("linux") else None
     return PodRequest(
         namespace=pod.namespace,
         name=pod.name,
         uid=pod.uid,
-        labels=frozen_map(pod.labels),
-        annotations=frozen_map(pod.annotations),
+        labels=as_map(pod.labels),
+        annotations=as_map(pod.annotations),
         cgroup_parent=linux.cgroup_parent if linux is not None else "",
         sandbox_id=pod.id,
         runtime_handler=pod.runtime_handler,
@@ -323,16 +327,4 @@ def sync_pod_request(pod: nri_pb2.PodSandbox) -> PodRequest:
     """`pod_request` for a Synchronize's decisions: labels and annotations read in place (`wire_map`), not
     copied (a pod's annotations reach 64 KiB, a sync has thousands of pods). The request lives only as long
     as the sync's messages; what the store keeps is copied when it learns the pod (`_pod_record`)."""
-    linux = pod.linux if pod.HasField("linux") else None
-    return PodRequest(
-        namespace=pod.namespace,
-        name=pod.name,
-        uid=pod.uid,
-        labels=wire_map(pod.labels),
-        annotations=wire_map(pod.annotations),
-        cgroup_parent=linux.cgroup_parent if linux is not None else "",
-        sandbox_id=pod.id,
-        runtime_handler=pod.runtime_handler,
-        resources=resources_from_wire(linux.resources if linux is not None and linux.HasField("resources") else None),
-        source=RequestSource.NRI,
-    )
+    return pod_request(pod, wire_map)
