@@ -36,6 +36,7 @@ import gc
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -174,11 +175,24 @@ class _Sampler:
 
     def _run(self) -> None:
         me = threading.get_ident()
+        main = threading.main_thread().ident
         while not self._stop.wait(SAMPLE_S):
             areas: set[str] = set()
+            wheres: list[str] = []
+            names = {t.ident: t.name for t in threading.enumerate()}
             for ident, frame in sys._current_frames().items():
                 if ident == me:
                     continue
+                if ident == main:
+                    on_loop = _loop_work(frame)
+                    if on_loop:
+                        areas.add(on_loop)
+                    continue
+                if not _waiting(frame):
+                    areas.add("thread " + _thread_kind(names.get(ident, "?")))
+                    where = _innermost_own(frame)
+                    if where:
+                        wheres.append(where)
                 f: Any = frame
                 while f is not None:
                     path = f.f_code.co_filename
@@ -188,9 +202,102 @@ class _Sampler:
                             areas.add(hit.split("/")[-1])
                         break
                     f = f.f_back
+            running = _running_tasks()
+            if running > (os.cpu_count() or 1):
+                areas.add("CPUs all taken")
             if areas:
-                self._out.write(json.dumps({"t": time.time(), "a": sorted(areas)}) + "\n")
+                self._out.write(json.dumps({"t": time.time(), "a": sorted(areas), "w": wheres}) + "\n")
         self._out.close()
+
+
+def _innermost_own(frame: Any) -> str:
+    """The innermost frame of the project's own code on a thread's stack, as 'path:line function'."""
+    f: Any = frame
+    while f is not None:
+        path = f.f_code.co_filename
+        for root in ("/hookserver/", "/collectors/", "/qos/"):
+            if root in path and "/tests/" not in path:
+                return f"{root.strip('/')}/{path.split(root, 1)[1]}:{f.f_lineno} {f.f_code.co_name}"
+        f = f.f_back
+    return ""
+
+
+def _running_tasks() -> int:
+    """Tasks the kernel has runnable on the whole machine now (/proc/loadavg's fourth field, less this one)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _thread_kind(name: str) -> str:
+    """A thread's name without its serial number (asyncio_3 -> asyncio)."""
+    return re.sub(r"[-_]?\d+(_\d+)?$", "", name) or name
+
+
+def _loop_work(frame: Any) -> str | None:
+    """What the event loop thread is running when it is neither waiting nor answering a hook: the loop
+    callback's hookserver code (its outermost hookserver frame), as 'loop <module>'; None otherwise."""
+    outer: str | None = None
+    f: Any = frame
+    while f is not None:
+        path = f.f_code.co_filename
+        if "/hookserver/" in path:
+            rel = path.split("/hookserver/", 1)[1]
+            if rel.startswith(("nri/", "hooks/", "proxy/")):
+                return None  # the hot path itself
+            outer = rel.rsplit(".", 1)[0]
+        f = f.f_back
+    if outer is None or _waiting(frame):
+        return None
+    return "loop " + outer
+
+
+class _StretchMeter:
+    """In a daemon: the CPU time (`time.thread_time`) each background thread spends between two hot-gate
+    pause points, by where it paused before and where it paused next: the work a call that arrives in it
+    may wait for (up to one switch interval per GIL hand-off)."""
+
+    def __init__(self) -> None:
+        from hookserver.aio.hotgate import GATE
+
+        self._last: dict[int, tuple[float, str]] = {}
+        self.worst: dict[tuple[str, str], list[float]] = {}  # (from, to) -> [max ms, count, total ms]
+        original = GATE.pause
+
+        def pause() -> None:
+            now = time.thread_time()
+            here = _caller_outside(("hotgate.py", "bench_nri_busy.py"))
+            ident = threading.get_ident()
+            last = self._last.get(ident)
+            if last is not None:
+                ms = (now - last[0]) * 1000
+                row = self.worst.setdefault((last[1], here), [0.0, 0, 0.0])
+                row[0], row[1], row[2] = max(row[0], ms), row[1] + 1, row[2] + ms
+            original()
+            self._last[ident] = (time.thread_time(), here)
+
+        GATE.pause = pause  # type: ignore[method-assign]
+
+    def dump(self, path: Path) -> None:
+        rows = sorted(self.worst.items(), key=lambda kv: -kv[1][0])
+        path.write_text("".join(f"{v[0]:8.2f} ms max {v[1]:6d}x {v[2] / max(1, v[1]):6.3f} ms mean  {a}  ->  {b}\n"
+                                for (a, b), v in rows[:40]))
+
+
+def _caller_outside(skip: tuple[str, ...]) -> str:
+    f: Any = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.endswith(skip):
+        f = f.f_back
+    if f is None:
+        return "?"
+    path = f.f_code.co_filename
+    for root in ("/hookserver/", "/collectors/", "/qos/"):
+        if root in path:
+            path = root.strip("/") + "/" + path.split(root, 1)[1]
+            break
+    return f"{path}:{f.f_lineno} {f.f_code.co_name}"
 
 
 def _waiting(frame: Any) -> bool:
@@ -199,6 +306,8 @@ def _waiting(frame: Any) -> bool:
     name = frame.f_code.co_filename
     if name.endswith("hotgate.py") and frame.f_code.co_name == "pause":
         return True
+    if name.endswith("grpc/_server.py") and frame.f_code.co_name == "_serve":
+        return True  # gRPC's polling thread, in its completion queue's poll (C, GIL released)
     return name.endswith(("threading.py", "queue.py", "selectors.py", "thread.py")) and frame.f_code.co_name in (
         "wait", "get", "select", "_worker", "acquire",
     )
@@ -221,6 +330,7 @@ async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
     settings = load_settings(overrides=json.loads(config), environ={})
     daemon = Daemon(settings)
     _Sampler(Path(samples))
+    stretches = _StretchMeter()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     garbage_stop = threading.Event()
@@ -230,6 +340,7 @@ async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
         await daemon.run(stop)
     finally:
         garbage_stop.set()
+        stretches.dump(Path(samples).parent / "stretches.txt")
 
 
 # -- the runtime side ---------------------------------------------------------------------------------
@@ -282,7 +393,7 @@ class _Agent:
 
         try:
             with DebugClient(str(self.base / "debug.sock")) as client:
-                (self.base / "status.json").write_text(client.status() + "\n" + client.nri())
+                (self.base / "status.json").write_text(client.status() + "\n" + client.nri() + "\n" + client.qos())
         except Exception as exc:  # noqa: BLE001 - a diagnostic only
             (self.base / "status.json").write_text(f"no status: {exc}")
 
@@ -402,6 +513,7 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
     gcs: list[tuple[float, float]] = []
     by_gen = [0, 0, 0]
     marks: list[tuple[float, list[str]]] = []
+    wheres_at: dict[float, list[str]] = {}
     for line in samples_path.read_text(errors="replace").splitlines():  # the last line may be cut short
         try:
             item = json.loads(line)
@@ -412,6 +524,7 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
             by_gen[item["gc"][2]] += 1
         else:
             marks.append((item["t"], item["a"]))
+            wheres_at[item["t"]] = item.get("w", [])
     marks.sort()
     times = [m[0] for m in marks]
     import bisect
@@ -434,6 +547,13 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
                 counts[area] = counts.get(area, 0) + 1
         return {k: v / max(1, len(group)) for k, v in sorted(counts.items())}
 
+    with (samples_path.parent / "slow-calls.txt").open("w") as out:  # each slow call, for HOOKSERVER_BENCH_KEEP
+        for start, seconds in sorted(slow, key=lambda c: -c[1]):
+            out.write(f"{start:.4f} {seconds * 1000:.3f} ms: {', '.join(sorted(during(start, seconds))) or '-'}\n")
+            lo, hi = bisect.bisect_left(times, start - SAMPLE_S), bisect.bisect_right(times, start + seconds)
+            for t in times[lo:hi]:
+                for where in wheres_at.get(t, []):
+                    out.write(f"    {t - start:+.4f} {where}\n")
     s_slow, s_all = shares(slow), shares(calls)
     parts = [f"{k} {s_slow.get(k, 0) * 100:.0f}% vs {s_all.get(k, 0) * 100:.0f}%"
              for k in sorted(set(s_slow) | set(s_all))]
