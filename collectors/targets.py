@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hookserver.aio.hotgate import paced
 from hookserver.errors import HookServerError, InputError
 from hookserver.system.cgroupnames import (
     CgroupDriver,
@@ -134,7 +135,7 @@ class TargetResolver:
         by_pod = named_containers_by_pod(snap.containers.values())
         pods: list[PodTarget] = []
         problems: list[str] = []
-        for pod in snap.pods.values():
+        for pod in paced(snap.pods.values(), every=16):  # the hot gate: ~0.2 ms of pods between pauses
             try:
                 target = self._pod(pod, by_pod.get(pod.uid, []), problems)
             except HookServerError as exc:

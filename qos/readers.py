@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from hookserver.aio.hotgate import paced
+from hookserver.aio.hotgate import pause, paced
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
@@ -238,7 +238,9 @@ class SnapshotBuilder:
     ) -> tuple[PodFacts, ...]:
         """Every pod; one this agent evicted within the cool-down counts as terminating (planners skip it)."""
         cpu = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_CPU, now)}
+        pause()
         mem = {labels.get("pod", ""): v for labels, v in self._latest(series, POD_MEMORY, now)}
+        pause()
         by_pod = named_containers_by_pod(snap.containers.values())
         out: list[PodFacts] = []
         for pod in paced(snap.pods.values()):  # the hot gate: step aside between pods
@@ -366,13 +368,18 @@ class SnapshotBuilder:
         slo = snap.node_slo if isinstance(snap.node_slo, NodeSLOSpec) else NodeSLOSpec.model_validate({})
         topology = series.get_static(NODE_TOPOLOGY_KEY)
         pods = self._pods(snap, series, now, evicted)
+        pause()
+        usage = self._usage(series, now, slo)
+        pause()
+        be = self._be(series, slo, now)
+        pause()
         return QoSSnapshot(
             now=now,
             slo=slo,
             node=node_facts(snap.node) if snap.node is not None else None,
             pods=pods,
-            usage=self._usage(series, now, slo),
-            be=self._be(series, slo, now),
+            usage=usage,
+            be=be,
             be_tier=self._be_tier(),
             topology=topology if isinstance(topology, NodeTopology) else None,
             collect_interval_s=self.collect_interval_s,

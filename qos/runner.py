@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from hookserver.aio.hotgate import paced
+from hookserver.aio.hotgate import pause, paced
 from hookserver.aio.periodic import run_every
 from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.eviction import EvictionResult, EvictionStatus
@@ -216,6 +216,7 @@ class QoSRunner:
         due = self.due(started)
         if not due:
             return []
+        pause()  # a round that falls due in a wave of calls starts after it (building the snapshot is O(pods))
         with self._lock:
             try:
                 snapshot = self.with_gates(self.snapshots.build(evicted=self.evictions.recently_evicted()))

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hookserver.aio.hotgate import paced
+from hookserver.aio.hotgate import pause, paced
 from hookserver.aio.periodic import run_every
 from hookserver.errors import CheckpointCorrupt
 from hookserver.predictor.checkpoint import CheckpointProblem, Checkpointer, encode_checkpoint, read_koordlet_dir
@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 _MAX_PROBLEMS = 50
 _FINAL_FLUSH_BUDGET_S = 2.0
+# Models trained per hold of the table's lock in a round (`train_once`), with a hot-gate pause between slices.
+_TRAIN_SLICE = 32
 
 
 class PredictorService:
@@ -121,7 +123,10 @@ class PredictorService:
         snapshot = self.store.snapshot()
         round_ = collect_training_round(snapshot.pods, self.store.series, now=at,
                                         window_s=self.settings.training_interval_s)
-        self.table.train(round_.samples, at)
+        samples = round_.samples
+        for start in range(0, len(samples), _TRAIN_SLICE):  # the hot gate between slices (the table's lock is
+            pause()                                            # held per slice, never across a pause)
+            self.table.train(samples[start:start + _TRAIN_SLICE], at)
         took = time.perf_counter() - started
         self.last_training = round_
         self.last_training_s = took

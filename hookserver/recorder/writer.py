@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from qos.plan import QoSPlan
 from qos.snapshot import PodFacts, QoSSnapshot
 
+from hookserver.aio.hotgate import paced
 from hookserver.recorder.codec import (
     PodUsage,
     dumps,
@@ -160,7 +161,9 @@ class FlightRecorder:
             conn.execute("BEGIN")
             try:
                 self._write_config(now, snapshot)
-                usages = [PodUsage(self._pod_id(p, now), p.cpu_usage_cores, p.memory_usage_bytes) for p in snapshot.pods]
+                # The hot gate between slices of pods (no hook takes this lock or the database).
+                usages = [PodUsage(self._pod_id(p, now), p.cpu_usage_cores, p.memory_usage_bytes)
+                          for p in paced(snapshot.pods, every=8)]
                 self._write_lifecycle(now, snapshot)
                 row = encode_frame(snapshot, self._extra() if self._extra is not None else {})
                 row.misc["decisions"] = {p.reconciler: decision_of(p).text() for p in plans if p.reconciler in REPLAYED}

@@ -263,3 +263,31 @@ def test_a_pass_writes_only_the_knobs_batchresource_owns(world: World) -> None:
         level = "pod" if path.rsplit("/", 2)[-2] == pod_dir.rsplit("/", 1)[-1] else "container"
         assert (path.rsplit("/", 1)[-1], level) in claims, f"{path}: not a batchresource knob"
     assert {name: world.tree.read(ls_dir, name) for name in burst} == burst  # CPU burst's quota left alone
+
+
+def test_a_pass_over_many_pods_writes_in_plans_of_a_few_pods_with_a_hot_gate_pause_between(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass after a restart writes every pod: one plan for all of them held the GIL for ~120 ms of CPU at
+    500 pods, so a hook arriving meanwhile waited switch interval after switch interval. The writes now go
+    in plans of `_PODS_PER_PLAN` pods, the hot gate's pause between two plans (never inside one), and a
+    crafted parent in one plan still costs only its own pod."""
+    from hookserver.reconciler import reconcile
+
+    writes_at_pause: list[int] = []
+    monkeypatch.setattr(reconcile, "pause", lambda: writes_at_pause.append(len(world.files.writes)))
+    pods = [world.be_pod(f"p{i:02d}") for i in range(40)]
+    world.be_pod("evil", cgroup_parent="/kubepods/../../etc")
+    report = world.engine.run(trigger="start")
+    for pod in pods:
+        assert world.values(world.pod_dir(pod)) == WANT
+        assert world.values(world.container_dir(pod, pod.container_ids["main"])) == WANT
+    assert any("evil" in e and "'..'" in e for e in report.errors)
+    # Pauses between the plans: the writes done between two of them are at most a plan's worth (3 files at
+    # the pod and 3 at the container level, 16 pods), and every pod was written (40 pods: 3 plans, 2 pauses
+    # between them, plus the pass's own pauses before the writes and after them).
+    marks = [0, *writes_at_pause, len(world.files.writes)]
+    per_stretch = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    assert max(per_stretch) <= reconcile._PODS_PER_PLAN * 6
+    assert len(world.files.writes) == 40 * 6
+    assert sum(1 for n in per_stretch if n > 0) >= 3
