@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hookserver.aio.hotgate import pause
 from hookserver.aio.periodic import run_every
 from hookserver.capacity.formula import CapacityResult, compute_capacity, node_value
 from hookserver.capacity.metrics import CapacityMetrics
@@ -172,6 +173,7 @@ class CapacityPublisher:
         self.last = outcome
         self._log_state(outcome)
         if self.document_path:
+            pause()
             self._write_document()
         if self.metrics is not None:
             self.metrics.set_state(outcome.state)
@@ -201,6 +203,7 @@ class CapacityPublisher:
             snapshot, self.store.series, now=at, window_s=window, fast_window_s=self.settings.fast_window_s,
             memory_policy=strategy.metric_memory_collect_policy,
         )
+        pause()  # the hot gate between the tick's steps (no hook takes the publisher's state)
         result = compute_capacity(strategy, node, pods, usage, prod_reclaimable=self.prod_reclaimable())
         self.last_result, self.last_freshness, self.last_notes = result, fresh, (*node.notes, *notes)
         if self.metrics is not None:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from qos.plan import QoSPlan
 from qos.snapshot import PodFacts, QoSSnapshot
 
-from hookserver.aio.hotgate import paced
+from hookserver.aio.hotgate import pause, paced
 from hookserver.recorder.codec import (
     PodUsage,
     dumps,
@@ -164,8 +164,11 @@ class FlightRecorder:
                 # The hot gate between slices of pods (no hook takes this lock or the database).
                 usages = [PodUsage(self._pod_id(p, now), p.cpu_usage_cores, p.memory_usage_bytes)
                           for p in paced(snapshot.pods, every=8)]
+                pause()
                 self._write_lifecycle(now, snapshot)
+                pause()
                 row = encode_frame(snapshot, self._extra() if self._extra is not None else {})
+                pause()
                 row.misc["decisions"] = {p.reconciler: decision_of(p).text() for p in plans if p.reconciler in REPLAYED}
                 conn.execute("INSERT OR REPLACE INTO frames (ts, node_cpu, node_memory, misc, pods) VALUES (?, ?, ?, ?, ?)",
                              (row.ts, row.node_cpu, row.node_memory, pack_misc(row.misc), pack_pods(usages)))

@@ -297,7 +297,9 @@ def test_a_relist_forced_by_a_410_waits_the_nodes_slot_after_an_outage_and_on_a_
             fake.expire_watches("pods")  # a 410 on a healthy watch: the node's slot too
             await eventually(lambda: len(_lists(fake, "/api/v1/pods")) == 2, what="the healthy relist")
             assert waits.of("pods")[-1] == pytest.approx(phase * 40)
-            await asyncio.sleep(0)
+            # the relist's watch is open before the outage (a kill while it was being opened could leave the pods
+            # reflector unaware of the outage for its whole watch timeout: once in a `make test` run)
+            await eventually(lambda: fake.watch_count("pods") >= 2, what="the pods watch after the relist")
             # an outage during which the history is compacted: the reconnect gets 410 and relists, spread
             fake.kill()
             await eventually(lambda: informer.store.snapshot().stale, what="stale")
