@@ -53,7 +53,7 @@ from hookserver.nri import NriPlugin
 from hookserver.nri.handlers import PLUGIN_SERVICE, RUNTIME_SERVICE
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.state import StateStore
-from tests.bench.common import BenchRow, summarize
+from tests.bench.common import BenchRow, stop_process, summarize
 from tests.nri.conftest import be_pod, container
 from tests.nri.fake_runtime import FakeRuntime
 
@@ -101,15 +101,6 @@ def _spawn(
     return ours, proc
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 async def _client(role: str, cpu: int | None = None) -> tuple[Call, Callable[[], Awaitable[None]]]:
     """The test runtime attached to a child plugin, and one lean CreateContainer call (the same for both)."""
     runtime_end, proc = _spawn(role, cpu)
@@ -148,7 +139,7 @@ async def _client(role: str, cpu: int | None = None) -> tuple[Call, Callable[[],
 
     async def close() -> None:
         await runtime.aclose()
-        _reap(proc)
+        stop_process(proc)
 
     return call, close
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from hookserver.api import nri_pb2, runtime_hook_pb2, ttrpc_pb2
 from hookserver.nri.handlers import PLUGIN_SERVICE
-from tests.bench.common import BenchRow, percentile
+from tests.bench.common import BenchRow, percentile, stop_process
 from tests.nri.fake_runtime import FakeRuntime
 from tests.reference_example import SPEC_KEY, WORKED_SPEC_JSON
 
@@ -401,12 +401,7 @@ class _Agent:
         self.resume()
         await asyncio.to_thread(self.save_status)
         await self.runtime.aclose()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, grace_s=15)
 
 
 def _nri_requests(pods: list[nri_pb2.PodSandbox], tag: str) -> itertools.cycle[bytes]:

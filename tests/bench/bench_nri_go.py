@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hookserver.api import nri_pb2
-from tests.bench.common import BenchRow, percentile
+from tests.bench.common import BenchRow, percentile, stop_process
 from tests.nri.scale import expected_update, node_objects
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,16 +95,6 @@ def _start_plugin(kind: str, sock: Path) -> subprocess.Popen[bytes]:
         )
     finally:
         conn.close()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _correct(updates: list[nri_pb2.ContainerUpdate]) -> int:
@@ -154,7 +144,7 @@ def _round(kind: str, sync_file: Path, create_file: Path | None, calls: int) -> 
             harness.kill()
             harness.wait()
         if plugin is not None:
-            _stop(plugin)
+            stop_process(plugin)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -14,7 +14,6 @@ the agent's CPU with QoS on at 200 pods <= 5 % of one core, collectors included.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from qos.cpu_suppress import CPUSuppress
 from qos.memory_evict import EvictState, MemoryEvict
 from qos.readers import CgroupView, SnapshotBuilder
 from qos.snapshot import BEStats, BETier, NodeUsage, QoSSnapshot
-from tests.bench.common import BenchRow, summarize
+from tests.bench.common import BenchRow, stop_process, summarize
 from tests.collectors.fakehost import FakeHost, make_pod
 from tests.qos.helpers import node, pod, snapshot, topology
 
@@ -221,12 +220,7 @@ def _agent_cpu(tmp: Path, *, qos: bool, window_s: float) -> tuple[float, str]:
         rss = p.memory_info().rss
         return 100.0 * used / (t1 - t0), f"rss {rss / 2**20:.0f} MiB"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=20)
         log.close()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import subprocess
 from dataclasses import dataclass
 
 __all__ = ["BenchRow", "percentile", "print_rows", "summarize"]
@@ -39,3 +40,14 @@ def print_rows(rows: list[BenchRow]) -> None:
     width_value = max((len(r.value) for r in rows), default=5)
     for r in rows:
         print(f"{r.area:<{width_area}}  {r.name:<{width_name}}  {r.value:>{width_value}}  {r.note}")
+
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], *, grace_s: float = 10.0) -> None:
+    """SIGTERM a bench's child (if it still runs), wait up to `grace_s` for it, then SIGKILL and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -44,6 +44,26 @@ type values struct {
 	memory int64
 }
 
+// What an adjustment (CreateContainer) and an update (Synchronize) both take.
+type linuxResourceSetter interface {
+	SetLinuxCPUShares(uint64)
+	SetLinuxCPUQuota(int64)
+	SetLinuxMemoryLimit(int64)
+}
+
+// set writes the values that are there (a zero is left to the runtime).
+func (v values) set(s linuxResourceSetter) {
+	if v.shares > 0 {
+		s.SetLinuxCPUShares(v.shares)
+	}
+	if v.quota > 0 {
+		s.SetLinuxCPUQuota(v.quota)
+	}
+	if v.memory > 0 {
+		s.SetLinuxMemoryLimit(v.memory)
+	}
+}
+
 type plugin struct{}
 
 // noop: the floor. Receives and decodes the same requests through the same stub, answers with nothing.
@@ -134,15 +154,7 @@ func (plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api
 			continue
 		}
 		u := &api.ContainerUpdate{ContainerId: c.GetId()}
-		if v.shares > 0 {
-			u.SetLinuxCPUShares(v.shares)
-		}
-		if v.quota > 0 {
-			u.SetLinuxCPUQuota(v.quota)
-		}
-		if v.memory > 0 {
-			u.SetLinuxMemoryLimit(v.memory)
-		}
+		v.set(u)
 		out = append(out, u)
 	}
 	return out, nil
@@ -154,15 +166,7 @@ func (plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Con
 		return nil, nil, nil
 	}
 	a := &api.ContainerAdjustment{}
-	if v.shares > 0 {
-		a.SetLinuxCPUShares(v.shares)
-	}
-	if v.quota > 0 {
-		a.SetLinuxCPUQuota(v.quota)
-	}
-	if v.memory > 0 {
-		a.SetLinuxMemoryLimit(v.memory)
-	}
+	v.set(a)
 	return a, nil, nil
 }
 
