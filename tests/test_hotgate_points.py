@@ -3,7 +3,7 @@
 `python -m tests.bench nri_busy` measures, per background thread, the CPU time between two of its pause
 points (`time.thread_time`); a call that arrives inside such a stretch waits for the GIL up to one switch
 interval per hand-off. At 500 pods these passes had no pause point inside them and held 10-120 ms of CPU:
-the collectors' target resolution, the capacity tick's inputs, a training round's window reads and model
+the collectors' target resolution, the capacity tick's inputs and its report, a training round's window reads and model
 updates. Each now pauses every few pods; these tests count the pauses with the gate kept busy.
 """
 
@@ -73,3 +73,21 @@ def test_a_training_rounds_window_reads_pause_every_few_pods(busy_gate: list[int
     assert round_.pods_trained == PODS
     # the window reads of two metrics every 16 pods, then the pods themselves one by one
     assert GATE.pauses - before_round >= 2 * (PODS // 16) + PODS
+
+
+def test_the_capacity_report_pauses_every_few_pods_lines(busy_gate: list[int]) -> None:
+    """The capacity document (written every tick) carries every pod's line: 500 pods' lines and the JSON were
+    ~14 ms of CPU after the tick's last pause point."""
+    from tests.capacity.test_publisher import _warm
+    from tests.capacity.world import GI, World, ls_pod
+
+    world = World()
+    for i in range(PODS):
+        world.add_pod(ls_pod(f"web-{i:03d}", cpu="100m"), 0.05, 0.1 * GI)
+    publisher = world.publisher()
+    _warm(world)
+    publisher.tick()
+    before_view = GATE.pauses
+    view = publisher.view()
+    assert len(view["pods"]) == PODS
+    assert GATE.pauses - before_view >= PODS // 32

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hookserver.aio.hotgate import paced
 from hookserver.capacity.usage import report_window_s
 from hookserver.kubewire import iso_time
 
@@ -68,7 +69,8 @@ def capacity_report(publisher: CapacityPublisher) -> dict[str, Any]:
         },
         "formula": [o.as_dict() for o in result.resources] if result is not None else [],
         "sums": {k: v.as_dict() for k, v in result.sums.items()} if result is not None else {},
-        "pods": [line.as_dict() for line in result.pods] if result is not None else [],
+        # the hot gate every 32 pods' lines (the capacity document is written every tick, 500 pods: ~14 ms)
+        "pods": [line.as_dict() for line in paced(result.pods, every=32)] if result is not None else [],
         "samples": {
             "newest_at": iso_time(fresh.newest_at or 0.0),
             "age_s": round(now - fresh.newest_at, 1) if fresh.newest_at else None,
