@@ -19,9 +19,14 @@ pairs take turns, the other pair stopped (SIGSTOP) meanwhile and given RESUME_S 
 Per call: one CreateContainer of a new container of a synced pod (serial, one in flight), then the same
 count of PreCreateContainerHook on the proxy socket. Throughput is calls / wall time of the serial run.
 
-Where the time goes: each daemon runs a sampler (SAMPLE_S) that notes which areas' code the other
-threads are in (collectors, qos, predictor, capacity, reconciler) and every GC pause over 1 ms; a call's
-window is matched against them, and the slowest 1 % of busy calls are compared with all busy calls.
+Where the time goes, measured without perturbing the daemons: each thread's time on a CPU while its daemon is
+called, read between rounds from /proc/<pid>/task/*/schedstat (no GIL needed, so a thread that holds the GIL
+is seen as surely as one that waits; per round in cpu-rounds.txt), the loop's time runnable but waiting for a
+CPU, every GC pause over 1 ms (a callback), and where in its round each slow call fell. Opt-in, because each
+perturbs the busy daemon more than the idle one: a sampler (HOOKSERVER_BENCH_SAMPLE_S, e.g. 0.002) that
+notes which areas' code the other threads are in (collectors, qos, predictor, capacity, reconciler), matched
+against the slowest 1 % of busy calls, and the stretch meter (HOOKSERVER_BENCH_STRETCHES=1, stretches.txt).
+HOOKSERVER_BENCH_KEEP=<dir> keeps every file (calls.txt, slow-calls.txt, cpu-rounds.txt, status.json, logs).
 
 Targets (issue 24): busy vs idle CreateContainer p99 <= 1.2x, p99.9 <= 2 ms, throughput >= 0.95x.
 HOOKSERVER_BENCH_BEFORE=<checkout> runs that checkout's daemons in the same rounds (before vs after).
@@ -58,8 +63,13 @@ from tests.reference_example import SPEC_KEY, WORKED_SPEC_JSON
 PODS = 500
 ROUNDS = int(os.environ.get("HOOKSERVER_BENCH_ROUNDS", "8"))
 CALLS_PER_ROUND = 400
+EARLY_CALLS = 20  # a round's first calls, counted apart in the slow calls' attribution
 WARMUP_S = 4.0
-SAMPLE_S = float(os.environ.get("HOOKSERVER_BENCH_SAMPLE_S", "0.002"))  # the where-did-time-go sampler
+# The in-daemon instruments, off unless asked for: each perturbs the busy daemon more than the idle one (py-spy
+# --gil showed a sampler tick holding the GIL for ~2-3 ms among the busy daemon's ~20 threads, and the stretch
+# meter's stack walk at every pause point), so the measured rounds run without them.
+SAMPLE_S = float(os.environ.get("HOOKSERVER_BENCH_SAMPLE_S", "0"))  # the where-did-time-go sampler; 0: off
+STRETCHES = os.environ.get("HOOKSERVER_BENCH_STRETCHES", "0") != "0"  # the stretch meter (stretches.txt)
 # After a checkout's pair is resumed: its timers fire what came due while it was stopped; let that pass.
 RESUME_S = 1.0
 # Each daemon called alone, the other of its pair stopped (SIGSTOP) meanwhile; HOOKSERVER_BENCH_ALONE=0 calls
@@ -158,20 +168,40 @@ def _base_settings(base: Path, busy: bool) -> dict[str, Any]:
 
 # -- the daemon child --------------------------------------------------------------------------------
 class _Sampler:
-    """In a daemon: which areas the other threads are in, every SAMPLE_S, and GC pauses over 1 ms."""
+    """In a daemon: every garbage collection and whether the event loop's thread ran it (always: a callback, no
+    thread), and with SAMPLE_S > 0 which areas the other threads are in every SAMPLE_S."""
 
     def __init__(self, out: Path) -> None:
         self._out = out.open("w")
         self._stop = threading.Event()
         self._gc_start = 0.0
+        # kept in memory (a GC callback must not write a file): start, end, generation, run by the loop's thread
+        self._gcs: list[tuple[float, float, int, bool]] = []
+        self._loop_ident = threading.main_thread().ident
         gc.callbacks.append(self._on_gc)
-        threading.Thread(target=self._run, name="bench-sampler", daemon=True).start()
+        self._thread: threading.Thread | None = None
+        if SAMPLE_S > 0:
+            self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop sampling and write out what is buffered: a file left to a daemon thread at exit is never flushed
+        (this lost every line of a run sampled at 0.5 s, and the last 8 KiB of one sampled at 2 ms)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._on_gc)
+        for start, end, generation, on_loop in self._gcs:
+            self._out.write(json.dumps({"gc": [start, end, generation, on_loop]}) + "\n")
+        self._out.close()
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_start = time.time()
-        elif time.time() - self._gc_start > 0.001:
-            self._out.write(json.dumps({"gc": [self._gc_start, time.time(), info.get("generation", -1)]}) + "\n")
+        else:
+            self._gcs.append((self._gc_start, time.time(), info.get("generation", -1),
+                              threading.get_ident() == self._loop_ident))
 
     def _run(self) -> None:
         me = threading.get_ident()
@@ -207,7 +237,6 @@ class _Sampler:
                 areas.add("CPUs all taken")
             if areas:
                 self._out.write(json.dumps({"t": time.time(), "a": sorted(areas), "w": wheres}) + "\n")
-        self._out.close()
 
 
 def _innermost_own(frame: Any) -> str:
@@ -329,10 +358,16 @@ async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
     os.environ["NRI_PLUGIN_SOCKET"] = str(fd)
     settings = load_settings(overrides=json.loads(config), environ={})
     daemon = Daemon(settings)
-    _Sampler(Path(samples))
-    stretches = _StretchMeter()
+    sampler = _Sampler(Path(samples))
+    stretches = _StretchMeter() if STRETCHES else None
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    profile = None
+    if os.environ.get("HOOKSERVER_BENCH_PROFILE_LOOP"):  # cProfile of the event loop thread, to loop.prof
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
     garbage_stop = threading.Event()
     if busy:
         threading.Thread(target=_garbage, args=(garbage_stop,), name="bench-garbage", daemon=True).start()
@@ -340,7 +375,20 @@ async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
         await daemon.run(stop)
     finally:
         garbage_stop.set()
-        stretches.dump(Path(samples).parent / "stretches.txt")
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(str(Path(samples).parent / "loop.prof"))
+        sampler.close()
+        if stretches is not None:
+            stretches.dump(Path(samples).parent / "stretches.txt")
+        _dump_thread_names(Path(samples).parent / "threads.json")
+
+
+def _dump_thread_names(path: Path) -> None:
+    """The daemon's Python threads by native id, for the bench's per-thread CPU account (`_ThreadCpu`)."""
+    names = {str(t.native_id): _thread_kind(t.name) for t in threading.enumerate() if t.native_id is not None}
+    names[str(threading.main_thread().native_id)] = "event loop"
+    path.write_text(json.dumps(names))
 
 
 # -- the runtime side ---------------------------------------------------------------------------------
@@ -362,6 +410,7 @@ class _Agent:
         )
         theirs.close()
         self.sock = ours
+        self.cpu = _ThreadCpu(self.proc.pid)
         self.runtime = FakeRuntime(runtime_version="v2.3.0", nri_version="v0.12.0", pods=pods, containers=ctrs)
         self.pods = pods
         self.conn: Any = None
@@ -463,6 +512,84 @@ def _proxy_calls(agent: _Agent, requests: itertools.cycle[bytes], n: int) -> tup
     return out, time.perf_counter() - began
 
 
+class _ThreadCpu:
+    """Each thread's time on a CPU (/proc/<pid>/task/<tid>/schedstat, ns) in a daemon while it is being called,
+    read from outside the daemon: unlike a sampler inside it, this needs no GIL, so a thread that holds the GIL
+    is counted as surely as one that waits for it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.ns: dict[int, int] = {}  # tid -> ns on a CPU during the calls
+        # the loop thread's ns runnable but not on a CPU, its time slices and its minor page faults
+        self.loop_waits = [0, 0, 0]
+        self.rounds: list[dict[int, tuple[int, ...]]] = []  # each round's deltas, for cpu-rounds.txt
+
+    def read(self) -> dict[int, tuple[int, ...]]:
+        """tid -> (ns on a CPU, ns waiting for one while runnable, time slices): schedstat's three fields; and
+        for the loop thread a fourth, its minor page faults (stat's tenth field)."""
+        out: dict[int, tuple[int, ...]] = {}
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                        fields = f.read().split()
+                    row = (int(fields[0]), int(fields[1]), int(fields[2]))
+                    if int(tid) == self.pid:
+                        with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
+                            row += (int(f.read().rsplit(")", 1)[1].split()[7]),)
+                    out[int(tid)] = row
+        return out
+
+    def add(self, before: dict[int, tuple[int, ...]]) -> None:
+        this_round: dict[int, tuple[int, ...]] = {}
+        self.rounds.append(this_round)
+        for tid, now in self.read().items():
+            was = before.get(tid, (0,) * len(now))
+            delta = tuple(n - w for n, w in zip(now, was))
+            this_round[tid] = delta
+            self.ns[tid] = self.ns.get(tid, 0) + delta[0]
+            if tid == self.pid and len(delta) == 4:  # the main thread: the event loop
+                for i in range(3):
+                    self.loop_waits[i] += delta[i + 1]
+
+    def summary(self, calls: int, names_path: Path) -> str:
+        """'loop X µs a call, other threads Y µs (by kind)', from the names the daemon left at its stop."""
+        try:
+            names: dict[str, str] = json.loads(names_path.read_text())
+        except (OSError, ValueError):
+            names = {}
+        by_kind: dict[str, int] = {}
+        for tid, ns in self.ns.items():
+            kind = names.get(str(tid))
+            if kind is None:
+                kind = _task_comm(self.pid, tid) + " (not Python)"
+            by_kind[kind] = by_kind.get(kind, 0) + ns
+        with contextlib.suppress(OSError), (names_path.parent / "cpu-rounds.txt").open("w") as out:
+            for index, deltas in enumerate(self.rounds):  # each round: the loop's and the busiest threads' ms
+                loop_d = deltas.get(self.pid, (0, 0, 0, 0))
+                others = sorted(((d[0], names.get(str(tid), f"tid {tid}")) for tid, d in deltas.items()
+                                 if tid != self.pid and d[0] > 0), reverse=True)[:5]
+                out.write(f"round {index}: loop {loop_d[0] / 1e6:.2f} ms on a CPU, {loop_d[1] / 1e6:.2f} ms waiting, "
+                          f"{loop_d[3] if len(loop_d) > 3 else 0} page faults; "
+                          + ", ".join(f"{name} {ns / 1e6:.2f}" for ns, name in others) + "\n")
+        loop = by_kind.pop("event loop", 0)
+        other = sum(by_kind.values())
+        top = sorted(by_kind.items(), key=lambda kv: -kv[1])[:6]
+        per = max(1, calls) * 1000  # ns -> µs a call
+        return (f"loop {loop / per:.1f} µs a call (and {self.loop_waits[0] / per:.1f} µs runnable waiting for a CPU, "
+                f"{self.loop_waits[1] / max(1, calls):.2f} time slices and {self.loop_waits[2] / max(1, calls):.2f} "
+                f"minor page faults a call), other threads {other / per:.1f} µs a call ("
+                + ", ".join(f"{k} {v / per:.1f}" for k, v in top if v > 0) + ")")
+
+
+def _task_comm(pid: int, tid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return f"tid {tid}"
+
+
 async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
     """Rounds of calls; in each, every pair (idle, busy of one checkout) in turn, the other pairs stopped."""
     agents = [a for pair in pairs for a in pair]
@@ -492,7 +619,9 @@ async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
                             other.pause()
                     a.resume()
                     await asyncio.sleep(RESUME_S)
+                cpu_before = a.cpu.read()
                 calls, wall = await _nri_calls(a, nri_req[a.name], CALLS_PER_ROUND)
+                a.cpu.add(cpu_before)
                 results[a.name]["nri"] += calls
                 results[a.name]["nri_wall"] += wall
                 pcalls, pwall = await asyncio.to_thread(_proxy_calls, a, proxy_req[a.name], CALLS_PER_ROUND)
@@ -515,8 +644,9 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
         except ValueError:
             continue
         if "gc" in item:
-            gcs.append((item["gc"][0], item["gc"][1]))
-            by_gen[item["gc"][2]] += 1
+            if item["gc"][1] - item["gc"][0] > 0.001:
+                gcs.append((item["gc"][0], item["gc"][1]))
+                by_gen[item["gc"][2]] += 1
         else:
             marks.append((item["t"], item["a"]))
             wheres_at[item["t"]] = item.get("w", [])
@@ -534,6 +664,9 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
 
     threshold = percentile([c[1] for c in calls], 99)
     slow = [c for c in calls if c[1] >= threshold]
+    # Where in its round each slow call fell (calls are kept in order, CALLS_PER_ROUND a round): a wave's first
+    # calls find the background mid-stretch, later ones find it paused at the gate.
+    early = sum(1 for index, c in enumerate(calls) if c[1] >= threshold and index % CALLS_PER_ROUND < EARLY_CALLS)
 
     def shares(group: list[tuple[float, float]]) -> dict[str, float]:
         counts: dict[str, int] = {}
@@ -542,6 +675,9 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
                 counts[area] = counts.get(area, 0) + 1
         return {k: v / max(1, len(group)) for k, v in sorted(counts.items())}
 
+    with (samples_path.parent / "calls.txt").open("w") as out:  # every call: start, ms, round, index in it
+        for index, (start, seconds) in enumerate(calls):
+            out.write(f"{start:.4f} {seconds * 1000:.3f} {index // CALLS_PER_ROUND} {index % CALLS_PER_ROUND}\n")
     with (samples_path.parent / "slow-calls.txt").open("w") as out:  # each slow call, for HOOKSERVER_BENCH_KEEP
         for start, seconds in sorted(slow, key=lambda c: -c[1]):
             out.write(f"{start:.4f} {seconds * 1000:.3f} ms: {', '.join(sorted(during(start, seconds))) or '-'}\n")
@@ -553,8 +689,27 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
     parts = [f"{k} {s_slow.get(k, 0) * 100:.0f}% vs {s_all.get(k, 0) * 100:.0f}%"
              for k in sorted(set(s_slow) | set(s_all))]
     gc_ms = sum(g1 - g0 for g0, g1 in gcs) * 1000
-    return (f"slowest 1% (>= {threshold * 1000:.2f} ms, {len(slow)} calls) overlapped vs all calls: "
-            + (", ".join(parts) or "nothing") + f"; GC pauses > 1 ms: {len(gcs)} ({gc_ms:.0f} ms; by generation {by_gen})")
+    return (f"slowest 1% (>= {threshold * 1000:.2f} ms, {len(slow)} calls; {early} of them among the first "
+            f"{EARLY_CALLS} of a round) overlapped vs all calls: "
+            + (", ".join(parts) or ("nothing" if SAMPLE_S > 0 else "(sampler off)")) + f"; GC pauses > 1 ms: {len(gcs)} ({gc_ms:.0f} ms; by generation {by_gen})")
+
+
+def _gc_on_loop(calls: list[tuple[float, float]], samples_path: Path) -> str:
+    """The collections the event loop's own thread ran inside a call (CPython collects in whichever thread's
+    allocation crosses a threshold, so the loop pays for garbage others made): count, time and generations."""
+    import bisect
+
+    starts = [c[0] for c in calls]
+    count, seconds, by_gen = 0, 0.0, [0, 0, 0]
+    with contextlib.suppress(OSError):
+        for line in samples_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, IndexError):
+                g0, g1, generation, on_loop = json.loads(line)["gc"]
+                index = bisect.bisect_right(starts, g0) - 1
+                if on_loop and index >= 0 and g0 < calls[index][0] + calls[index][1]:
+                    count, seconds = count + 1, seconds + g1 - g0
+                    by_gen[generation] += 1
+    return f"collections on the loop inside a call: {count} ({seconds * 1000:.1f} ms; by generation {by_gen})"
 
 
 def _row(path: str, label: str, idle: dict[str, Any], busy: dict[str, Any]) -> list[BenchRow]:
@@ -590,6 +745,8 @@ def run() -> list[BenchRow]:
     rows: list[BenchRow] = []
     try:
         keep = os.environ.get("HOOKSERVER_BENCH_KEEP")  # a directory to leave the daemons' logs and status in
+        if keep:
+            os.makedirs(keep, exist_ok=True)
         with contextlib.nullcontext(tempfile.mkdtemp(prefix="hs-busy-", dir=keep)) if keep else \
                 tempfile.TemporaryDirectory(prefix="hs-busy-", dir="/tmp") as tmp:
             pairs = []
@@ -617,6 +774,11 @@ def run() -> list[BenchRow]:
                 busy_agent = next(a for a in agents if a.name == f"{tag}-busy")
                 rows.append(BenchRow("nri-busy", f"{label}where the slow busy calls' time went",
                                      "", _attribution(busy["nri"], busy_agent.samples)))
+                for agent in (a for a in agents if a.name in (f"{tag}-idle", f"{tag}-busy")):
+                    rows.append(BenchRow("nri-busy", f"{label}CPU during the NRI calls, {agent.name.split('-')[-1]}",
+                                         "", agent.cpu.summary(len(results[agent.name]["nri"]),
+                                                               agent.base / "threads.json")
+                                         + "; " + _gc_on_loop(results[agent.name]["nri"], agent.samples)))
     finally:
         _remove_tree(made)
     return rows

@@ -1,0 +1,75 @@
+"""The busy bench's instruments (tests/bench/bench_nri_busy.py) report what happened: the per-thread CPU account
+read from /proc, the thread names it is labelled with, and the GC-pause log written out at the daemon's stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bench import bench_nri_busy as bench
+
+pytestmark = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"),
+                                reason="no /proc/<pid>/task/<tid>/schedstat (CONFIG_SCHEDSTATS off)")
+
+
+def _burn(seconds: float, burnt: threading.Event, release: threading.Event) -> None:
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+    burnt.set()
+    release.wait(10)  # alive until read: an ended thread's /proc entry is gone
+
+
+def test_the_cpu_account_charges_the_thread_that_burnt_it_and_names_it(tmp_path: Path) -> None:
+    account = bench._ThreadCpu(os.getpid())
+    burnt, release = threading.Event(), threading.Event()
+    worker = threading.Thread(target=_burn, args=(0.08, burnt, release), name="burner_7")
+    before = account.read()
+    worker.start()
+    try:
+        assert burnt.wait(10)
+        account.add(before)
+        bench._dump_thread_names(tmp_path / "threads.json")  # while the burner is alive, as the daemon does at stop
+    finally:
+        release.set()
+        worker.join()
+
+    assert worker.native_id is not None
+    burnt_ns = account.ns[worker.native_id]
+    assert 0.06e9 <= burnt_ns <= 2e9  # ~80 ms of CPU, read from outside the thread
+    assert account.ns.get(os.getpid(), 0) < burnt_ns  # the main thread only waited for it
+    summary = account.summary(calls=100, names_path=tmp_path / "threads.json")
+    # per call: ~800 µs for the burner, under its name without the serial number
+    assert "burner " in summary and "event loop" not in summary.split("other threads")[1]
+    rounds = (tmp_path / "cpu-rounds.txt").read_text().splitlines()
+    assert len(rounds) == 1 and rounds[0].startswith("round 0: loop ") and "burner" in rounds[0]
+
+
+def test_every_collection_reaches_the_file_at_close_with_the_thread_that_ran_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "SAMPLE_S", 0.0)  # no sampling thread: only the GC callback
+    out = tmp_path / "samples.jsonl"
+    sampler = bench._Sampler(out)
+    sampler._on_gc("start", {"generation": 1})
+    sampler._gc_start -= 0.005  # a 5 ms collection, on this (the main, "loop") thread
+    sampler._on_gc("stop", {"generation": 1})
+    other = threading.Thread(target=lambda: (sampler._on_gc("start", {"generation": 0}),
+                                             sampler._on_gc("stop", {"generation": 0})))
+    other.start()
+    other.join()
+    sampler.close()
+
+    lines = [json.loads(line)["gc"] for line in out.read_text().splitlines()]
+    assert [(g[2], g[3]) for g in lines] == [(1, True), (0, False)]
+    assert 0.004 <= lines[0][1] - lines[0][0] < 1.0
+    assert sampler._on_gc not in __import__("gc").callbacks
+    # Only the loop's collection that fell inside a call counts as the loop's.
+    call = (lines[0][0] - 0.001, 0.01)
+    assert "inside a call: 1 (" in bench._gc_on_loop([call], out)
+    assert "inside a call: 0 (" in bench._gc_on_loop([(lines[0][1] + 1, 0.01)], out)
