@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from hookserver.api import nri_pb2
-from tests.bench.bench_nri import _reap, _spawn
-from tests.bench.common import BenchRow
+from tests.bench.bench_nri import _spawn
+from tests.bench.common import BenchRow, stop_process
 from tests.nri.fake_runtime import FakeRuntime, wait_for
 from tests.nri.scale import expected_update, node_objects
 
@@ -66,7 +66,7 @@ async def _one(
         return conn.sync_seconds, _correct(list(final.update), workloads), len(conn.sync_replies), len(final.update)
     finally:
         await runtime.aclose()
-        _reap(proc)
+        stop_process(proc)
 
 
 def run() -> list[BenchRow]:
