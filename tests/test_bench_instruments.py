@@ -29,6 +29,7 @@ def test_the_cpu_account_charges_the_thread_that_burnt_it_and_names_it(tmp_path:
     account = bench._ThreadCpu(os.getpid())
     burnt, release = threading.Event(), threading.Event()
     worker = threading.Thread(target=_burn, args=(0.08, burnt, release), name="burner_7")
+    (tmp_path / "threads.json").write_text(json.dumps({"1": "ended-earlier"}))  # what the SIGTERM dump wrote
     before = account.read()
     worker.start()
     try:
@@ -46,6 +47,7 @@ def test_the_cpu_account_charges_the_thread_that_burnt_it_and_names_it(tmp_path:
     summary = account.summary(calls=100, names_path=tmp_path / "threads.json")
     # per call: ~800 µs for the burner, under its name without the serial number
     assert "burner " in summary and "event loop" not in summary.split("other threads")[1]
+    assert json.loads((tmp_path / "threads.json").read_text())["1"] == "ended-earlier"  # merged, not overwritten
     rounds = (tmp_path / "cpu-rounds.txt").read_text().splitlines()
     assert len(rounds) == 1 and rounds[0].startswith("round 0: loop ") and "burner" in rounds[0]
 

@@ -56,16 +56,6 @@ class SyncProgress:
     """What one Synchronize has done so far; appended to by the worker, read by the loop once it answers
     (list appends and int stores are atomic under the GIL; the reader copies)."""
 
-    def pending(self, all_pods: set[str]) -> set[str]:
-        """The pods whose container updates a reply made now leaves out: those of the containers not yet
-        decided, or every pod while the containers are not even listed. Read `decided` before copying
-        `updates`: an update decided in between is then both answered and handed over (harmless)."""
-        order = self.order
-        if order is None:
-            return set(all_pods)
-        return set(order[self.decided:])
-
-
     pods: int = 0
     containers: int = 0
     wanted: int = 0  # running containers of known pods: each gets its update decided (some decide "none")
@@ -80,6 +70,15 @@ class SyncProgress:
     answered: bool = False  # the updates are decided (all of them, or up to the stop)
     done: bool = False  # and the pod values are written
     phase_s: dict[str, float] = field(default_factory=dict)
+
+    def pending(self, all_pods: set[str]) -> set[str]:
+        """The pods whose container updates a reply made now leaves out: those of the containers not yet
+        decided, or every pod while the containers are not even listed. Read `decided` before copying
+        `updates`: an update decided in between is then both answered and handed over (harmless)."""
+        order = self.order
+        if order is None:
+            return set(all_pods)
+        return set(order[self.decided:])
 
 
 class SyncWork:

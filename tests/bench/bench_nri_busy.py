@@ -361,7 +361,13 @@ async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
     sampler = _Sampler(Path(samples))
     stretches = _StretchMeter() if STRETCHES else None
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    names_path = Path(samples).parent / "threads.json"
+
+    def on_term() -> None:
+        _dump_thread_names(names_path)  # before the daemon stops its threads: a thread that has ended has no name
+        stop.set()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_term)
     profile = None
     if os.environ.get("HOOKSERVER_BENCH_PROFILE_LOOP"):  # cProfile of the event loop thread, to loop.prof
         import cProfile
@@ -381,12 +387,16 @@ async def _child(fd: int, config: str, busy: bool, samples: str) -> None:
         sampler.close()
         if stretches is not None:
             stretches.dump(Path(samples).parent / "stretches.txt")
-        _dump_thread_names(Path(samples).parent / "threads.json")
+        _dump_thread_names(names_path)
 
 
 def _dump_thread_names(path: Path) -> None:
-    """The daemon's Python threads by native id, for the bench's per-thread CPU account (`_ThreadCpu`)."""
-    names = {str(t.native_id): _thread_kind(t.name) for t in threading.enumerate() if t.native_id is not None}
+    """The daemon's Python threads by native id, for the bench's per-thread CPU account (`_ThreadCpu`), added to
+    those an earlier call wrote (at SIGTERM, and again once the daemon has stopped)."""
+    names: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError):
+        names = json.loads(path.read_text())
+    names.update({str(t.native_id): _thread_kind(t.name) for t in threading.enumerate() if t.native_id is not None})
     names[str(threading.main_thread().native_id)] = "event loop"
     path.write_text(json.dumps(names))
 
@@ -523,6 +533,9 @@ class _ThreadCpu:
         # the loop thread's ns runnable but not on a CPU, its time slices and its minor page faults
         self.loop_waits = [0, 0, 0]
         self.rounds: list[dict[int, tuple[int, ...]]] = []  # each round's deltas, for cpu-rounds.txt
+        # The kernel's name of each thread seen (read while it runs: a thread that is gone by the summary, or a
+        # thread Python does not know, such as gRPC's core threads, is still named).
+        self.comms: dict[int, str] = {}
 
     def read(self) -> dict[int, tuple[int, ...]]:
         """tid -> (ns on a CPU, ns waiting for one while runnable, time slices): schedstat's three fields; and
@@ -547,6 +560,8 @@ class _ThreadCpu:
             was = before.get(tid, (0,) * len(now))
             delta = tuple(n - w for n, w in zip(now, was))
             this_round[tid] = delta
+            if tid not in self.comms and delta[0] > 0:
+                self.comms[tid] = _task_comm(self.pid, tid)
             self.ns[tid] = self.ns.get(tid, 0) + delta[0]
             if tid == self.pid and len(delta) == 4:  # the main thread: the event loop
                 for i in range(3):
@@ -562,12 +577,13 @@ class _ThreadCpu:
         for tid, ns in self.ns.items():
             kind = names.get(str(tid))
             if kind is None:
-                kind = _task_comm(self.pid, tid) + " (not Python)"
+                kind = f"{self.comms.get(tid) or _task_comm(self.pid, tid)} (tid {tid}, not a live Python thread)"
             by_kind[kind] = by_kind.get(kind, 0) + ns
         with contextlib.suppress(OSError), (names_path.parent / "cpu-rounds.txt").open("w") as out:
             for index, deltas in enumerate(self.rounds):  # each round: the loop's and the busiest threads' ms
                 loop_d = deltas.get(self.pid, (0, 0, 0, 0))
-                others = sorted(((d[0], names.get(str(tid), f"tid {tid}")) for tid, d in deltas.items()
+                others = sorted(((d[0], names.get(str(tid)) or self.comms.get(tid, f"tid {tid}"))
+                                 for tid, d in deltas.items()
                                  if tid != self.pid and d[0] > 0), reverse=True)[:5]
                 out.write(f"round {index}: loop {loop_d[0] / 1e6:.2f} ms on a CPU, {loop_d[1] / 1e6:.2f} ms waiting, "
                           f"{loop_d[3] if len(loop_d) > 3 else 0} page faults; "
