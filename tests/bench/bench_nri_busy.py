@@ -22,11 +22,13 @@ count of PreCreateContainerHook on the proxy socket. Throughput is calls / wall 
 Where the time goes, measured without perturbing the daemons: each thread's time on a CPU while its daemon is
 called, read between rounds from /proc/<pid>/task/*/schedstat (no GIL needed, so a thread that holds the GIL
 is seen as surely as one that waits; per round in cpu-rounds.txt), the loop's time runnable but waiting for a
-CPU, every GC pause over 1 ms (a callback), and where in its round each slow call fell. Opt-in, because each
+CPU, every garbage collection and the thread that ran it (a callback; those the loop ran inside a call are
+counted), and where in its round each slow call fell. Opt-in, because each
 perturbs the busy daemon more than the idle one: a sampler (HOOKSERVER_BENCH_SAMPLE_S, e.g. 0.002) that
 notes which areas' code the other threads are in (collectors, qos, predictor, capacity, reconciler), matched
 against the slowest 1 % of busy calls, and the stretch meter (HOOKSERVER_BENCH_STRETCHES=1, stretches.txt).
-HOOKSERVER_BENCH_KEEP=<dir> keeps every file (calls.txt, slow-calls.txt, cpu-rounds.txt, status.json, logs).
+HOOKSERVER_BENCH_KEEP=<dir> keeps every file (calls.txt, slow-calls.txt, cpu-rounds.txt, status.json, logs);
+HOOKSERVER_BENCH_PROFILE_LOOP=1 adds a cProfile of each daemon's event loop thread (loop.prof).
 
 Targets (issue 24): busy vs idle CreateContainer p99 <= 1.2x, p99.9 <= 2 ms, throughput >= 0.95x.
 HOOKSERVER_BENCH_BEFORE=<checkout> runs that checkout's daemons in the same rounds (before vs after).
