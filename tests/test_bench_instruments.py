@@ -75,3 +75,16 @@ def test_every_collection_reaches_the_file_at_close_with_the_thread_that_ran_it(
     call = (lines[0][0] - 0.001, 0.01)
     assert "inside a call: 1 (" in bench._gc_on_loop([call], out)
     assert "inside a call: 0 (" in bench._gc_on_loop([(lines[0][1] + 1, 0.01)], out)
+
+
+def test_a_waves_start_is_told_apart_from_its_rest() -> None:
+    per_round = bench.CALLS_PER_ROUND
+
+    def run(first_s: float, rest_s: float) -> dict[str, object]:
+        calls = [(float(i), first_s if i % per_round == 0 else rest_s) for i in range(per_round * 4)]
+        return {"nri": calls, "nri_wall": 1.0}
+
+    value, note = bench._wave_parts("nri", run(0.0003, 0.0001), run(0.0009, 0.0001))
+    assert value == "first call 0.300 / 0.900 ms; rest p99 1.00"  # only the first calls differ
+    value, _ = bench._wave_parts("nri", run(0.0003, 0.0001), run(0.0003, 0.0002))
+    assert value.endswith("rest p99 2.00")

@@ -747,7 +747,23 @@ def _row(path: str, label: str, idle: dict[str, Any], busy: dict[str, Any]) -> l
             "targets (NRI): p99 <= 1.2, p99.9 <= 2 ms, throughput >= 0.95"
             f"; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
         ),
+        BenchRow(f"{path}-busy", f"{label} a wave's start vs its rest", *_wave_parts(path, idle, busy)),
     ]
+
+
+def _wave_parts(path: str, idle: dict[str, Any], busy: dict[str, Any]) -> tuple[str, str]:
+    """A round's first call (after a second of the daemon left alone: a pod wave's first) apart from the calls
+    after its first EARLY_CALLS: the two parts of the busy/idle gap, which have different causes."""
+    def first(run: dict[str, Any]) -> float:
+        return statistics.median(c[1] for c in run[path][::CALLS_PER_ROUND]) * 1000
+
+    def rest_p99(run: dict[str, Any]) -> float:
+        return percentile([c[1] for i, c in enumerate(run[path]) if i % CALLS_PER_ROUND >= EARLY_CALLS], 99) * 1000
+
+    i_rest, b_rest = rest_p99(idle), rest_p99(busy)
+    return (f"first call {first(idle):.3f} / {first(busy):.3f} ms; rest p99 {b_rest / i_rest:.2f}",
+            f"first: median over rounds, idle / busy; rest: calls after a round's first {EARLY_CALLS}, busy/idle p99 "
+            f"({i_rest:.3f} / {b_rest:.3f} ms)")
 
 
 def run() -> list[BenchRow]:
