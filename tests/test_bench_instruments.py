@@ -13,8 +13,8 @@ import pytest
 
 from tests.bench import bench_nri_busy as bench
 
-pytestmark = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"),
-                                reason="no /proc/<pid>/task/<tid>/schedstat (CONFIG_SCHEDSTATS off)")
+needs_schedstat = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"),
+                                     reason="no /proc/<pid>/task/<tid>/schedstat (CONFIG_SCHEDSTATS off)")
 
 
 def _burn(seconds: float, burnt: threading.Event, release: threading.Event) -> None:
@@ -25,6 +25,7 @@ def _burn(seconds: float, burnt: threading.Event, release: threading.Event) -> N
     release.wait(10)  # alive until read: an ended thread's /proc entry is gone
 
 
+@needs_schedstat
 def test_the_cpu_account_charges_the_thread_that_burnt_it_and_names_it(tmp_path: Path) -> None:
     account = bench._ThreadCpu(os.getpid())
     burnt, release = threading.Event(), threading.Event()
@@ -44,7 +45,9 @@ def test_the_cpu_account_charges_the_thread_that_burnt_it_and_names_it(tmp_path:
     burnt_ns = account.ns[worker.native_id]
     assert 0.06e9 <= burnt_ns <= 2e9  # ~80 ms of CPU, read from outside the thread
     assert account.ns.get(os.getpid(), 0) < burnt_ns  # the main thread only waited for it
-    summary = account.summary(calls=100, names_path=tmp_path / "threads.json")
+    names = account.names(tmp_path / "threads.json")
+    summary = account.summary(calls=100, names=names)
+    account.write_rounds(tmp_path / "cpu-rounds.txt", names)
     # per call: ~800 µs for the burner, under its name without the serial number
     assert "burner " in summary and "event loop" not in summary.split("other threads")[1]
     assert json.loads((tmp_path / "threads.json").read_text())["1"] == "ended-earlier"  # merged, not overwritten

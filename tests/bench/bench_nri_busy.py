@@ -569,27 +569,39 @@ class _ThreadCpu:
                 for i in range(3):
                     self.loop_waits[i] += delta[i + 1]
 
-    def summary(self, calls: int, names_path: Path) -> str:
-        """'loop X µs a call, other threads Y µs (by kind)', from the names the daemon left at its stop."""
+    @staticmethod
+    def names(names_path: Path) -> dict[str, str]:
+        """The Python names the daemon left (`_dump_thread_names`), or none if it left none."""
         try:
             names: dict[str, str] = json.loads(names_path.read_text())
         except (OSError, ValueError):
-            names = {}
-        by_kind: dict[str, int] = {}
-        for tid, ns in self.ns.items():
-            kind = names.get(str(tid))
-            if kind is None:
-                kind = f"{self.comms.get(tid) or _task_comm(self.pid, tid)} (tid {tid}, not a live Python thread)"
-            by_kind[kind] = by_kind.get(kind, 0) + ns
-        with contextlib.suppress(OSError), (names_path.parent / "cpu-rounds.txt").open("w") as out:
-            for index, deltas in enumerate(self.rounds):  # each round: the loop's and the busiest threads' ms
+            return {}
+        return names
+
+    def name(self, tid: int, names: dict[str, str]) -> str:
+        """A thread's Python name, else the kernel's (a thread Python does not know, or one gone by the dump)."""
+        known = names.get(str(tid))
+        if known is not None:
+            return known
+        return f"{self.comms.get(tid) or _task_comm(self.pid, tid)} (tid {tid}, not a live Python thread)"
+
+    def write_rounds(self, path: Path, names: dict[str, str]) -> None:
+        """cpu-rounds.txt: each round's loop CPU, wait and page faults, and its five busiest other threads."""
+        with path.open("w") as out:
+            for index, deltas in enumerate(self.rounds):
                 loop_d = deltas.get(self.pid, (0, 0, 0, 0))
-                others = sorted(((d[0], names.get(str(tid)) or self.comms.get(tid, f"tid {tid}"))
-                                 for tid, d in deltas.items()
+                others = sorted(((d[0], self.name(tid, names)) for tid, d in deltas.items()
                                  if tid != self.pid and d[0] > 0), reverse=True)[:5]
                 out.write(f"round {index}: loop {loop_d[0] / 1e6:.2f} ms on a CPU, {loop_d[1] / 1e6:.2f} ms waiting, "
                           f"{loop_d[3] if len(loop_d) > 3 else 0} page faults; "
                           + ", ".join(f"{name} {ns / 1e6:.2f}" for ns, name in others) + "\n")
+
+    def summary(self, calls: int, names: dict[str, str]) -> str:
+        """'loop X µs a call, other threads Y µs (by kind)'."""
+        by_kind: dict[str, int] = {}
+        for tid, ns in self.ns.items():
+            kind = self.name(tid, names)
+            by_kind[kind] = by_kind.get(kind, 0) + ns
         loop = by_kind.pop("event loop", 0)
         other = sum(by_kind.values())
         top = sorted(by_kind.items(), key=lambda kv: -kv[1])[:6]
@@ -809,9 +821,10 @@ def run() -> list[BenchRow]:
                 rows.append(BenchRow("nri-busy", f"{label}where the slow busy calls' time went",
                                      "", _attribution(busy["nri"], busy_agent.samples)))
                 for agent in (a for a in agents if a.name in (f"{tag}-idle", f"{tag}-busy")):
+                    names = _ThreadCpu.names(agent.base / "threads.json")
+                    agent.cpu.write_rounds(agent.base / "cpu-rounds.txt", names)
                     rows.append(BenchRow("nri-busy", f"{label}CPU during the NRI calls, {agent.name.split('-')[-1]}",
-                                         "", agent.cpu.summary(len(results[agent.name]["nri"]),
-                                                               agent.base / "threads.json")
+                                         "", agent.cpu.summary(len(results[agent.name]["nri"]), names)
                                          + "; " + _gc_on_loop(results[agent.name]["nri"], agent.samples)))
     finally:
         _remove_tree(made)
