@@ -1,5 +1,6 @@
 """The busy bench's instruments (tests/bench/bench_nri_busy.py) report what happened: the per-thread CPU account
-read from /proc, the thread names it is labelled with, and the GC-pause log written out at the daemon's stop."""
+read from /proc, the thread names it is labelled with, and the GC-pause log written out at the daemon's stop; and the
+cgroup tree it makes for its pods (each v1 controller's, or the one v2 tree where v1 is not writable)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,30 @@ def test_a_waves_start_is_told_apart_from_its_rest() -> None:
     assert value == "first call 0.300 / 0.900 ms; rest p99 1.00"  # only the first calls differ
     value, _ = bench._wave_parts("nri", run(0.0003, 0.0001), run(0.0003, 0.0002))
     assert value.endswith("rest p99 2.00")
+
+
+def test_the_pods_tree_on_v2_is_one_tree_with_cpu_and_memory_given_to_the_children(tmp_path: Path) -> None:
+    root = str(tmp_path)  # a plain directory stands in for the unified hierarchy: the bench only mkdirs and writes
+    made, pods, ctrs = bench._make_tree("v2", root, "hookserver-bench-t")
+    assert len(pods) == len(ctrs) == bench.PODS
+    pod_dir = tmp_path / "hookserver-bench-t" / f"pod{pods[0].uid}"
+    assert (pod_dir / ctrs[0].id).is_dir()
+    assert pods[0].linux.cgroup_parent == f"/hookserver-bench-t/pod{pods[0].uid}"
+    for delegated in (tmp_path, tmp_path / "hookserver-bench-t", pod_dir):
+        assert (delegated / "cgroup.subtree_control").read_text() == "+cpu +memory"
+    assert not (pod_dir / ctrs[0].id / "cgroup.subtree_control").exists()  # a leaf gives nothing away
+    assert len(made) == 1 + 2 * bench.PODS  # the top, and each pod's and container's directory, parents first
+    assert made[0] == f"{root}/hookserver-bench-t"
+    for path in made:  # the files the stand-in left would block rmdir on a real tree: clear them first here
+        for leftover in Path(path).glob("cgroup.subtree_control"):
+            leftover.unlink()
+    bench._remove_tree(made)
+    assert not (tmp_path / "hookserver-bench-t").exists()
+
+
+def test_v1_gives_each_controller_its_own_tree() -> None:
+    dirs = bench._pod_dirs("v1", "/sys/fs/cgroup", "top", "top/podu", "c1")
+    assert dirs[:3] == ["/sys/fs/cgroup/cpu/top", "/sys/fs/cgroup/cpu/top/podu", "/sys/fs/cgroup/cpu/top/podu/c1"]
+    assert {d.split("/")[4] for d in dirs} == set(bench.CONTROLLERS)
+    assert bench._pod_dirs("v2", "/sys/fs/cgroup", "top", "top/podu", "c1") == [
+        "/sys/fs/cgroup/top", "/sys/fs/cgroup/top/podu", "/sys/fs/cgroup/top/podu/c1"]

@@ -53,7 +53,7 @@ from hookserver.nri import NriPlugin
 from hookserver.nri.handlers import PLUGIN_SERVICE, RUNTIME_SERVICE
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.state import StateStore
-from tests.bench.common import BenchRow, stop_process, summarize
+from tests.bench.common import BenchRow, child_pythonpath, stop_process, summarize
 from tests.nri.conftest import be_pod, container
 from tests.nri.fake_runtime import FakeRuntime
 
@@ -95,7 +95,7 @@ def _spawn(
         [sys.executable, "-m", "tests.bench.bench_nri", role, str(theirs.fileno())]
         + ([str(cpu)] if cpu is not None else []),
         pass_fds=[theirs.fileno()], cwd=tree or ROOT,
-        env={**os.environ, "PYTHONPATH": str(tree or ROOT), **(env or {})},
+        env={**os.environ, "PYTHONPATH": child_pythonpath(tree or ROOT), **(env or {})},
     )
     theirs.close()
     return ours, proc

@@ -1,8 +1,9 @@
 """The hot path with the agent idle vs busy: NRI CreateContainer and the proxy's PreCreateContainerHook.
 
 Two real daemons (`hookserver.daemon.Daemon`, everything the DaemonSet runs) in child processes, each
-with 500 BE pods on real cgroup v1 (a private `/sys/fs/cgroup/<cpu,cpuacct,memory>/hookserver-bench-*`
-subtree, one container a pod, removed afterwards), learnt through NRI Synchronize from the test runtime
+with 500 BE pods on real cgroups (a private `/sys/fs/cgroup/<cpu,cpuacct,memory>/hookserver-bench-*`
+subtree on v1, or `hookserver-bench-*` in the unified tree where v1 is not writable or
+HOOKSERVER_BENCH_CGROUP=v2; one container a pod, removed afterwards), learnt through NRI Synchronize from the test runtime
 (tests/nri/fake_runtime.py) on a socketpair end:
 
 * idle: NRI and the proxy only (collectors, QoS, predictor, capacity and the reconciler off);
@@ -81,33 +82,80 @@ ALONE = os.environ.get("HOOKSERVER_BENCH_ALONE", "1") != "0"
 ROOT = Path(__file__).resolve().parents[2]
 CGROUP = "/sys/fs/cgroup"
 CONTROLLERS = ("cpu", "cpuacct", "memory")
+# Which hierarchy the 500 pods live on: v1 (cpu, cpuacct and memory under CGROUP), v2 (the unified tree:
+# CGROUP itself on a v2-only host, CGROUP/unified on a hybrid one), or auto (v1 where it is writable, else v2).
+CGROUP_MODE = os.environ.get("HOOKSERVER_BENCH_CGROUP", "auto")
+V2_CONTROLLERS = ("cpu", "memory")
 PROXY_METHOD = "/runtime.v1alpha1.RuntimeHookService/PreCreateContainerHook"
 AREAS = ("collectors", "qos", "hookserver/predictor", "hookserver/capacity", "hookserver/reconciler")
 
 
 # -- the node: cgroups and pods ----------------------------------------------------------------------
-def _unusable() -> str:
-    if os.geteuid() != 0:
-        return "not root"
+def _v1_usable() -> str:
     for c in CONTROLLERS:
-        if not os.access(f"{CGROUP}/{c}", os.W_OK):
+        if not os.access(f"{CGROUP}/{c}", os.W_OK) or os.path.exists(f"{CGROUP}/{c}/cgroup.controllers"):
             return f"{CGROUP}/{c} is not a writable cgroup v1 hierarchy"
     return ""
 
 
-def _make_tree(top: str) -> tuple[list[str], list[nri_pb2.PodSandbox], list[nri_pb2.Container]]:
+def _v2_root() -> str:
+    """The writable unified hierarchy with the cpu and memory controllers, or ""."""
+    for root in (CGROUP, f"{CGROUP}/unified"):
+        try:
+            with open(f"{root}/cgroup.controllers") as f:
+                available = f.read().split()
+        except OSError:
+            continue
+        if os.access(root, os.W_OK) and all(c in available for c in V2_CONTROLLERS):
+            return root
+    return ""
+
+
+def _layout() -> tuple[str, str]:
+    """(version, root) of the hierarchy the bench's pods live on, or ("", why not)."""
+    if os.geteuid() != 0:
+        return "", "not root"
+    v1_problem = _v1_usable()
+    if CGROUP_MODE in ("v1", "auto") and not v1_problem:
+        return "v1", CGROUP
+    if CGROUP_MODE in ("v2", "auto"):
+        root = _v2_root()
+        if root:
+            return "v2", root
+    if CGROUP_MODE == "v1":
+        return "", v1_problem
+    return "", f"no writable cgroup v1 ({v1_problem}) or v2 hierarchy with {', '.join(V2_CONTROLLERS)}"
+
+
+def _pod_dirs(version: str, root: str, top: str, rel: str, cid: str) -> list[str]:
+    """The directories one pod's cgroups need, parents first: each controller's on v1, the one tree on v2."""
+    if version == "v2":
+        return [f"{root}/{top}", f"{root}/{rel}", f"{root}/{rel}/{cid}"]
+    return [path for c in CONTROLLERS for path in (f"{root}/{c}/{top}", f"{root}/{c}/{rel}", f"{root}/{c}/{rel}/{cid}")]
+
+
+def _delegate(path: str) -> None:
+    """v2: give `path`'s children the cpu and memory controllers (their cpu.max, memory.max and stat files)."""
+    with open(f"{path}/cgroup.subtree_control", "w") as f:
+        f.write(" ".join(f"+{c}" for c in V2_CONTROLLERS))
+
+
+def _make_tree(version: str, root: str, top: str) -> tuple[list[str], list[nri_pb2.PodSandbox], list[nri_pb2.Container]]:
     made: list[str] = []
     pods: list[nri_pb2.PodSandbox] = []
     ctrs: list[nri_pb2.Container] = []
+    if version == "v2":
+        _delegate(root)
     for i in range(PODS):
         uid = f"0000{i:04d}-beef-4c8a-9d2b-{i:012d}"
         cid = f"{i:08d}" + "c" * 56
         rel = f"{top}/pod{uid}"
-        for c in CONTROLLERS:
-            for path in (f"{CGROUP}/{c}/{top}", f"{CGROUP}/{c}/{rel}", f"{CGROUP}/{c}/{rel}/{cid}"):
-                if not os.path.isdir(path):
-                    os.mkdir(path)
-                    made.append(path)
+        for path in _pod_dirs(version, root, top, rel, cid):
+            if not os.path.isdir(path):
+                os.mkdir(path)
+                made.append(path)
+                if version == "v2" and not path.endswith(cid):
+                    _delegate(path)
         pod = nri_pb2.PodSandbox(id=f"sb-{i}", name=f"be-{i}", uid=uid, namespace="batch")
         pod.labels["koordinator.sh/qosClass"] = "BE"
         pod.annotations[SPEC_KEY] = WORKED_SPEC_JSON
@@ -138,14 +186,14 @@ def _merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _settings(base: Path, busy: bool, before: bool = False) -> dict[str, Any]:
+def _settings(base: Path, busy: bool, cgroup: dict[str, str], before: bool = False) -> dict[str, Any]:
     """The daemon's config; HOOKSERVER_BENCH_OVERRIDES (JSON) is merged over it, and for the "before" pair
     HOOKSERVER_BENCH_BEFORE_OVERRIDES (HOOKSERVER_BENCH_BEFORE=. and this compare settings of one checkout)."""
     name = "HOOKSERVER_BENCH_BEFORE_OVERRIDES" if before else "HOOKSERVER_BENCH_OVERRIDES"
-    return _merge(_base_settings(base, busy), json.loads(os.environ.get(name, "{}")))
+    return _merge(_base_settings(base, busy, cgroup), json.loads(os.environ.get(name, "{}")))
 
 
-def _base_settings(base: Path, busy: bool) -> dict[str, Any]:
+def _base_settings(base: Path, busy: bool, cgroup: dict[str, str]) -> dict[str, Any]:
     off = {"enabled": False}
     collectors: dict[str, Any] = {"gpu": off}
     if not busy:
@@ -157,7 +205,7 @@ def _base_settings(base: Path, busy: bool) -> dict[str, Any]:
         "standalone": True, "node_name": "bench", "state_dir": str(base / "state"),
         "hook": {"socket": str(base / "hook.sock"), "registration_dir": str(base / "reg")},
         "debug": {"socket": str(base / "debug.sock")}, "metrics": {"addr": "127.0.0.1:0"},
-        "cgroup": {"root": CGROUP, "driver": "cgroupfs", "version": "v1"},
+        "cgroup": cgroup,
         "nri": {"socket": "/nonexistent/nri.sock", "backoff_initial_s": 60, "backoff_max_s": 60},
         "collectors": collectors,
         "qos": {"enabled": busy, "dry_run": True},
@@ -406,18 +454,21 @@ def _dump_thread_names(path: Path) -> None:
 # -- the runtime side ---------------------------------------------------------------------------------
 class _Agent:
     def __init__(self, name: str, busy: bool, tree: Path | None, base: Path,
-                 pods: list[nri_pb2.PodSandbox], ctrs: list[nri_pb2.Container]) -> None:
+                 pods: list[nri_pb2.PodSandbox], ctrs: list[nri_pb2.Container], cgroup: dict[str, str]) -> None:
         self.name, self.busy, self.base = name, busy, base
         base.mkdir(parents=True)
+        # Here, not at the top: the child runs this file against an older tree's tests.bench.common (BEFORE).
+        from tests.bench.common import child_pythonpath
+
         ours, theirs = socket.socketpair()
         self.samples = base / "samples.jsonl"
         self.proc = subprocess.Popen(
             # This file as a script, so a `tree` without it (the code before) still runs its daemon here.
             [sys.executable, str(Path(__file__).resolve()), "--child", str(theirs.fileno()),
-             json.dumps(_settings(base, busy, name.startswith("before"))), "busy" if busy else "idle",
+             json.dumps(_settings(base, busy, cgroup, name.startswith("before"))), "busy" if busy else "idle",
              str(self.samples)],
             pass_fds=[theirs.fileno()], cwd=tree or ROOT,
-            env={**os.environ, "PYTHONPATH": str(tree or ROOT)}, stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": child_pythonpath(tree or ROOT)}, stdout=subprocess.DEVNULL,
             stderr=(base / "stderr.log").open("w"),
         )
         theirs.close()
@@ -662,6 +713,14 @@ async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
     return results
 
 
+def _write_calls(calls: list[tuple[float, float]], path: Path) -> None:
+    """Every call of a daemon: epoch start, ms, round, index in its round (idle and busy alike, so a slow call
+    at the same place in both is told apart from one only the busy daemon has)."""
+    with path.open("w") as out:
+        for index, (start, seconds) in enumerate(calls):
+            out.write(f"{start:.4f} {seconds * 1000:.3f} {index // CALLS_PER_ROUND} {index % CALLS_PER_ROUND}\n")
+
+
 def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
     """What was going on in the daemon during its slowest 1 % of calls vs during all of them."""
     gcs: list[tuple[float, float]] = []
@@ -705,9 +764,6 @@ def _attribution(calls: list[tuple[float, float]], samples_path: Path) -> str:
                 counts[area] = counts.get(area, 0) + 1
         return {k: v / max(1, len(group)) for k, v in sorted(counts.items())}
 
-    with (samples_path.parent / "calls.txt").open("w") as out:  # every call: start, ms, round, index in it
-        for index, (start, seconds) in enumerate(calls):
-            out.write(f"{start:.4f} {seconds * 1000:.3f} {index // CALLS_PER_ROUND} {index % CALLS_PER_ROUND}\n")
     with (samples_path.parent / "slow-calls.txt").open("w") as out:  # each slow call, for HOOKSERVER_BENCH_KEEP
         for start, seconds in sorted(slow, key=lambda c: -c[1]):
             out.write(f"{start:.4f} {seconds * 1000:.3f} ms: {', '.join(sorted(during(start, seconds))) or '-'}\n")
@@ -779,15 +835,16 @@ def _wave_parts(path: str, idle: dict[str, Any], busy: dict[str, Any]) -> tuple[
 
 
 def run() -> list[BenchRow]:
-    why = _unusable()
-    if why:
-        return [BenchRow("nri-busy", "idle vs busy", "skipped", why)]
+    version, root = _layout()
+    if not version:
+        return [BenchRow("nri-busy", "idle vs busy", "skipped", root)]
+    cgroup = {"root": root, "driver": "cgroupfs", "version": version}
     before = os.environ.get("HOOKSERVER_BENCH_BEFORE")
     trees: dict[str, Path | None] = {"": None}
     if before:
         trees = {"before ": Path(before), "": None}
     top = f"hookserver-bench-{uuid.uuid4().hex[:10]}"
-    made, pods, ctrs = _make_tree(top)
+    made, pods, ctrs = _make_tree(version, root, top)
     rows: list[BenchRow] = []
     try:
         keep = os.environ.get("HOOKSERVER_BENCH_KEEP")  # a directory to leave the daemons' logs and status in
@@ -798,8 +855,8 @@ def run() -> list[BenchRow]:
             pairs = []
             for label, tree in trees.items():
                 tag = label.strip() or "after"
-                pairs.append([_Agent(f"{tag}-idle", False, tree, Path(tmp) / f"{tag}-idle", pods, ctrs),
-                              _Agent(f"{tag}-busy", True, tree, Path(tmp) / f"{tag}-busy", pods, ctrs)])
+                pairs.append([_Agent(f"{tag}-idle", False, tree, Path(tmp) / f"{tag}-idle", pods, ctrs, cgroup),
+                              _Agent(f"{tag}-busy", True, tree, Path(tmp) / f"{tag}-busy", pods, ctrs, cgroup)])
             agents = [a for pair in pairs for a in pair]
 
             async def main() -> dict[str, dict[str, Any]]:
@@ -821,6 +878,7 @@ def run() -> list[BenchRow]:
                 rows.append(BenchRow("nri-busy", f"{label}where the slow busy calls' time went",
                                      "", _attribution(busy["nri"], busy_agent.samples)))
                 for agent in (a for a in agents if a.name in (f"{tag}-idle", f"{tag}-busy")):
+                    _write_calls(results[agent.name]["nri"], agent.base / "calls.txt")
                     names = _ThreadCpu.names(agent.base / "threads.json")
                     agent.cpu.write_rounds(agent.base / "cpu-rounds.txt", names)
                     rows.append(BenchRow("nri-busy", f"{label}CPU during the NRI calls, {agent.name.split('-')[-1]}",

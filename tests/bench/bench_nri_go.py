@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hookserver.api import nri_pb2
-from tests.bench.common import BenchRow, percentile, stop_process
+from tests.bench.common import BenchRow, child_pythonpath, percentile, stop_process
 from tests.nri.scale import expected_update, node_objects
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def _start_plugin(kind: str, sock: Path) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "tests.bench.bench_nri", "--plugin", str(conn.fileno())],
-            pass_fds=[conn.fileno()], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            pass_fds=[conn.fileno()], cwd=ROOT, env={**os.environ, "PYTHONPATH": child_pythonpath(ROOT)},
         )
     finally:
         conn.close()

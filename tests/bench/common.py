@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
+from pathlib import Path
 from dataclasses import dataclass
 
 __all__ = ["BenchRow", "percentile", "print_rows", "summarize"]
@@ -15,6 +17,13 @@ class BenchRow:
     name: str
     value: str
     note: str = ""
+
+
+def child_pythonpath(tree: Path | str) -> str:
+    """PYTHONPATH for a child that runs the code in `tree`: the tree first, then whatever the caller had (a
+    machine whose packages come from a `--target` folder on PYTHONPATH, not from the venv, keeps them)."""
+    inherited = os.environ.get("PYTHONPATH", "")
+    return f"{tree}{os.pathsep}{inherited}" if inherited else str(tree)
 
 
 def percentile(samples: list[float], pct: float) -> float:
