@@ -66,6 +66,9 @@ class HookServerSettings(_Frozen):
     # Garbage collection off the hot path (`hookserver.aio.gcpacer`): automatic collection off while serving,
     # the same collections run from one thread every `gc_pace_ms` once the gate is quiet. 0 leaves CPython's own.
     gc_pace_ms: float = Field(default=20.0, ge=0, le=1000)
+    # Generation 0 paced too (CPython's own kept as a backstop at 10x its threshold): background threads' young
+    # collections otherwise land inside hooks (gcpacer.py's module doc has the measurement). Needs gc_pace_ms > 0.
+    gc_pace_young: bool = True
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:

@@ -505,7 +505,7 @@ class Daemon:
                            max_defer_s=hook.yield_max_defer_ms / 1000)
             GATE.exempt_current_thread()
             if hook.gc_pace_ms > 0:
-                self.gc_pacer = GcPacer(interval_s=hook.gc_pace_ms / 1000)
+                self.gc_pacer = GcPacer(interval_s=hook.gc_pace_ms / 1000, young=hook.gc_pace_young)
                 self.gc_pacer.start()
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))

@@ -1,5 +1,5 @@
-"""The GC pacer (`hookserver.aio.gcpacer`): CPython keeps generation 0, the pacer takes generations 1 and 2
-over while serving, collects them when CPython would have (after the hot gate lets it), spaces full ones,
+"""The GC pacer (`hookserver.aio.gcpacer`): the pacer takes generations 1 and 2 (and with `young` generation 0,
+CPython's own kept as a backstop) over while serving, collects them when CPython would have (after the hot gate lets it), spaces full ones,
 and gives the thresholds back on stop."""
 
 from __future__ import annotations
@@ -36,6 +36,45 @@ def test_the_generation_due_follows_cpythons_thresholds(
     counts: tuple[int, int, int], full_allowed: bool, due: int | None,
 ) -> None:
     assert generation_due(counts, (700, 10, 10), full_allowed=full_allowed) == due
+
+
+@pytest.mark.parametrize(("counts", "due"), [
+    ((699, 0, 0), None),
+    ((700, 0, 0), 0),                # young: generation 0 once CPython's threshold is crossed
+    ((5000, 10, 0), 1),              # an older generation due takes the young one with it
+    ((5000, 10, 10), 2),
+])
+def test_young_pacing_also_collects_generation_0_when_cpython_would_have(
+    counts: tuple[int, int, int], due: int | None,
+) -> None:
+    assert generation_due(counts, (700, 10, 10), full_allowed=True, young=True) == due
+
+
+def test_young_pacing_keeps_cpythons_generation_0_only_as_a_backstop(thresholds: tuple[int, ...]) -> None:
+    pacer = GcPacer(interval_s=60.0, young=True, backstop=10)
+    pacer.start()
+    try:
+        assert gc.get_threshold()[0] == 7000  # bursts are still collected in bounded pieces
+        assert pacer.thresholds == (700, 10, 10)  # the pacer's own schedule is CPython's
+        gc.collect()
+        garbage = []
+        for _ in range(800):  # cycles: only a collection frees them
+            cycle: list[object] = []
+            cycle.append(cycle)
+            garbage.append(cycle)
+        del garbage, cycle
+        assert gc.get_count()[0] >= 700  # CPython left them to the pacer
+        assert pacer.step() == 0
+        assert gc.get_count()[0] < 700
+        assert pacer.status()["young"] is True and pacer.status()["collections"][0] == 1
+    finally:
+        pacer.stop()
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_backstop_under_2_is_refused() -> None:
+    with pytest.raises(ValueError, match="backstop"):
+        GcPacer(young=True, backstop=1)
 
 
 def test_start_takes_generations_1_and_2_over_and_stop_gives_them_back(thresholds: tuple[int, ...]) -> None:
