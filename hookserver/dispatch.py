@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from hookserver.aio.hotgate import paced
 from hookserver.fastinit import fast_frozen_init
 from hookserver.errors import ExecutorError, HookServerError, InputError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
@@ -254,11 +255,13 @@ class HookDispatcher:
         """Learn every pod and container of a sync, then take one snapshot for all its decisions.
 
         What `dispatch_pod`/`dispatch_container` learn, in bulk: learning a pod and deciding it before the
-        next made the store rebuild its snapshot once per pod, so a sync grew with the square of the node."""
-        for request in pods:
+        next made the store rebuild its snapshot once per pod, so a sync grew with the square of the node.
+        This runs after the sync's reply, when the runtime may already be creating containers: it steps aside at
+        the hot gate every few pods (18 ms of CPU at 500 pods in one stretch before)."""
+        for request in paced(pods, every=16):
             self._learn_pod(Stage.PRE_RUN_POD_SANDBOX, request)
         snap = self.store.pods_snapshot()
-        for creq in containers:
+        for creq in paced(containers, every=32):
             self._learn_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, snap)
         return self.store.snapshot()
 

@@ -27,6 +27,10 @@ the plugin's own code costs.
 
 "hook work in-process" is decode -> dispatch -> encoded reply through the inline CreateContainer handler,
 no socket (target p50 <= 30 us). `python -m tests.bench nri` runs only this module.
+
+The plugin child (also used by bench_nri_sync and bench_nri_go) sets up what the daemon does around NriPlugin
+that bears on a call's time: the start-up heap frozen, the hot gate with `hook.*`'s defaults, and the GIL switch
+interval (`hook.switch_interval_ms`, or HOOKSERVER_BENCH_SWITCH_MS to compare another).
 """
 
 from __future__ import annotations
@@ -319,6 +323,19 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
         pass
     else:
         freeze_startup_heap()  # as the daemon does once its servers are up
+    try:
+        from hookserver.aio.hotgate import GATE
+    except ImportError:  # code before the hot gate
+        pass
+    else:  # the hot gate as the daemon sets it (its defaults): background work here is the sync's bookkeeping
+        from hookserver.config import HookServerSettings
+
+        hook = HookServerSettings()
+        GATE.configure(enabled=hook.background_yield, linger_s=hook.yield_linger_ms / 1000,
+                       max_defer_s=hook.yield_max_defer_ms / 1000)
+        GATE.exempt_current_thread()
+        switch_ms = float(os.environ.get("HOOKSERVER_BENCH_SWITCH_MS", hook.switch_interval_ms))
+        sys.setswitchinterval(switch_ms / 1000)  # the daemon's `hook.switch_interval_ms`
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await plugin.run(stop)

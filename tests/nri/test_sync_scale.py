@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from hookserver.api import nri_pb2
@@ -153,3 +154,23 @@ def test_sync_work_decides_before_it_learns() -> None:
     assert len(store.snapshot().pods) == 3
     reply = nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates))
     assert len(_check_updates(reply)) == 6
+
+
+def test_the_bookkeeping_after_the_reply_steps_aside_at_the_hot_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store learning the node, the audits and the pod values come after the reply, when the runtime may
+    already be creating containers: they pause at the hot gate every few pods (at 500 pods they were 30+ ms of
+    CPU in one stretch, and CreateContainer calls right after a sync had a p99 of 6-11 ms); the answer does not."""
+    from hookserver.aio import hotgate
+
+    pods, ctrs = node_objects(64)
+    dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=StateStore(), executor=None)
+    work = SyncWork(dispatcher, pods, ctrs)
+    events: list[str] = []
+    monkeypatch.setattr(hotgate.GATE, "pause", lambda: events.append("pause"))
+    work.reply_sent.set()
+    progress = work.run(lambda: events.append("answered"))
+    assert progress.done and len(progress.updates) == 128
+    assert events[0] == "answered"  # nothing paused while the runtime waited for the answer
+    # learning 64 pods (every 16) and 128 containers (every 32), auditing 128 decisions (every 64) and writing
+    # 64 pods (every 8): 4 + 4 + 2 + 8
+    assert events.count("pause") == 18
