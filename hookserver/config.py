@@ -54,9 +54,9 @@ class HookServerSettings(_Frozen):
     # (CPUSetAllocator unsets it by default, koordinator#489).
     disable_unset_cpu_quota: bool = False
     # The GIL switch interval while serving (`hookserver.aio.interpreter`): how long the event loop's hot path
-    # may wait for a busy background thread to hand over the GIL. CPython's own 5 ms until a shorter one is
-    # shown to help on a node (`python -m tests.bench nri_busy` compares two values side by side).
-    switch_interval_ms: float = Field(default=5.0, gt=0, le=100)
+    # may wait for a busy background thread to hand over the GIL. 1 ms measured better than CPython's 5 ms in
+    # every A/B (interpreter.py's module doc; `python -m tests.bench nri_busy` compares two values side by side).
+    switch_interval_ms: float = Field(default=1.0, gt=0, le=100)
     # The hot gate (`hookserver.aio.hotgate`): background loops pause at safe points while a hook is answered
     # and for `yield_linger_ms` after it (a pod wave's calls come back to back), at most `yield_max_defer_ms`
     # at one point, so a stream of hooks delays background work but cannot starve it.
