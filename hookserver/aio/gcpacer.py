@@ -125,7 +125,7 @@ class GcPacer:
             self._saved = None
 
     def step(self) -> int | None:
-        """One look: collect the older generation that is due (after the gate lets us), or nothing."""
+        """One look: collect the generation that is due (after the gate lets us), or nothing."""
         now = self._clock()
         generation = generation_due(gc.get_count(), self.thresholds,
                                     full_allowed=now - self._last_full >= self.full_every_s, young=self.young)

@@ -28,9 +28,9 @@ from prometheus_client.metrics_core import Metric
 from hookserver.aio.hotgate import GATE, HotGate
 from hookserver.observability.koordlet_metrics import KoordletHookMetrics
 
-log = logging.getLogger(__name__)
-
 __all__ = ["HookMetrics", "LATENCY_BUCKETS_S"]
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5)
 _FOLD_AT = 2048  # queued calls that wake the folder thread
