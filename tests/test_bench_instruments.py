@@ -119,3 +119,18 @@ def test_v1_gives_each_controller_its_own_tree() -> None:
     assert {d.split("/")[4] for d in dirs} == set(bench.CONTROLLERS)
     assert bench._pod_dirs("v2", "/sys/fs/cgroup", "top", "top/podu", "c1") == [
         "/sys/fs/cgroup/top", "/sys/fs/cgroup/top/podu", "/sys/fs/cgroup/top/podu/c1"]
+
+
+def test_the_whole_process_cpu_counts_every_thread() -> None:
+    account = bench._ThreadCpu(os.getpid())
+    before = account.process_cpu_s()
+    burnt, release = threading.Event(), threading.Event()
+    worker = threading.Thread(target=_burn, args=(0.1, burnt, release))
+    worker.start()
+    try:
+        assert burnt.wait(10)
+    finally:
+        release.set()
+        worker.join()
+    assert account.process_cpu_s() - before >= 0.08  # the other thread's 100 ms, in clock ticks
+    assert bench._ThreadCpu(2**22 + 12345).process_cpu_s() == 0.0  # no such process: nothing, no error

@@ -23,7 +23,8 @@ tests.bench nri_busy` compares two values on a node. Its default was CPython's 5
 the GC pacer in place, 1 ms measured better in every A/B of 2026-11-26 (same code, same rounds): the busy daemon's
 CreateContainer p99 2-15 % lower in four runs on the 2-CPU VM, its p99.9 up to 30 % lower and its throughput
 4-11 % higher; the busy/idle p99 1.25 against 1.77 in one run on a 16-CPU host; and CreateContainer right after a
-500-2,500-pod sync at most 3.0-3.4 ms against 6.3-9.5 ms.
+500-2,500-pod sync at most 3.0-3.4 ms against 6.3-9.5 ms. Its cost, the whole process's CPU over the same rounds
+(three runs): the busy daemon's moved -5 % to +11 % (11.3-14.3 s), the idle daemon's rose 5-10 % (0.13-0.24 s).
 
 Lowering the background threads' CPU priority (nice) was measured too and left out: a niced thread that
 holds the GIL is the one the kernel preempts when the CPUs are contended, and the loop then waits for the

@@ -589,6 +589,16 @@ class _ThreadCpu:
         # The kernel's name of each thread seen (read while it runs: a thread that is gone by the summary, or a
         # thread Python does not know, such as gRPC's core threads, is still named).
         self.comms: dict[int, str] = {}
+        self.run_cpu_s = 0.0  # the whole process (every thread) over the measured rounds, stopped turns included
+
+    def process_cpu_s(self) -> float:
+        """The process's user + system CPU so far (/proc/<pid>/stat), every thread and the time outside calls."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def read(self) -> dict[int, tuple[int, ...]]:
         """tid -> (ns on a CPU, ns waiting for one while runnable, time slices): schedstat's three fields; and
@@ -660,7 +670,8 @@ class _ThreadCpu:
         return (f"loop {loop / per:.1f} µs a call (and {self.loop_waits[0] / per:.1f} µs runnable waiting for a CPU, "
                 f"{self.loop_waits[1] / max(1, calls):.2f} time slices and {self.loop_waits[2] / max(1, calls):.2f} "
                 f"minor page faults a call), other threads {other / per:.1f} µs a call ("
-                + ", ".join(f"{k} {v / per:.1f}" for k, v in top if v > 0) + ")")
+                + ", ".join(f"{k} {v / per:.1f}" for k, v in top if v > 0) + ")"
+                + f"; the whole daemon {self.run_cpu_s:.2f} s of CPU over the rounds")
 
 
 def _task_comm(pid: int, tid: int) -> str:
@@ -683,6 +694,7 @@ async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
         await _nri_calls(a, nri_req[a.name], 200)
         await asyncio.to_thread(_proxy_calls, a, proxy_req[a.name], 200)
     await asyncio.sleep(WARMUP_S)  # the busy daemons' loops are all running by now
+    cpu_at_start = {a.name: a.cpu.process_cpu_s() for a in agents}
     for r in range(ROUNDS):
         for pair in pairs if r % 2 == 0 else list(reversed(pairs)):
             for other in agents:
@@ -710,6 +722,7 @@ async def _measure(pairs: list[list[_Agent]]) -> dict[str, dict[str, Any]]:
                 results[a.name]["proxy_wall"] += pwall
     for a in agents:
         a.resume()
+        a.cpu.run_cpu_s = a.cpu.process_cpu_s() - cpu_at_start[a.name]
     return results
 
 
