@@ -67,8 +67,11 @@ def pod_cgroup_subtree(
             made.append(path)
         yield PodCgroup(rel, tuple(made))
     finally:
+        depth = len(Path(rel.lstrip("/")).parts)
         for path in made:
-            _remove_up_to(path, path.parents[len(Path(rel.lstrip("/")).parts) - 1])
+            # Up to the subtree's own top (`<hierarchy>/<prefix>-<random>`), never the hierarchy's root: the root
+            # answers EBUSY, which rmdir_patiently waited out for 5 s a subsystem (10 s of each test's teardown).
+            _remove_up_to(path, path.parents[depth - 2])
 
 
 def _remove_up_to(path: Path, top: Path) -> None:

@@ -289,3 +289,25 @@ def test_reconciler_corrects_a_reset_pod_and_forgets_it_once_its_cgroup_is_gone(
     finally:
         code = agent.stop()
     assert code == 0, (tmp_path / "agent.log").read_text()
+
+
+def test_the_pod_cgroup_subtree_goes_and_its_removal_never_touches_a_hierarchy_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.e2e import pod_cgroup as helper
+
+    tried: list[Path] = []
+    real = helper.rmdir_patiently
+
+    def spy(path: Path, patience_s: float = 5.0) -> None:
+        tried.append(path)
+        real(path, patience_s)
+
+    monkeypatch.setattr(helper, "rmdir_patiently", spy)
+    with pod_cgroup_subtree(("cpu", "memory"), prefix="hookserver-e2e", leaf="besteffort/podx") as pod:
+        made = pod.paths
+    assert made and not any(p.exists() for p in made)
+    tops = {CGROUP / sub / pod.rel.strip("/").split("/")[0] for sub in ("cpu", "memory")}
+    assert all(not t.exists() for t in tops)
+    # It used to go one level too far and wait 5 s a subsystem for the root's EBUSY.
+    assert not {CGROUP / "cpu", CGROUP / "memory"} & set(tried)
