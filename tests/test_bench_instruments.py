@@ -134,3 +134,25 @@ def test_the_whole_process_cpu_counts_every_thread() -> None:
         worker.join()
     assert account.process_cpu_s() - before >= 0.08  # the other thread's 100 ms, in clock ticks
     assert bench._ThreadCpu(2**22 + 12345).process_cpu_s() == 0.0  # no such process: nothing, no error
+
+
+def test_a_bad_cgroup_mode_or_switch_interval_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.bench import bench_nri
+
+    monkeypatch.setattr(bench, "CGROUP_MODE", "v3")
+    assert bench._layout() == ("", "HOOKSERVER_BENCH_CGROUP must be v1, v2 or auto, got 'v3'")
+    assert bench_nri.switch_interval_ms({}, 1.0) == 1.0
+    assert bench_nri.switch_interval_ms({"HOOKSERVER_BENCH_SWITCH_MS": "0.5"}, 1.0) == 0.5
+    for bad in ("fast", "0", "-1", "nan", "500"):
+        with pytest.raises(SystemExit, match="HOOKSERVER_BENCH_SWITCH_MS"):
+            bench_nri.switch_interval_ms({"HOOKSERVER_BENCH_SWITCH_MS": bad}, 1.0)
+
+
+def test_v2_delegation_writes_only_what_is_missing(tmp_path: Path) -> None:
+    control = tmp_path / "cgroup.subtree_control"
+    control.write_text("cpu memory io\n")  # a host root that delegates already: left alone
+    bench._delegate(str(tmp_path))
+    assert control.read_text() == "cpu memory io\n"
+    control.write_text("cpu io\n")
+    bench._delegate(str(tmp_path))
+    assert control.read_text() == "+memory"

@@ -45,7 +45,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 from hookserver.api import nri_pb2, ttrpc_pb2
@@ -297,6 +297,20 @@ def _in_process_rows() -> list[BenchRow]:
     ] + rows
 
 
+def switch_interval_ms(environ: Mapping[str, str], default: float) -> float:
+    """The plugin child's GIL switch interval: HOOKSERVER_BENCH_SWITCH_MS, else the daemon's default."""
+    raw = environ.get("HOOKSERVER_BENCH_SWITCH_MS", "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 100:  # also false for nan
+        raise SystemExit(f"HOOKSERVER_BENCH_SWITCH_MS must be milliseconds in (0, 100], got {raw!r}")
+    return value
+
+
 async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
     """Child: NriPlugin on the inherited socket (the pre-launched path), real dispatcher, metrics and hook.
 
@@ -334,8 +348,7 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
         GATE.configure(enabled=hook.background_yield, linger_s=hook.yield_linger_ms / 1000,
                        max_defer_s=hook.yield_max_defer_ms / 1000)
         GATE.exempt_current_thread()
-        switch_ms = float(os.environ.get("HOOKSERVER_BENCH_SWITCH_MS", hook.switch_interval_ms))
-        sys.setswitchinterval(switch_ms / 1000)  # the daemon's `hook.switch_interval_ms`
+        sys.setswitchinterval(switch_interval_ms(os.environ, hook.switch_interval_ms) / 1000)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await plugin.run(stop)

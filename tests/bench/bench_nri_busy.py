@@ -113,6 +113,8 @@ def _v2_root() -> str:
 
 def _layout() -> tuple[str, str]:
     """(version, root) of the hierarchy the bench's pods live on, or ("", why not)."""
+    if CGROUP_MODE not in ("v1", "v2", "auto"):
+        return "", f"HOOKSERVER_BENCH_CGROUP must be v1, v2 or auto, got {CGROUP_MODE!r}"
     if os.geteuid() != 0:
         return "", "not root"
     v1_problem = _v1_usable()
@@ -135,9 +137,18 @@ def _pod_dirs(version: str, root: str, top: str, rel: str, cid: str) -> list[str
 
 
 def _delegate(path: str) -> None:
-    """v2: give `path`'s children the cpu and memory controllers (their cpu.max, memory.max and stat files)."""
-    with open(f"{path}/cgroup.subtree_control", "w") as f:
-        f.write(" ".join(f"+{c}" for c in V2_CONTROLLERS))
+    """v2: give `path`'s children the cpu and memory controllers (their cpu.max, memory.max and stat files). Only
+    what is missing is written: the root of a host's tree usually delegates them already, and is left alone."""
+    control = f"{path}/cgroup.subtree_control"
+    try:
+        with open(control) as f:
+            enabled = f.read().split()
+    except FileNotFoundError:
+        enabled = []
+    missing = [c for c in V2_CONTROLLERS if c not in enabled]
+    if missing:
+        with open(control, "w") as f:
+            f.write(" ".join(f"+{c}" for c in missing))
 
 
 def _make_tree(version: str, root: str, top: str) -> tuple[list[str], list[nri_pb2.PodSandbox], list[nri_pb2.Container]]:

@@ -27,12 +27,11 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 from hookserver.api import nri_pb2
 from tests.bench.bench_nri import _spawn
 from tests.bench.common import BenchRow, percentile, stop_process
-from tests.nri.fake_runtime import FakeRuntime, wait_for
+from tests.nri.fake_runtime import FakeRuntime, RuntimeConn, wait_for
 from tests.nri.scale import expected_update, node_objects
 
 REPEATS = 3
@@ -53,7 +52,7 @@ def _correct(updates: list[nri_pb2.ContainerUpdate], workloads: int) -> int:
     return ok
 
 
-async def _creates_after_sync(conn: Any, pods: list[nri_pb2.PodSandbox]) -> list[float]:
+async def _creates_after_sync(conn: RuntimeConn, pods: list[nri_pb2.PodSandbox]) -> list[float]:
     """CREATES_AFTER serial CreateContainer calls, new containers of synced pods, sent the moment the sync is
     answered, as a runtime that restarted with pods to start does: they meet the sync's bookkeeping (the store
     learning the node, audits, pod cgroup values), which runs after the reply."""
