@@ -25,10 +25,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
+from hookserver.aio.hotgate import GATE, Door
 from hookserver.api import nri_pb2
 from hookserver.dispatch import HookDispatcher, HookRejected
 from hookserver.hooks.deadline import CallDeadline
@@ -74,6 +76,16 @@ _CONTAINER_RPCS: dict[Event, tuple[Any, Any]] = {
 }
 
 
+@dataclass(slots=True)
+class _SyncRun:
+    """One Synchronize in progress: its worker's work, the futures the loop waits on, and its hot-gate door."""
+
+    work: SyncWork
+    answered: asyncio.Future[None]  # the updates are decided (set from the worker)
+    done: asyncio.Future[Any]  # the worker has returned (after the pod values), or raised
+    door: Door
+
+
 def _settle(answered: asyncio.Future[None]) -> None:
     if not answered.done():
         answered.set_result(None)
@@ -112,6 +124,9 @@ class PluginService:
         self._sync_pods: list[nri_pb2.PodSandbox] = []
         self._sync_containers: list[nri_pb2.Container] = []
         self._sync_chunks = 0
+        self._sync: _SyncRun | None = None  # a split sync between its first and last chunk
+        # Entered and left on the event loop's thread only (the Synchronize coroutine), like the mux's "nri" door.
+        self._sync_door = GATE.door("nri-sync", threadsafe=False)
         self.configured = asyncio.Event()
         self.synchronized = asyncio.Event()
         self._hot = InlineHotPath(
@@ -170,26 +185,59 @@ class PluginService:
         return nri_pb2.ConfigureResponse(events=mask)
 
     async def synchronize(self, req: nri_pb2.SynchronizeRequest, budget: float) -> nri_pb2.SynchronizeResponse | bytes:
+        loop = asyncio.get_running_loop()
+        sync = self._sync
+        if sync is None:
+            sync = self._sync = self._start_sync(loop)
         self._sync_pods.extend(req.pods)
         self._sync_containers.extend(req.containers)
         self._sync_chunks += 1
+        sync.work.add(req.pods, req.containers, last=not req.more)  # decided while the runtime sends the next
         if req.more:
             return nri_pb2.SynchronizeResponse(more=True)
+        self._sync = None
         pods, containers = self._sync_pods, self._sync_containers
         self._sync_pods, self._sync_containers = [], []
         log.debug("nri Synchronize: last of %d chunk(s) in, %d pods, %d containers", self._sync_chunks, len(pods), len(containers))
         started = time.perf_counter()
-        loop = asyncio.get_running_loop()
+        try:
+            return await self._answer_sync(sync, pods, containers, started, budget)
+        finally:
+            loop.call_soon(sync.door.leave)  # once the reply is handed to the socket, as `reply_sent` below
+
+    def _start_sync(self, loop: asyncio.AbstractEventLoop) -> _SyncRun:
+        """The worker for a sync whose first chunk just came; it takes each chunk as it comes."""
         answered: asyncio.Future[None] = loop.create_future()
 
         def answer() -> None:  # on the worker: the updates are decided (the pod values come after)
             loop.call_soon_threadsafe(_settle, answered)
 
-        work = SyncWork(self._dispatcher, pods, containers)
+        # The runtime's one deadline covers every chunk: a chunk that has not come after it never will.
+        work = SyncWork(self._dispatcher, chunk_wait_s=self._request_timeout_s + 1.0)
         done: asyncio.Future[Any] = loop.run_in_executor(self._pool, work.run, answer)
-        either: set[asyncio.Future[Any]] = {answered, done}
         done.add_done_callback(_log_sync_failure)
         self._status.sync_progress = work.progress
+        # The runtime waits for this answer holding its plugin lock (a restarted containerd creates nothing
+        # until it comes): a door call like CreateContainer, from the first chunk to the answer, so background
+        # threads step aside at the hot gate and the GC pacer waits while the worker decides (their own bounds
+        # still hold: `max_defer_s`).
+        door = self._sync_door
+        door.enter()
+        return _SyncRun(work, answered, done, door)
+
+    def close(self) -> None:
+        """The connection is gone: a sync still waiting for chunks is dropped and its door left."""
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            sync.work.abandon()
+            sync.door.leave()
+
+    async def _answer_sync(
+        self, sync: _SyncRun, pods: list[nri_pb2.PodSandbox], containers: list[nri_pb2.Container], started: float,
+        budget: float,
+    ) -> bytes:
+        work, done = sync.work, sync.done
+        either: set[asyncio.Future[Any]] = {sync.answered, done}
         error = ""
         try:
             async with asyncio.timeout(budget):
@@ -202,10 +250,10 @@ class PluginService:
         if done.done() and not done.cancelled() and done.exception() is not None:
             error = f"internal error: {done.exception()}"
         progress = work.progress
-        pending = progress.pending({p.uid for p in pods if p.uid})  # before the copy (see `pending`)
+        pending = progress.pending(pods, containers)  # before the copy (see `pending`)
         updates = list(progress.updates)
         self._sync_finished(progress, updates, pending, pods, len(containers), started, error, budget * 1000)
-        loop.call_soon(work.reply_sent.set)  # runs once this task has handed the reply to the socket
+        asyncio.get_running_loop().call_soon(work.reply_sent.set)  # once this task has handed the reply on
         return b"".join(updates)  # SynchronizeResponse{update: ...}, more=false (the default, not encoded)
 
     def _sync_finished(

@@ -183,6 +183,7 @@ class NriPlugin:
             # Unwound in reverse: reader cancelled, in-flight requests cancelled, socket closed.
             stack.push_async_callback(mux.close)
             stack.push_async_callback(server.close)
+            stack.callback(service.close)  # a split sync cut by the close: its worker stops waiting
             reader_task = asyncio.create_task(mux.run(), name="nri-mux-reader")
             stack.push_async_callback(_cancel, reader_task)
             try:

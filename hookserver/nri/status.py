@@ -100,6 +100,10 @@ class NriStatus:
                 "partial_total": self.sync_partial,
                 "last_partial": self.last_sync_partial,
                 "pods_written": self.sync_progress.pods_written if self.sync_progress is not None else 0,
+                # Of a split sync's updates, those decided while the runtime was still sending its chunks.
+                "decided_before_last_chunk": (
+                    self.sync_progress.decided_before_last if self.sync_progress is not None else 0
+                ),
             },
             "calls": dict(sorted(self.calls.items())),
             "timeouts": self.timeouts,

@@ -138,22 +138,175 @@ def test_a_sync_cut_short_answers_what_is_done_and_hands_the_rest_to_the_reconci
     # `nri_world` started no plugin task of its own (start_plugin=False); ours was stopped with the world.
 
 
+class _GateProbe:
+    """BatchResource's decision, noting whether the hot gate counts a door call in flight while it decides."""
+
+    name = "GateProbe"
+    pure_decision = True
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def pre_update_container_resources(self, request: ContainerRequest, view: object) -> HookResult:
+        from hookserver.aio.hotgate import GATE
+
+        self.seen.append(any(door.in_flight > 0 for door in GATE.doors.values()))
+        return BatchResourcePlugin().pre_update_container_resources(request, view)  # type: ignore[arg-type]
+
+
+def test_background_work_steps_aside_while_a_sync_is_decided(
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime waits for the sync's answer holding its plugin lock, so while the worker decides, the hot gate
+    counts a door call in flight (collectors, QoS and the GC pacer step aside, as for CreateContainer), not only
+    while the loop reads the request's frames; and the door is left once the answer is out."""
+    from hookserver.aio import hotgate
+
+    monkeypatch.setattr(hotgate.GATE, "linger_s", 0.0)  # only calls in flight count, not the last frame's linger
+    pods, ctrs = node_objects(20)
+    probe = _GateProbe()
+
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=[probe], pods=pods, containers=ctrs) as w:
+            conn = await w.runtime.ready_conn(timeout=10)
+            assert len(_check_updates(conn.sync_replies[-1])) == 40
+            await wait_for(lambda: not hotgate.GATE.busy(), 5, "the sync door to be left")
+            assert hotgate.GATE.doors["nri-sync"].calls >= 1
+
+    run(body(), timeout=30)
+    assert len(probe.seen) == 40 and all(probe.seen)
+
+
 def test_sync_work_decides_before_it_learns() -> None:
     """The reply's decisions come from the store as it was before the sync (as on the hot path); the store
     learns the node only after `answered` (the reply can go before the bookkeeping)."""
     pods, ctrs = node_objects(3)
     store = StateStore()
     dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=store, executor=None)
-    work = SyncWork(dispatcher, pods, ctrs)
+    work = SyncWork.of(dispatcher, pods, ctrs)
     seen_at_answer: list[int] = []
     work.reply_sent.set()
     progress = work.run(lambda: seen_at_answer.append(len(store.snapshot().pods)))
     assert seen_at_answer == [0]
     assert progress.answered and progress.done and progress.decided == progress.wanted == 6
-    assert len(progress.updates) == 6 and not progress.pending({p.uid for p in pods})
+    assert len(progress.updates) == 6 and not progress.pending(pods, ctrs)
     assert len(store.snapshot().pods) == 3
     reply = nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates))
     assert len(_check_updates(reply)) == 6
+
+
+def _worker(work: SyncWork, answered: list[str]) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(work.run(lambda: answered.append("answered"))), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _until(cond: object, what: str, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+
+
+def test_a_split_sync_is_decided_chunk_by_chunk_as_the_chunks_come() -> None:
+    """The worker decides a chunk's containers while the runtime sends the next one (containerd's library takes
+    tens of ms to encode a 4 MiB chunk): when the last chunk comes, only its own containers are left. The reply
+    still waits for the last chunk, and nothing is learnt before it."""
+    pods, ctrs = node_objects(30)
+    store = StateStore()
+    dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=store, executor=None)
+    work = SyncWork(dispatcher)
+    answered: list[str] = []
+    work.reply_sent.set()
+    thread, out = _worker(work, answered)
+    work.add(pods[:20], ctrs[:40], last=False)
+    _until(lambda: work.progress.decided == 40, "the first chunk's 40 containers to be decided")
+    assert answered == [] and len(store.snapshot().pods) == 0 and not work.progress.complete
+    work.add(pods[20:], ctrs[40:], last=True)
+    thread.join(10)
+    assert answered == ["answered"] and out and work.progress.done
+    progress = work.progress
+    assert progress.decided == progress.wanted == 60 and progress.decided_before_last == 40 and progress.chunks == 2
+    assert progress.complete and not progress.pending(pods, ctrs)
+    assert len(_check_updates(nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates)))) == 60
+    assert len(store.snapshot().pods) == 30  # learnt after the answer, from every chunk
+
+
+def test_a_container_listed_before_its_pod_waits_for_it_and_one_without_a_pod_gets_nothing() -> None:
+    """A chunk boundary can fall between a pod and its containers (the runtime cuts pods and containers by
+    count): a container whose pod comes in a later chunk is decided when it does; one whose pod never comes
+    gets no update and is not pending (there is no pod to hand over)."""
+    pods, ctrs = node_objects(6)
+    orphan = nri_pb2.Container(id="ctr-orphan", pod_sandbox_id="no-such-sandbox", name="main", state=2)
+    dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=StateStore(), executor=None)
+    work = SyncWork(dispatcher)
+    answered: list[str] = []
+    work.reply_sent.set()
+    thread, _ = _worker(work, answered)
+    work.add(pods[:2], ctrs + [orphan], last=False)  # every container, but only two pods
+    _until(lambda: work.progress.decided == 4, "the two listed pods' containers")
+    assert work.progress.pending(pods, ctrs + [orphan]) == {p.uid for p in pods[2:]}
+    work.add(pods[2:], [], last=True)
+    thread.join(10)
+    progress = work.progress
+    assert answered == ["answered"] and progress.complete and progress.decided == 12
+    got = _check_updates(nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates)))
+    assert len(got) == 12 and "ctr-orphan" not in got
+
+
+def test_a_sync_whose_runtime_goes_away_between_chunks_is_dropped() -> None:
+    """The connection closes (or no chunk comes within the runtime's own deadline) between two chunks: the
+    worker stops waiting, answers nothing and learns nothing; the next connection syncs afresh."""
+    pods, ctrs = node_objects(4)
+    for how in ("abandon", "timeout"):
+        store = StateStore()
+        dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=store, executor=None)
+        work = SyncWork(dispatcher, chunk_wait_s=0.2 if how == "timeout" else 30.0)
+        answered: list[str] = []
+        thread, _ = _worker(work, answered)
+        work.add(pods[:2], ctrs[:4], last=False)
+        _until(lambda: work.progress.decided == 4, "the first chunk")
+        if how == "abandon":
+            work.abandon()
+        thread.join(10)
+        assert not thread.is_alive(), how
+        assert work.progress.abandoned and not work.progress.answered and not work.progress.done, how
+        assert len(store.snapshot().pods) == 0, how
+
+
+def test_closing_the_connection_mid_sync_leaves_the_sync_door() -> None:
+    """`PluginService.close` (the connection's end) drops a split sync waiting for its next chunk and leaves
+    its hot-gate door, so background work does not stay deferred by a sync that will never end."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hookserver.aio.hotgate import GATE
+    from hookserver.hooks.outcome import FailurePolicy
+    from hookserver.nri.handlers import PluginService
+    from hookserver.nri.status import NriStatus
+
+    pods, ctrs = node_objects(4)
+    registry = HookRegistry([BatchResourcePlugin()])
+    dispatcher = HookDispatcher(registry=registry, store=StateStore(), executor=None)
+
+    async def body() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            service = PluginService(dispatcher=dispatcher, registry=registry, policy=FailurePolicy.IGNORE,
+                                    status=NriStatus(plugin="00-test", socket="-"), pool=pool)
+            door = GATE.doors["nri-sync"]
+            before = door.in_flight
+            reply = await service.synchronize(nri_pb2.SynchronizeRequest(pods=pods[:2], containers=ctrs[:4], more=True), 1.0)
+            assert isinstance(reply, nri_pb2.SynchronizeResponse) and reply.more and not reply.update
+            assert door.in_flight == before + 1
+            service.close()
+            assert door.in_flight == before
+            progress = service._status.sync_progress
+            await asyncio.wait_for(asyncio.to_thread(_until, lambda: progress.abandoned, "the worker to drop it"), 10)
+
+    asyncio.run(body())
 
 
 def test_the_bookkeeping_after_the_reply_steps_aside_at_the_hot_gate(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,7 +317,7 @@ def test_the_bookkeeping_after_the_reply_steps_aside_at_the_hot_gate(monkeypatch
 
     pods, ctrs = node_objects(64)
     dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=StateStore(), executor=None)
-    work = SyncWork(dispatcher, pods, ctrs)
+    work = SyncWork.of(dispatcher, pods, ctrs)
     events: list[str] = []
     monkeypatch.setattr(hotgate.GATE, "pause", lambda: events.append("pause"))
     work.reply_sent.set()
