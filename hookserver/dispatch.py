@@ -232,7 +232,7 @@ class HookDispatcher:
         what changed, so a pass over an unchanged node leaves the audit alone. The hooks read the same
         typed view of `snapshot` as on the hot path; the breakers are not consulted (the pass runs on a
         worker thread, off the runtime's deadline, and its timings must not trip the hot path's breakers)."""
-        request = self._fill_pod_gaps(request)
+        request = self._fill_pod_gaps(request, snapshot)
         if request.skips_hooks():
             return DispatchResult(stage, result="skipped")
         return self._decided(
@@ -241,7 +241,7 @@ class HookDispatcher:
 
     def decide_container(self, stage: Stage, request: ContainerRequest, snapshot: StoreSnapshot) -> DispatchResult:
         """`decide_pod` for one container of a running pod."""
-        filled = self._fill_pod_gaps(request.pod)
+        filled = self._fill_pod_gaps(request.pod, snapshot)  # from the same snapshot as the hooks read
         if filled is not request.pod:
             request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
         if request.pod.skips_hooks():

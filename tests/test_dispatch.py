@@ -162,3 +162,26 @@ def test_a_pending_record_is_cleared_by_whichever_dispatcher_sees_the_id() -> No
     second.dispatch_container(Stage.PRE_START_CONTAINER, ContainerRequest(pod=pod(GOOD), name="a", container_id="abc"),
                               door="nri", rpc="s")
     assert set(store.snapshot().containers) == {"abc"} and store.pending_containers == 0
+
+
+def test_decisions_on_a_snapshot_fill_gaps_from_that_snapshot_not_the_live_store() -> None:
+    """`decide_container`/`decide_pod` decide on the snapshot they are given (a Synchronize's, taken before it;
+    the reconciler's pass): the pod's missing labels and annotations come from that snapshot too, not from the
+    store as it is now (which the informer may have changed since, and whose snapshot a busy store rebuilds)."""
+    from hookserver.store import PodRecord
+
+    dispatcher, store, _ = make()
+    store.upsert_pod(
+        PodRecord(
+            uid="uid-1", namespace="ns", name="p", labels={"koordinator.sh/qosClass": "BE"}, annotations=GOOD,
+            cgroup_parent="/kubepods/besteffort/poduid-1", source="apiserver",
+        )
+    )
+    taken = store.snapshot()
+    store.upsert_pod(PodRecord(uid="uid-1", namespace="ns", name="p", labels={"koordinator.sh/qosClass": "LS"},
+                               annotations={}, cgroup_parent="/kubepods/poduid-1", source="apiserver"))
+    bare = ContainerRequest(pod=PodRequest("ns", "p", "uid-1"), name="a")
+    out = dispatcher.decide_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, bare, taken)
+    assert out.resources.cpu_shares == 512 and out.resources.memory_limit_bytes == 1073741824
+    pod_out = dispatcher.decide_pod(Stage.PRE_RUN_POD_SANDBOX, PodRequest("ns", "p", "uid-1"), taken)
+    assert pod_out.resources.cpu_shares == 512
