@@ -241,14 +241,40 @@ class HookDispatcher:
 
     def decide_container(self, stage: Stage, request: ContainerRequest, snapshot: StoreSnapshot) -> DispatchResult:
         """`decide_pod` for one container of a running pod."""
-        filled = self._fill_pod_gaps(request.pod, snapshot)  # from the same snapshot as the hooks read
-        if filled is not request.pod:
-            request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
-        if request.pod.skips_hooks():
-            return DispatchResult(stage, result="skipped")
-        return self._decided(
-            stage, run_stage(self.registry, stage, request, self._views.of(snapshot), stop_on_error=True)
-        )
+        outcome = self.container_decider(stage, snapshot)(request)
+        return DispatchResult(stage, result="skipped") if outcome is None else self._decided(stage, outcome)
+
+    def container_decider(
+        self, stage: Stage, snapshot: StoreSnapshot
+    ) -> Callable[[ContainerRequest], StageOutcome | None]:
+        """`decide_container` on one snapshot for many containers, one after another (an NRI Synchronize decides a
+        node's worth), returning the stage outcome, or None for a pod with the skip label; `failed(stage, outcome)`
+        is what a failed one means. The hooks' view is taken once, and a pod's gap filling and skip label are
+        looked at once for its containers, which come one after another: with the result records, 2 of the 7 µs
+        a container took at 500 pods. One decider per thread."""
+        view = self._views.of(snapshot)
+        registry = self.registry
+        # The pod of the last container (as the door sent it), that pod with its gaps filled, and whether it skips.
+        last: list[Any] = [None, None, False]
+
+        def decide(request: ContainerRequest) -> StageOutcome | None:
+            pod = request.pod
+            if pod is not last[0]:
+                filled = self._fill_pod_gaps(pod, snapshot)  # from the same snapshot as the hooks read
+                last[0], last[1], last[2] = pod, filled, filled.skips_hooks()
+            if last[2]:
+                return None
+            filled = last[1]
+            if filled is not pod:
+                request = replace(request, pod=filled, cgroup_parent=request.cgroup_parent or filled.cgroup_parent)
+            return run_stage(registry, stage, request, view, stop_on_error=True)
+
+        return decide
+
+    def failed(self, stage: Stage, outcome: StageOutcome) -> str:
+        """A failed decision's error (`DispatchResult.error`), counted in the plugin metrics as `decide_*` does."""
+        result = self._decided(stage, outcome)
+        return result.error
 
     # -- a whole node at once (NRI Synchronize) ---------------------------------------------------
     def learn_synced(self, pods: Sequence[PodRequest], containers: Sequence[ContainerRequest]) -> StoreSnapshot:
@@ -307,7 +333,8 @@ class HookDispatcher:
             return DispatchResult(
                 stage, result="error", error=f"hook {first.plugin} failed: {first.error}", outcome=outcome
             )
-        return DispatchResult(stage, resources=outcome.resources, envs=outcome.envs, outcome=outcome)
+        # (stage, resources, envs, result, error, outcome), positional: the cheapest call (a sync makes thousands)
+        return DispatchResult(stage, outcome.resources, outcome.envs, "ok", "", outcome)
 
     # -- internals -------------------------------------------------------------------------------
     def _write_pod(self, request: PodRequest, outcome: StageOutcome) -> ApplyReport | None:

@@ -152,6 +152,7 @@ class SyncWork:
             # The hooks read the store as it was before this sync (as on the hot path, where a call's own
             # bookkeeping comes after its reply): pure decisions do not read other pods anyway.
             snap = dispatcher.store.snapshot()
+            decide = dispatcher.container_decider(Stage.PRE_UPDATE_CONTAINER_RESOURCES, snap)
             while True:
                 try:
                     chunk = self._chunks.get(timeout=self._chunk_wait_s)
@@ -169,7 +170,7 @@ class SyncWork:
                 progress.chunks += 1
                 creqs = self._creqs
                 while progress.decided < len(creqs) and not stop.is_set():
-                    self._answer(creqs[progress.decided], snap, decided)
+                    self._answer(creqs[progress.decided], decide, decided)
                 if last or stop.is_set():
                     break
             progress.complete = last and progress.decided == len(self._creqs) and not stop.is_set()
@@ -233,19 +234,21 @@ class SyncWork:
             self.progress.wanted += 1
 
     def _answer(
-        self, creq: ContainerRequest, snap: StoreSnapshot, decided: list[tuple[ContainerRequest, StageOutcome]]
+        self, creq: ContainerRequest, decide: Callable[[ContainerRequest], StageOutcome | None],
+        decided: list[tuple[ContainerRequest, StageOutcome]],
     ) -> None:
         progress = self.progress
         try:
-            result = self._dispatcher.decide_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, snap)
-            if result.outcome is not None:
-                decided.append((creq, result.outcome))
-            if result.result == "ok":
-                entry = sync_update_entry(creq.container_id, result.resources)
-                if entry:
-                    progress.updates.append(entry)
-            elif result.result == "error":
-                self._skip(f"container {creq.pod.key}/{creq.name}", HookServerError(result.error))
+            outcome = decide(creq)
+            if outcome is not None:
+                decided.append((creq, outcome))
+                if not outcome.failed:
+                    entry = sync_update_entry(creq.container_id, outcome.resources)
+                    if entry:
+                        progress.updates.append(entry)
+                else:
+                    error = self._dispatcher.failed(Stage.PRE_UPDATE_CONTAINER_RESOURCES, outcome)
+                    self._skip(f"container {creq.pod.key}/{creq.name}", HookServerError(error))
         except HookServerError as exc:
             self._skip(f"container {creq.pod.key}/{creq.name}", exc)
         progress.decided += 1

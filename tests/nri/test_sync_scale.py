@@ -309,6 +309,39 @@ def test_closing_the_connection_mid_sync_leaves_the_sync_door() -> None:
     asyncio.run(body())
 
 
+class _FailsForSidecars:
+    """BatchResource's decision, except that it raises for every "sidecar" container."""
+
+    name = "FailsForSidecars"
+    pure_decision = True
+
+    def pre_update_container_resources(self, request: ContainerRequest, view: object) -> HookResult:
+        if request.name == "sidecar":
+            raise ValueError("no sidecars today")
+        return BatchResourcePlugin().pre_update_container_resources(request, view)  # type: ignore[arg-type]
+
+
+def test_a_hook_that_fails_in_a_sync_costs_its_containers_their_update_and_nothing_else() -> None:
+    """Sync never fails: a container whose hook raises gets no update, is counted as skipped, and its failed
+    decision is audited and counted in the plugin metrics; every other container is answered."""
+    pods, ctrs = node_objects(5)
+    metrics = HookMetrics(CollectorRegistry())
+    store = StateStore()
+    dispatcher = HookDispatcher(registry=HookRegistry([_FailsForSidecars()]), store=store, executor=None, metrics=metrics)
+    work = SyncWork.of(dispatcher, pods, ctrs)
+    work.reply_sent.set()
+    progress = work.run()
+    assert progress.decided == 10 and progress.skipped == 5 and progress.complete
+    got = _check_updates(nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates)))
+    assert sorted(got) == sorted(f"ctr-{i}-main" for i in range(5))
+    failed = [d for d in store.audit.decisions() if d.error]
+    assert len(failed) == 5 and all("no sidecars today" in d.error for d in failed)
+    assert metrics.registry.get_sample_value(
+        "hookserver_hook_plugin_errors_total", {"plugin": "FailsForSidecars", "stage": "PreUpdateContainerResources",
+                                            "error_type": "ValueError"}
+    ) == 5.0
+
+
 def test_the_bookkeeping_after_the_reply_steps_aside_at_the_hot_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     """The store learning the node, the audits and the pod values come after the reply, when the runtime may
     already be creating containers: they pause at the hot gate every few pods (at 500 pods they were 30+ ms of
