@@ -24,6 +24,11 @@ The reply goes out before the call's bookkeeping: the dispatcher leaves an answe
 audit and metrics in `later`, and the connection calls `after_reply` once the reply is written, so the
 runtime (which holds its plugin lock until it has the answer) waits for the hooks, not for the books.
 A call's books are always kept before the next call is decided (`after_reply` runs first in each).
+RunPodSandbox under Ignore goes further: its answer is empty whatever the hooks decide (NRI has no pod-level
+adjustment; the pod's cgroup values are ours to write), so the whole pod dispatch (hooks, learning, the pod
+cgroup's writes) comes after the reply. Through containerd/nri's runtime library that was 0.26 ms of every pod
+start the runtime waited for (`python -m tests.bench nri_go`, "RunPodSandbox alone"). Under Fail a refusal must
+fail the pod start, so there the pod is dispatched before the answer.
 
 The pod of each request is translated once per pod (`translate.PodRequestCache`), a stage whose hooks
 all declare `pure_decision` reuses its outcome for the same pod, container name, resources, NodeSLO and node
@@ -99,6 +104,8 @@ class InlineHotPath:
         self._deadline = deadline
         self._pods = PodRequestCache()
         self._later: list[Deferred] = []
+        # RunPodSandbox calls answered under Ignore whose pod is still to be dispatched: (rpc, pod, deadline).
+        self._pods_later: list[tuple[str, nri_pb2.PodSandbox, float | None]] = []
         self.memo = StageMemo()
         status.memo = self.memo  # `hookctl nri`: decision_memo
 
@@ -111,13 +118,18 @@ class InlineHotPath:
     def run_pod_sandbox(self, payload: bytes, deadline_s: float | None) -> bytes | None:
         """nri v0.12's dedicated RunPodSandbox, inline: the runtime holds the pod's start (and its plugin lock)
         until it has the answer. On a worker thread this cost 0.6 ms a pod start through containerd/nri's own
-        runtime library (`make bench-go`), 4x a Go plugin's whole pod start; the hand-off was most of it."""
+        runtime library (`make bench-go`), 4x a Go plugin's whole pod start; the hand-off was most of it.
+
+        Under Ignore the answer is empty whatever the hooks decide or the kernel says (NRI has no pod-level
+        adjustment: the pod's values are ours to write), so the pod is answered first and dispatched right after
+        the reply (`after_reply`), before the next call is read; under Fail a refusal must fail the pod start,
+        so the pod is dispatched before the answer."""
         self.after_reply()
         if self._dispatcher.breakers.needs_guard():
             return None
         req = decode(nri_pb2.RunPodSandboxRequest, "RunPodSandbox", payload)
         self._status.calls["RunPodSandbox"] += 1
-        self._pod_inline("RunPodSandbox", req.pod, deadline_s)
+        self._pod_answered("RunPodSandbox", req.pod, deadline_s)
         return b""  # RunPodSandboxResponse is empty
 
     def state_change(self, payload: bytes, deadline_s: float | None) -> bytes | None:
@@ -130,8 +142,15 @@ class InlineHotPath:
             return None
         self.after_reply()
         self._status.calls["StateChange"] += 1
-        self._pod_inline("StateChange(RunPodSandbox)", req.pod, deadline_s)
+        self._pod_answered("StateChange(RunPodSandbox)", req.pod, deadline_s)
         return b""  # Empty
+
+    def _pod_answered(self, rpc: str, pod: nri_pb2.PodSandbox, deadline_s: float | None) -> None:
+        """The pod's PreRunPodSandbox: after the reply under Ignore (see `run_pod_sandbox`), now under Fail."""
+        if self._policy is FailurePolicy.FAIL:
+            self._pod_inline(rpc, pod, deadline_s)
+        else:
+            self._pods_later.append((rpc, pod, deadline_s))
 
     def _pod_inline(self, rpc: str, pod: nri_pb2.PodSandbox, deadline_s: float | None) -> None:
         """PreRunPodSandbox here, on the loop, within the call's budget where a hook can be interrupted: the
@@ -162,10 +181,18 @@ class InlineHotPath:
             self._timed_out(rpc, preq.key, "", started)
 
     def after_reply(self) -> None:
-        """Keep the books of the calls answered since the last time (the connection calls this right
-        after it wrote an inline reply; each call calls it first, for callers that do not)."""
+        """Keep the books of the calls answered since the last time, and dispatch the pods answered under Ignore
+        (the connection calls this right after it wrote an inline reply; each call calls it first, for callers
+        that do not)."""
         if self._later:
             self._status.errors += self._dispatcher.record_later(self._later)
+        if self._pods_later:
+            pods, self._pods_later = self._pods_later, []
+            for rpc, pod, deadline_s in pods:
+                try:
+                    self._pod_inline(rpc, pod, deadline_s)
+                except StatusError as exc:  # a refusal after the answer (Ignore): logged, nothing left to fail
+                    log.warning("nri %s for %s/%s after its answer: %s", rpc, pod.namespace, pod.name, exc)
 
     def create_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:
         self.after_reply()  # for a caller that did not call it: the last call's books first

@@ -222,7 +222,7 @@ def test_run_pod_sandbox_runs_on_the_loop_thread_in_both_forms(sock_dir: Path) -
             pod2 = be_pod("uid-2", name="be-2", sandbox="sb-2", cgroup_parent="/kubepods/besteffort/poduid-2")
             await conn.call("RunPodSandbox", nri_pb2.RunPodSandboxRequest(pod=pod2), nri_pb2.RunPodSandboxResponse)
             assert hook.threads == [threading.current_thread().name] * 2  # the loop's own, no worker
-            assert {"uid-1", "uid-2"} <= set(w.store.snapshot().pods)  # learnt before the answer
+            assert {"uid-1", "uid-2"} <= set(w.store.snapshot().pods)  # learnt right after the answer (Ignore)
             await conn.call("StateChange", nri_pb2.StateChangeEvent(event=3, pod=pod2), nri_pb2.Empty)  # remove
             assert "uid-2" not in w.store.snapshot().pods
             calls = w.plugin.status()["calls"]

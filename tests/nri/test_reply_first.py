@@ -134,3 +134,30 @@ def test_the_server_runs_after_inline_once_the_reply_is_written(caplog: pytest.L
     assert "bookkeeping after the reply failed" in caplog.text  # logged; the connection goes on
     server.feed(_request_frame(5, "CreateContainer", b"z"))
     assert len(mux.sent) == 3
+
+
+def test_run_pod_sandbox_is_answered_before_its_pod_is_dispatched_under_ignore() -> None:
+    """NRI has no pod-level adjustment: under Ignore RunPodSandbox's answer is empty whatever the hooks decide, so
+    the runtime gets it first and the pod is learnt, decided, audited and written right after the reply (before
+    the next call is decided); under Fail a refusal must fail the pod start, so the pod is dispatched first."""
+    for policy in (FailurePolicy.IGNORE, FailurePolicy.FAIL):
+        store = StateStore()
+        service = _service(store)
+        service._hot._policy = policy
+        run_pod = service.inline_methods()["RunPodSandbox"]
+        pod = be_pod()
+        reply = run_pod(nri_pb2.RunPodSandboxRequest(pod=pod).SerializeToString(), None)
+        assert reply == b"", policy
+        learnt_at_answer = pod.uid in store.snapshot().pods
+        assert learnt_at_answer is (policy is FailurePolicy.FAIL), policy
+        service.after_inline_reply()
+        assert pod.uid in store.snapshot().pods, policy
+        assert [(e.rpc, e.result) for e in store.audit.events() if e.door == "nri"] == [("RunPodSandbox", "ok")], policy
+        assert [d.plugin for d in store.audit.decisions()] == ["BatchResource"], policy
+        # A caller that never calls after_inline_reply loses nothing: the next call dispatches the pod first.
+        if policy is FailurePolicy.IGNORE:
+            other = be_pod("uid-2", name="be-2", sandbox="sb-2", cgroup_parent="/kubepods/besteffort/poduid-2")
+            run_pod(nri_pb2.RunPodSandboxRequest(pod=other).SerializeToString(), None)
+            assert "uid-2" not in store.snapshot().pods
+            service.inline_methods()["CreateContainer"](_payload(other, "a", "ctr-a"), None)
+            assert "uid-2" in store.snapshot().pods
