@@ -10,7 +10,8 @@
 //     plugin, here that one) -warmup times untimed, then -calls times serially, going through
 //     the requests of -create (each a uint32 big-endian length then a CreateContainerRequest),
 //     each after a RunPodSandbox for its pod (-run-pod, as on a node: a plugin that subscribes
-//     learns the pod there); writes each call's nanoseconds to <out>/create-ns.txt (and the
+//     learns the pod there) and -pod-gap later (the kubelet's CreateContainer follows the sandbox
+//     after a while, not at once); writes each call's nanoseconds to <out>/create-ns.txt (and the
 //     RunPodSandbox ones to <out>/runpod-ns.txt) and the last reply to <out>/create-reply.pb;
 //  3. prints one JSON line of results on stdout and exits.
 package main
@@ -78,6 +79,7 @@ func main() {
 	wait := flag.Duration("wait", 120*time.Second, "how long to wait for the plugin")
 	expectAdjust := flag.Bool("expect-adjust", true, "the plugin adjusts CreateContainer (false: a no-op floor)")
 	runPod := flag.Bool("run-pod", true, "relay RunPodSandbox for the request's pod before each CreateContainer, as on a node")
+	podGap := flag.Duration("pod-gap", 0, "pause between each RunPodSandbox and its CreateContainer (on a node the kubelet creates a pod's first container some time after its sandbox is up)")
 	flag.Parse()
 	logrus.SetLevel(logrus.WarnLevel)
 
@@ -204,6 +206,7 @@ func main() {
 	for i := 0; i < *warmup; i++ {
 		if *runPod {
 			runPodSandbox(i)
+			time.Sleep(*podGap)
 		}
 		create(i)
 	}
@@ -215,6 +218,7 @@ func main() {
 			runPodSandbox(*warmup + i)
 			pb.WriteString(strconv.FormatInt(time.Since(t0).Nanoseconds(), 10))
 			pb.WriteByte('\n')
+			time.Sleep(*podGap) // not timed: the pod start is the two calls' own times
 		}
 		t0 := time.Now()
 		last = create(*warmup + i)
