@@ -223,7 +223,9 @@ class RuntimeConn:
                     )
                 )
             chunks[-1].more = False
-            for chunk in chunks:
+            for sent, chunk in enumerate(chunks):
+                if rt.drop_sync_after and sent == rt.drop_sync_after and self is rt.conns[0]:
+                    raise ConnectionError(f"the runtime went away after {sent} sync chunk(s)")
                 reply = await self.call("Synchronize", chunk, nri_pb2.SynchronizeResponse)
                 self._check_sync_reply(chunk, chunk.ByteSize(), reply)
         self.sync_seconds = time.perf_counter() - self.sync_started
@@ -317,6 +319,7 @@ class FakeRuntime:
         pods: Sequence[nri_pb2.PodSandbox] = (),
         containers: Sequence[nri_pb2.Container] = (),
         sync_chunk: int = 0,
+        drop_sync_after: int = 0,
     ) -> None:
         self.valid_mask = valid_mask
         self.request_timeout_ms = request_timeout_ms
@@ -326,6 +329,9 @@ class FakeRuntime:
         self.pods = list(pods)
         self.containers = list(containers)
         self.sync_chunk = sync_chunk
+        # > 0: the first connection is closed after that many chunks of its (fixed-chunk) sync, as a runtime that
+        # restarts mid-sync; later connections sync whole.
+        self.drop_sync_after = drop_sync_after
         self.conns: list[RuntimeConn] = []
         self.live = 0
         self.max_live = 0

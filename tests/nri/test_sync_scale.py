@@ -277,6 +277,29 @@ def test_a_sync_whose_runtime_goes_away_between_chunks_is_dropped() -> None:
         assert len(store.snapshot().pods) == 0, how
 
 
+def test_a_runtime_that_goes_away_mid_sync_is_synced_afresh_on_the_next_connection(sock_dir: Path) -> None:
+    """containerd restarts after sending two chunks of a split sync: the plugin drops that sync (its worker stops
+    waiting, its hot-gate door is left), redials, and the next connection's sync answers every update."""
+    from hookserver.aio.hotgate import GATE
+
+    pods, ctrs = node_objects(12)
+    door = GATE.door("nri-sync", threadsafe=False)
+    before = door.in_flight
+
+    async def body() -> None:
+        async with nri_world(sock_dir, pods=pods, containers=ctrs, sync_chunk=8, drop_sync_after=2) as w:
+            await wait_for(lambda: len(w.runtime.conns) >= 2 and w.runtime.conns[1].ready.is_set(), 10,
+                           "the second connection's sync")
+            first, second = w.runtime.conns[0], w.runtime.conns[1]
+            assert len(first.sync_replies) == 2 and all(r.more for r in first.sync_replies)
+            assert len(_check_updates(second.sync_replies[-1])) == 24
+            assert door.in_flight == before  # the dropped sync's door was left, and the second's too
+            status = w.plugin.status()
+            assert status["connections"] == 2 and status["sync"]["complete"] and status["sync"]["updates"] == 24
+
+    run(body(), timeout=30)
+
+
 def test_closing_the_connection_mid_sync_leaves_the_sync_door() -> None:
     """`PluginService.close` (the connection's end) drops a split sync waiting for its next chunk and leaves
     its hot-gate door, so background work does not stay deferred by a sync that will never end."""
