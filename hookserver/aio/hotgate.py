@@ -9,7 +9,8 @@ v1), a busy agent's CreateContainer p99 was 1.6x an idle one's and its p99.9 4x,
 calls overlapped a collector cycle 79 % of the time against 14 % for calls in general.
 
 So the doors mark the time they answer (`door(...).enter()` / `leave()`: an integer each, no lock on the
-loop), and background loops call `pause()` at safe points (between pods, between models, between
+loop; the NRI mux while it handles a frame, an NRI Synchronize from its first chunk to its reply, the proxy while
+a handler runs), and background loops call `pause()` at safe points (between pods, between models, between
 files; never while holding a lock a hook takes). `pause()` costs one comparison while the doors are quiet.
 While a call is in flight, or within `linger_s` of the last one (a pod wave's calls come back to back, and
 the next one must not find a background thread holding the GIL), the caller sleeps in short real sleeps,

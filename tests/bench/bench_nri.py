@@ -349,16 +349,13 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
                        max_defer_s=hook.yield_max_defer_ms / 1000)
         GATE.exempt_current_thread()
         sys.setswitchinterval(switch_interval_ms(os.environ, hook.switch_interval_ms) / 1000)
-    try:
-        from hookserver.aio.gcpacer import GcPacer
-    except ImportError:  # code before the GC pacer
-        pass
-    else:  # and the GC pacer, as the daemon starts it: collections wait while a call (a sync, too) is in flight
-        from hookserver.config import HookServerSettings
-
-        hook = HookServerSettings()
-        if hook.gc_pace_ms > 0:
-            GcPacer(interval_s=hook.gc_pace_ms / 1000, young=getattr(hook, "gc_pace_young", False)).start()
+        try:
+            from hookserver.aio.gcpacer import GcPacer
+        except ImportError:  # code before the GC pacer
+            pass
+        else:  # and the GC pacer, as the daemon starts it: collections wait while a call (a sync, too) is in flight
+            if hook.gc_pace_ms > 0:  # `gc_pace_young` came later than the pacer itself
+                GcPacer(interval_s=hook.gc_pace_ms / 1000, young=getattr(hook, "gc_pace_young", False)).start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await plugin.run(stop)
