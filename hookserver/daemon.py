@@ -21,6 +21,7 @@ from collectors import CollectorScheduler, build_collectors, query_report, top_r
 from hookserver import __version__
 from hookserver.aio.gcpacer import GcPacer
 from hookserver.aio.hotgate import GATE
+from hookserver.aio.heapreserve import HeapReserve, reserve_heap
 from hookserver.aio.interpreter import InterpreterTuning, apply_tuning
 from hookserver.aio.tasks import RootTasks
 from hookserver.capacity import (
@@ -116,6 +117,7 @@ class Daemon:
         self._log_koordlet_compat()
         self.started_at = time.time()
         self.interpreter: InterpreterTuning | None = None
+        self.heap_reserve: HeapReserve | None = None
         self.gc_pacer: GcPacer | None = None
         self.roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
         self.store = StateStore()
@@ -451,6 +453,7 @@ class Daemon:
             "recorder": self._recorder_status(),
             "gc": self.gc_pauses.status(),
             "interpreter": self.interpreter.status() if self.interpreter is not None else {},
+            "heap_reserve": self.heap_reserve.status() if self.heap_reserve is not None else {},
             "hot_gate": GATE.stats(),
             "gc_pacer": self.gc_pacer.status() if self.gc_pacer is not None else {"running": False},
         }
@@ -498,6 +501,8 @@ class Daemon:
             self.gc_pauses.attach()
             # The hot path shares the GIL with every background thread: bound how long it waits for one.
             self.interpreter = apply_tuning(switch_interval_s=self.settings.hook.switch_interval_ms / 1000)
+            # On the loop's thread, whose heap takes every NRI frame: a sync is read and decoded without faults.
+            self.heap_reserve = reserve_heap(self.settings.hook.heap_reserve_mib << 20)
             # Background threads step aside while hooks are answered, and collections wait for a quiet moment
             # (hookserver/aio/hotgate.py, gcpacer.py). The loop thread serves NRI: it never pauses itself.
             hook = self.settings.hook

@@ -350,6 +350,12 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
         GATE.exempt_current_thread()
         sys.setswitchinterval(switch_interval_ms(os.environ, hook.switch_interval_ms) / 1000)
         try:
+            from hookserver.aio.heapreserve import reserve_heap
+        except ImportError:  # code before the heap reserve
+            pass
+        else:  # on this (the loop's) thread, as the daemon does
+            reserve_heap(hook.heap_reserve_mib << 20)
+        try:
             from hookserver.aio.gcpacer import GcPacer
         except ImportError:  # code before the GC pacer
             pass
