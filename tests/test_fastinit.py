@@ -12,6 +12,7 @@ from hookserver.dispatch import DispatchResult
 from hookserver.fastinit import fast_frozen_init
 from hookserver.hooks.context import ContainerRequest, PodRequest
 from hookserver.hooks.outcome import HookOutcome, HookResult, StageOutcome
+from hookserver.resources import Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,5 +98,16 @@ def test_the_hot_path_records_use_it() -> None:
     pod = PodRequest(namespace="ns", name="p", uid="u")
     request = ContainerRequest(pod=pod, name="c")
     assert dataclasses.replace(request, cgroup_parent="/x").cgroup_parent == "/x"
-    for cls in (PodRequest, ContainerRequest, HookResult, HookOutcome, StageOutcome, DispatchResult):
-        assert cls.__init__.__code__.co_filename == "<string>", cls
+    for cls in (PodRequest, ContainerRequest, HookResult, HookOutcome, StageOutcome, DispatchResult, Resources):
+        code = cls.__init__.__code__
+        # The dataclass's own stores through `object.__setattr__`; the fast one never looks it up.
+        assert code.co_filename == "<string>" and "__setattr__" not in code.co_names, cls
+
+
+@pytest.mark.parametrize("name", Resources.__slots__)
+def test_resources_with_any_one_field_set_is_not_empty(name: str) -> None:
+    # `is_empty` names each field (it runs for every decision of a sync): a field added later must be named too.
+    value = "0-1" if name.startswith("cpuset") else 0
+    assert not Resources(**{name: value}).is_empty()
+    assert Resources().is_empty()
+    assert Resources(**{name: value}).as_dict() == {name: value}

@@ -28,7 +28,7 @@ from hookserver.errors import (
     InputError,
     QuantityError,
 )
-from hookserver.hooks.plugins.extended_resources import parse_spec_text
+from hookserver.hooks.plugins.extended_resources import _json_value, parse_spec_text
 from hookserver.informer.convert import node_from_json, pod_from_json
 from hookserver.predictor.checkpoint import decode_checkpoint, encode_checkpoint
 from hookserver.predictor.models import ModelTable
@@ -111,6 +111,27 @@ def test_extended_resource_spec_annotation(text: str) -> None:
         parse_spec_text(text)
     except (AnnotationError, QuantityError):
         pass
+
+
+def _loads(text: str) -> tuple[str, Any]:
+    try:
+        return "ok", json.loads(text)
+    except ValueError as exc:
+        return "error", str(exc)
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=200), _json.map(json.dumps), _mutations(WORKED_SPEC).map(json.dumps),
+                 st.tuples(_json.map(json.dumps), st.sampled_from(["", " ", "\n", " x", "}", "{}", "\t "]),
+                           st.sampled_from(["", " ", "\n"])).map(lambda t: t[2] + t[0] + t[1])))
+def test_the_spec_annotations_json_reads_as_json_loads(text: str) -> None:
+    # The scanner alone reads a spec; any text must give json.loads's value, or its error (whitespace around
+    # the value, extra data after it, a value cut short). NaN is compared by its text.
+    try:
+        got: tuple[str, Any] = ("ok", _json_value(text))
+    except ValueError as exc:
+        got = ("error", str(exc))
+    assert repr(got) == repr(_loads(text))
 
 
 @FUZZ
