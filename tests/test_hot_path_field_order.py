@@ -10,7 +10,8 @@ import pytest
 
 from hookserver.dispatch import DispatchResult
 from hookserver.hooks.context import ContainerRequest, PodRequest
-from hookserver.hooks.outcome import HookOutcome, StageOutcome
+from hookserver.hooks.outcome import HookOutcome, HookResult, StageOutcome
+from hookserver.resources import Resources
 from hookserver.store.records import ContainerRecord
 
 # The order each positional call site relies on (the comment beside it says the same).
@@ -24,6 +25,8 @@ HOT_PATH_ORDER = [
                         "source")),  # nri.translate.container_request, proxy.translate.container_request
     (PodRequest, ("namespace", "name", "uid", "labels", "annotations", "cgroup_parent", "sandbox_id", "runtime_handler",
                   "attempt", "resources", "source")),  # proxy.translate.container_request
+    (HookResult, ("resources", "envs", "applied", "reason", "inputs")),  # hooks.plugins.batchresource decisions
+    (Resources, ("cpu_shares", "cpu_quota_us", "cpu_period_us", "memory_limit_bytes")),  # the same
 ]
 
 

@@ -34,6 +34,7 @@ __all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "BatchResourcePlugin", "QuotaRu
 _CACHED_TEXT_BYTES = 16 * 1024
 _NO_SPEC = HookResult.skip(f"BE pod without {ANNOTATION_EXTENDED_RESOURCE_SPEC}")
 _GATE_OFF = HookResult.skip("feature gate BatchResource is off")
+_NO_ENVS: Mapping[str, str] = MappingProxyType({})
 
 
 class QuotaRule:
@@ -161,11 +162,9 @@ def _container_decision(text: str, container: str, suppress: bool, ratio: float 
         f"quota from batch-cpu limit {entry.cpu_limit_milli}m -> {base_quota} ({described}) -> {quota}; "
         f"memory from batch-memory limit -> {memory}"
     )
-    return HookResult(
-        resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
-        reason=reason,
-        inputs=SpecInputs((entry,), described),
-    )
+    # (resources, envs, applied, reason, inputs) and (shares, quota, period, memory): positional, the cheapest
+    # calls (a cold Synchronize makes one decision a container).
+    return HookResult(Resources(shares, quota, None, memory), _NO_ENVS, True, reason, SpecInputs((entry,), described))
 
 
 @functools.lru_cache(maxsize=64)
@@ -206,9 +205,7 @@ def _pod_result(containers: list[ContainerBatchResources], rule: QuotaRule, desc
         f"quota from {quota_why} -> {base_quota} ({described}) -> {quota}; memory from {memory_why}"
     )
     return HookResult(
-        resources=Resources(cpu_shares=shares, cpu_quota_us=quota, memory_limit_bytes=memory),
-        reason=reason,
-        inputs=SpecInputs(tuple(containers), described),
+        Resources(shares, quota, None, memory), _NO_ENVS, True, reason, SpecInputs(tuple(containers), described)
     )
 
 

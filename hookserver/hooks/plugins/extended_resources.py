@@ -140,6 +140,11 @@ def _resource_list(value: object, field: str, container: object, part: str) -> M
 
 def _amount(resources: Mapping[str, object], name: str, field: str, container: object, part: str) -> int:
     """Quantity.Value() of the resource (batch-cpu is already milli-cores); -1 when absent."""
+    raw = resources.get(name)
+    if raw.__class__ is str:  # the common case, one lookup each: the current name, a quantity seen before
+        known = _AMOUNTS.get(raw)
+        if known is not None:
+            return known
     key = name if name in resources else _LEGACY[name]
     if key not in resources:
         return -1
