@@ -8,8 +8,9 @@ and cut where a deadline can stop it:
 1. *Answer*: the container updates, decided one container at a time on one snapshot of the store as it
    was before the sync (as on the hot path, where a call's own bookkeeping comes after its reply), from
    the messages read in place (`translate.sync_pod_request`: no copy of 64 KiB of annotations a pod),
-   each update encoded once per value (`translate.sync_update_entry`). This is all the reply carries, so
-   it goes as soon as they are decided (`answered`).
+   each update encoded once per value (`translate.sync_update_entry`), with automatic garbage collection
+   held (`gcpacer.held_collections`). This is all the reply carries, so it goes as soon as they are decided
+   (`answered`).
 
    A split sync is decided *as its chunks come* (`add`): each chunk is answered "more" at once, and the worker
    translates and decides its containers while the runtime encodes and sends the next one, which takes it
@@ -43,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from hookserver.aio.gcpacer import held_collections
 from hookserver.aio.hotgate import paced
 from hookserver.api import nri_pb2
 from hookserver.dispatch import HookDispatcher, HookRejected
@@ -166,11 +168,14 @@ class SyncWork:
                 if last:
                     t0 = clock()
                     progress.decided_before_last = progress.decided
-                self._take(pods, containers, last)
-                progress.chunks += 1
-                creqs = self._creqs
-                while progress.decided < len(creqs) and not stop.is_set():
-                    self._answer(creqs[progress.decided], decide, decided)
+                # No automatic collection while a chunk is decided: its young objects are the answer itself
+                # (`gcpacer.held_collections`). Not while waiting for the next chunk.
+                with held_collections():
+                    self._take(pods, containers, last)
+                    progress.chunks += 1
+                    creqs = self._creqs
+                    while progress.decided < len(creqs) and not stop.is_set():
+                        self._answer(creqs[progress.decided], decide, decided)
                 if last or stop.is_set():
                     break
             progress.complete = last and progress.decided == len(self._creqs) and not stop.is_set()

@@ -5,6 +5,7 @@ is `python -m tests.bench nri_sync`."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 
@@ -139,18 +140,21 @@ def test_a_sync_cut_short_answers_what_is_done_and_hands_the_rest_to_the_reconci
 
 
 class _GateProbe:
-    """BatchResource's decision, noting whether the hot gate counts a door call in flight while it decides."""
+    """BatchResource's decision, noting whether the hot gate counts a door call in flight while it decides, and
+    whether automatic garbage collection is on."""
 
     name = "GateProbe"
     pure_decision = True
 
     def __init__(self) -> None:
         self.seen: list[bool] = []
+        self.gc_on: list[bool] = []
 
     def pre_update_container_resources(self, request: ContainerRequest, view: object) -> HookResult:
         from hookserver.aio.hotgate import GATE
 
         self.seen.append(any(door.in_flight > 0 for door in GATE.doors.values()))
+        self.gc_on.append(gc.isenabled())
         return BatchResourcePlugin().pre_update_container_resources(request, view)  # type: ignore[arg-type]
 
 
@@ -173,8 +177,11 @@ def test_background_work_steps_aside_while_a_sync_is_decided(
             await wait_for(lambda: not hotgate.GATE.busy(), 5, "the sync door to be left")
             assert hotgate.GATE.doors["nri-sync"].calls >= 1
 
+    assert gc.isenabled()
     run(body(), timeout=30)
     assert len(probe.seen) == 40 and all(probe.seen)
+    # No automatic collection inside the decisions (its young objects are the answer), and back on after.
+    assert probe.gc_on == [False] * 40 and gc.isenabled()
 
 
 def test_sync_work_decides_before_it_learns() -> None:
