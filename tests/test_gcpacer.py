@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hookserver.aio.gcpacer import GcPacer, generation_due, held_collections
+from hookserver.aio.gcpacer import CollectionHold, GcPacer, generation_due, held_collections
 from hookserver.aio.hotgate import HotGate
 
 
@@ -188,4 +188,16 @@ def test_an_exception_inside_a_hold_still_ends_it() -> None:
     with pytest.raises(RuntimeError):
         with held_collections():
             raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_a_hold_is_released_once_whatever_its_holder_calls() -> None:
+    first, second = CollectionHold(), CollectionHold()
+    first.hold()
+    first.hold()  # idempotent: still one hold
+    second.hold()
+    first.release()
+    first.release()  # idempotent: does not release the second's
+    assert not gc.isenabled() and second.holding and not first.holding
+    second.release()
     assert gc.isenabled()

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from hookserver.aio.hotgate import GATE, HotGate
 
-__all__ = ["GcPacer", "generation_due", "held_collections"]
+__all__ = ["CollectionHold", "GcPacer", "generation_due", "held_collections"]
 
 log = logging.getLogger(__name__)
 
@@ -159,29 +159,59 @@ _holds = 0
 _held_from_enabled = False
 
 
-@contextmanager
-def held_collections() -> Iterator[None]:
+class CollectionHold:
     """No automatic collection, in any thread, while a runtime waits on a long answer (an NRI Synchronize's
-    decisions): CPython's backstop would otherwise collect generation 0 inside it, walking the thousands of
-    young requests and outcomes the answer is made of, again and again. Measured in the bench's plugin child,
-    500 pods through containerd's library: the answer 23.3-24.2 ms with them, 21.5-22.3 ms without (five syncs
-    each, twice). The garbage is collected after the reply, by the pacer or the next automatic collection. The
-    pacer's explicit collections still run, after waiting at the hot gate at most `hook.yield_max_defer_ms`, so
-    a long hold does not let garbage grow without bound. Nested and concurrent holds share one: automatic
-    collection comes back when the last ends, and only if it was on when the first began."""
-    global _holds, _held_from_enabled
-    with _HOLD_LOCK:
-        if _holds == 0:
-            _held_from_enabled = gc.isenabled()
-            gc.disable()
-        _holds += 1
-    try:
-        yield
-    finally:
+    decisions, until its reply is written): CPython's backstop would otherwise collect generation 0 inside it,
+    walking the thousands of young requests and outcomes the answer is made of, again and again; and ended
+    before the reply is written, the first allocation after it collects them all at once (~2 ms at 500 pods).
+    Measured in the bench's plugin child, 500 pods through containerd's library: the answer 23.3-25.8 ms with
+    them, 21.5-22.5 ms without (five syncs each, twice). The garbage is collected after the reply, by the pacer
+    or the next automatic collection. The pacer's explicit collections still run, after waiting at the hot gate
+    at most `hook.yield_max_defer_ms`, so a long hold does not let garbage grow without bound.
+
+    `hold()` and `release()` are idempotent for one holder; holders (nested, other threads) share one hold, and
+    automatic collection comes back when the last releases, and only if it was on when the first held."""
+
+    __slots__ = ("_holding",)
+
+    def __init__(self) -> None:
+        self._holding = False
+
+    @property
+    def holding(self) -> bool:
+        return self._holding
+
+    def hold(self) -> None:
+        global _holds, _held_from_enabled
+        if self._holding:
+            return
+        with _HOLD_LOCK:
+            if _holds == 0:
+                _held_from_enabled = gc.isenabled()
+                gc.disable()
+            _holds += 1
+        self._holding = True
+
+    def release(self) -> None:
+        global _holds
+        if not self._holding:
+            return
+        self._holding = False
         with _HOLD_LOCK:
             _holds -= 1
             if _holds == 0 and _held_from_enabled:
                 gc.enable()
+
+
+@contextmanager
+def held_collections() -> Iterator[None]:
+    """A `CollectionHold` for the block."""
+    hold = CollectionHold()
+    hold.hold()
+    try:
+        yield
+    finally:
+        hold.release()
 
 
 def _thresholds() -> tuple[int, int, int]:

@@ -9,8 +9,8 @@ and cut where a deadline can stop it:
    was before the sync (as on the hot path, where a call's own bookkeeping comes after its reply), from
    the messages read in place (`translate.sync_pod_request`: no copy of 64 KiB of annotations a pod),
    each update encoded once per value (`translate.sync_update_entry`), with automatic garbage collection
-   held (`gcpacer.held_collections`). This is all the reply carries, so it goes as soon as they are decided
-   (`answered`).
+   held until the reply is written (`gcpacer.CollectionHold`). This is all the reply carries, so it goes as
+   soon as they are decided (`answered`).
 
    A split sync is decided *as its chunks come* (`add`): each chunk is answered "more" at once, and the worker
    translates and decides its containers while the runtime encodes and sends the next one, which takes it
@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from hookserver.aio.gcpacer import held_collections
+from hookserver.aio.gcpacer import CollectionHold
 from hookserver.aio.hotgate import paced
 from hookserver.api import nri_pb2
 from hookserver.dispatch import HookDispatcher, HookRejected
@@ -149,6 +149,7 @@ class SyncWork:
         progress, stop, dispatcher = self.progress, self.stop, self._dispatcher
         clock = time.perf_counter
         decided: list[tuple[ContainerRequest, StageOutcome]] = []
+        gc_hold = CollectionHold()
         t0 = t1 = clock()
         try:
             # The hooks read the store as it was before this sync (as on the hot path, where a call's own
@@ -168,25 +169,31 @@ class SyncWork:
                 if last:
                     t0 = clock()
                     progress.decided_before_last = progress.decided
-                # No automatic collection while a chunk is decided: its young objects are the answer itself
-                # (`gcpacer.held_collections`). Not while waiting for the next chunk.
-                with held_collections():
-                    self._take(pods, containers, last)
-                    progress.chunks += 1
-                    creqs = self._creqs
-                    while progress.decided < len(creqs) and not stop.is_set():
-                        self._answer(creqs[progress.decided], decide, decided)
+                # No automatic collection while a chunk is decided (its young objects are the answer itself),
+                # nor, after the last, until the reply is written (`gcpacer.CollectionHold`); not while waiting
+                # for the next chunk.
+                gc_hold.hold()
+                self._take(pods, containers, last)
+                progress.chunks += 1
+                creqs = self._creqs
+                while progress.decided < len(creqs) and not stop.is_set():
+                    self._answer(creqs[progress.decided], decide, decided)
                 if last or stop.is_set():
                     break
+                gc_hold.release()
             progress.complete = last and progress.decided == len(self._creqs) and not stop.is_set()
             t1 = clock()
             progress.answer_s = t1 - t0
             progress.answered = True
         finally:
-            answered()
-        # Let the loop write the reply before this thread takes the GIL for the bookkeeping: started at
-        # once, it held the loop's reply back by a switch interval or more.
-        self.reply_sent.wait(_REPLY_WAIT_S)
+            try:
+                answered()
+                # Let the loop write the reply before this thread takes the GIL for the bookkeeping (started
+                # at once, it held the loop's reply back by a switch interval or more) or for a collection.
+                if not progress.abandoned:
+                    self.reply_sent.wait(_REPLY_WAIT_S)
+            finally:
+                gc_hold.release()
         # After the reply: the store learns the node (copies of what the store keeps), the decisions are
         # audited, and the pod values are written: all stepping aside at the hot gate (the runtime may be
         # creating containers already; 30+ ms of CPU at 500 pods).

@@ -6,6 +6,7 @@ is `python -m tests.bench nri_sync`."""
 from __future__ import annotations
 
 import gc
+import time
 import threading
 from pathlib import Path
 
@@ -200,6 +201,34 @@ def test_sync_work_decides_before_it_learns() -> None:
     assert len(store.snapshot().pods) == 3
     reply = nri_pb2.SynchronizeResponse.FromString(b"".join(progress.updates))
     assert len(_check_updates(reply)) == 6
+
+
+def test_collection_is_held_until_the_reply_is_written_and_not_while_waiting_for_a_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ended before the reply is written, the hold would let the first allocation after it collect the whole
+    answer's young objects while the loop writes the reply."""
+    from hookserver.nri import sync
+
+    monkeypatch.setattr(sync, "_REPLY_WAIT_S", 10.0)  # the worker waits for the reply as long as this test takes
+    pods, ctrs = node_objects(4)
+    store = StateStore()
+    dispatcher = HookDispatcher(registry=HookRegistry([BatchResourcePlugin()]), store=store, executor=None)
+    work = SyncWork(dispatcher)
+    seen: list[tuple[str, bool]] = []
+    thread = threading.Thread(target=lambda: work.run(lambda: seen.append(("answered", gc.isenabled()))), daemon=True)
+    thread.start()
+    work.add(pods[:2], ctrs[:4], last=False)
+    _until(lambda: work.progress.decided == 4, "the first chunk's decisions")
+    seen.append(("between chunks", gc.isenabled()))
+    work.add(pods[2:], ctrs[4:], last=True)
+    _until(lambda: bool(seen) and seen[-1][0] == "answered", "the answer")
+    time.sleep(0.02)
+    seen.append(("reply not yet written", gc.isenabled()))
+    work.reply_sent.set()
+    thread.join(5)
+    assert seen == [("between chunks", True), ("answered", False), ("reply not yet written", False)]
+    assert gc.isenabled() and work.progress.done
 
 
 def _worker(work: SyncWork, answered: list[str]) -> tuple[threading.Thread, list[object]]:
