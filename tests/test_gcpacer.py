@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hookserver.aio.gcpacer import CollectionHold, GcPacer, generation_due, held_collections
-from hookserver.aio.hotgate import HotGate
+from hookserver.aio.hotgate import GATE, HotGate
 
 
 @pytest.fixture
@@ -201,3 +201,20 @@ def test_a_hold_is_released_once_whatever_its_holder_calls() -> None:
     assert not gc.isenabled() and second.holding and not first.holding
     second.release()
     assert gc.isenabled()
+
+
+def test_a_release_that_collects_waits_at_the_gate_then_collects_generation_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str] = []
+    monkeypatch.setattr(GATE, "pause", lambda: seen.append("pause"))
+    hold = CollectionHold()
+    hold.hold()
+    try:
+        young = [[] for _ in range(5000)]  # young objects the hold keeps from being collected
+        assert gc.get_count()[0] >= 5000
+        hold.release(collect=True)
+        assert seen == ["pause"] and gc.get_count()[0] < 100 and gc.isenabled()
+        assert len(young) == 5000
+    finally:
+        hold.release()

@@ -192,6 +192,7 @@ class SyncWork:
                 # at once, it held the loop's reply back by a switch interval or more) or for a collection.
                 if not progress.abandoned:
                     self.reply_sent.wait(_REPLY_WAIT_S)
+                    gc_hold.release(collect=True)  # what the hold put off, here, at a quiet moment
             finally:
                 gc_hold.release()
         # After the reply: the store learns the node (copies of what the store keeps), the decisions are
