@@ -69,9 +69,9 @@ class HookServerSettings(_Frozen):
     # Generation 0 paced too (CPython's own kept as a backstop at 10x its threshold): background threads' young
     # collections otherwise land inside hooks (gcpacer.py's module doc has the measurement). Needs gc_pace_ms > 0.
     gc_pace_young: bool = True
-    # Heap kept warm for the NRI sync's large buffers (`hookserver.aio.heapreserve`): a sync chunk of up to 4 MiB is
-    # read, joined and decoded without page faults. Resident memory; 0 leaves glibc's own adaptive thresholds.
-    heap_reserve_mib: int = Field(default=16, ge=0, le=32)
+    # Heap kept warm for the NRI sync's large buffers (`hookserver.aio.heapreserve`): a sync chunk is read, joined
+    # and decoded without page faults (8 MiB covers a 500-pod sync). Resident memory; 0 leaves glibc's own thresholds.
+    heap_reserve_mib: int = Field(default=8, ge=0, le=32)
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:
