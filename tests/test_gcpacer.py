@@ -4,13 +4,14 @@ and gives the thresholds back on stop."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from hookserver.aio.gcpacer import CollectionHold, GcPacer, generation_due, held_collections
+from hookserver.aio.gcpacer import CollectionHold, GcPacer, generation_due
 from hookserver.aio.hotgate import GATE, HotGate
 
 
@@ -145,38 +146,48 @@ def test_a_due_collection_waits_at_the_gate_while_a_call_is_in_flight(thresholds
         pacer.stop()
 
 
-def test_held_collections_turn_automatic_collection_off_until_the_last_hold_ends() -> None:
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    hold = CollectionHold()
+    hold.hold()
+    try:
+        yield
+    finally:
+        hold.release()
+
+
+def test_a_hold_turns_automatic_collection_off_until_the_last_holder_releases() -> None:
     assert gc.isenabled()
-    with held_collections():
+    with held():
         assert not gc.isenabled()
-        with held_collections():  # nested (or another thread's): one hold
+        with held():  # another holder: one hold
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
 
 
-def test_held_collections_leave_collection_off_when_it_was_off_before() -> None:
+def test_a_hold_leaves_collection_off_when_it_was_off_before() -> None:
     gc.disable()
     try:
-        with held_collections():
+        with held():
             assert not gc.isenabled()
         assert not gc.isenabled()
     finally:
         gc.enable()
 
 
-def test_held_collections_from_two_threads_end_with_the_last() -> None:
+def test_holds_from_two_threads_end_with_the_last() -> None:
     entered, release = threading.Event(), threading.Event()
 
     def other() -> None:
-        with held_collections():
+        with held():
             entered.set()
             release.wait(5)
 
     thread = threading.Thread(target=other)
     thread.start()
     assert entered.wait(5)
-    with held_collections():
+    with held():
         pass
     assert not gc.isenabled()  # the other thread still holds
     release.set()
@@ -186,7 +197,7 @@ def test_held_collections_from_two_threads_end_with_the_last() -> None:
 
 def test_an_exception_inside_a_hold_still_ends_it() -> None:
     with pytest.raises(RuntimeError):
-        with held_collections():
+        with held():
             raise RuntimeError("boom")
     assert gc.isenabled()
 

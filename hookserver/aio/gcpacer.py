@@ -34,13 +34,12 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hookserver.aio.hotgate import GATE, HotGate
 
-__all__ = ["CollectionHold", "GcPacer", "generation_due", "held_collections"]
+__all__ = ["CollectionHold", "GcPacer", "generation_due"]
 
 log = logging.getLogger(__name__)
 
@@ -208,17 +207,6 @@ class CollectionHold:
             _holds -= 1
             if _holds == 0 and _held_from_enabled:
                 gc.enable()
-
-
-@contextmanager
-def held_collections() -> Iterator[None]:
-    """A `CollectionHold` for the block."""
-    hold = CollectionHold()
-    hold.hold()
-    try:
-        yield
-    finally:
-        hold.release()
 
 
 def _thresholds() -> tuple[int, int, int]:
