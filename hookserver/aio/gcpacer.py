@@ -164,7 +164,7 @@ class CollectionHold:
     walking the thousands of young requests and outcomes the answer is made of, again and again; and ended
     before the reply is written, the first allocation after it collects them all at once (~2 ms at 500 pods).
     Measured in the bench's plugin child, 500 pods through containerd's library: the answer 23.3-25.8 ms with
-    them, 21.5-22.5 ms without (five syncs each, twice). The garbage is collected after the reply, by the pacer
+    them, 21.5-22.5 ms in nine of ten syncs without (five syncs each, twice). The garbage is collected after the reply, by the pacer
     or the next automatic collection. The pacer's explicit collections still run, after waiting at the hot gate
     at most `hook.yield_max_defer_ms`, so a long hold does not let garbage grow without bound.
 
