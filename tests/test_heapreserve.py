@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hookserver.aio.heapreserve import MAX_RESERVE_BYTES, reserve_heap
+from hookserver.aio.heapreserve import MAX_RESERVE_BYTES, MIN_RESERVE_BYTES, reserve_heap
 from hookserver.config import HookServerSettings
 from hookserver.daemon import Daemon
 from tests.readiness import daemon_settings
@@ -53,9 +53,11 @@ def test_a_sync_chunks_buffers_take_no_page_faults_after_the_reserve() -> None:
                                  "trim_threshold_mib": 0.0, "detail": "off (hook.heap_reserve_mib is 0)"}
 
 
-def test_a_reserve_over_glibcs_limit_is_refused() -> None:
+def test_a_reserve_over_glibcs_limit_or_under_a_mib_is_refused() -> None:
     with pytest.raises(ValueError, match="over glibc's limit"):
         reserve_heap(MAX_RESERVE_BYTES + 1)
+    with pytest.raises(ValueError, match="under 1048576"):
+        reserve_heap(MIN_RESERVE_BYTES - 1)
     with pytest.raises(ValueError):
         HookServerSettings(heap_reserve_mib=33)
     with pytest.raises(ValueError):

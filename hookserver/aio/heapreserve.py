@@ -28,7 +28,7 @@ import ctypes.util
 import logging
 from dataclasses import dataclass
 
-__all__ = ["HeapReserve", "MAX_RESERVE_BYTES", "reserve_heap"]
+__all__ = ["HeapReserve", "MAX_RESERVE_BYTES", "MIN_RESERVE_BYTES", "reserve_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 # glibc refuses an mmap threshold over HEAP_MAX_SIZE / 2 on 64-bit builds.
 MAX_RESERVE_BYTES = 32 << 20
+MIN_RESERVE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,8 @@ def reserve_heap(size_bytes: int) -> HeapReserve:
         return HeapReserve(0, 0, 0, "off (hook.heap_reserve_mib is 0)")
     if size_bytes > MAX_RESERVE_BYTES:
         raise ValueError(f"heap reserve {size_bytes} bytes is over glibc's limit of {MAX_RESERVE_BYTES}")
+    if size_bytes < MIN_RESERVE_BYTES:
+        raise ValueError(f"heap reserve {size_bytes} bytes is under {MIN_RESERVE_BYTES} (1 MiB, the setting's unit)")
     libc = _glibc()
     if libc is None:
         log.info("heap reserve: not glibc, left to the allocator")

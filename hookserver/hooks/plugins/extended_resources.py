@@ -139,18 +139,17 @@ def _resource_list(value: object, field: str, container: object, part: str) -> M
 
 
 def _amount(resources: Mapping[str, object], name: str, field: str, container: object, part: str) -> int:
-    """Quantity.Value() of the resource (batch-cpu is already milli-cores); -1 when absent."""
+    """Quantity.Value() of the resource (batch-cpu is already milli-cores); -1 when absent. The current name is
+    looked up once (the common case), the legacy one only when the current name is absent."""
+    key = name
     raw = resources.get(name)
-    if raw.__class__ is str:  # the common case, one lookup each: the current name, a quantity seen before
-        known = _AMOUNTS.get(raw)
-        if known is not None:
-            return known
-    key = name if name in resources else _LEGACY[name]
-    if key not in resources:
-        return -1
-    raw = resources[key]
+    if raw is None and name not in resources:
+        key = _LEGACY[name]
+        if key not in resources:
+            return -1
+        raw = resources[key]
     if isinstance(raw, str):
-        known = _AMOUNTS.get(raw)
+        known = _AMOUNTS.get(raw)  # a quantity seen before
         if known is not None:
             return known
     value = _checked_amount(raw, f"{_path(field, container, part)}[{key}]")
