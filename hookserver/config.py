@@ -69,6 +69,13 @@ class HookServerSettings(_Frozen):
     # Generation 0 paced too (CPython's own kept as a backstop at 10x its threshold): background threads' young
     # collections otherwise land inside hooks (gcpacer.py's module doc has the measurement). Needs gc_pace_ms > 0.
     gc_pace_young: bool = True
+    # A due generation-1 or full collection that finds a hook in flight waits for a quiet moment up to this long
+    # (generation 0 keeps its pace meanwhile), then at the gate as before: 3-50 ms walks otherwise ran mid-wave.
+    gc_quiet_wait_ms: float = Field(default=1000.0, ge=0, le=60000)
+    # Survivors of a paced full collection are frozen (`gc.freeze()`) like the start-up heap, so the next full
+    # one walks only what is new; every `gc_deep_every_s` all is unfrozen and collected once (cycles among old objects).
+    gc_freeze_survivors: bool = True
+    gc_deep_every_s: float = Field(default=600.0, gt=0, le=86400)
     # Heap kept warm for the NRI sync's large buffers (`hookserver.aio.heapreserve`): a sync chunk is read, joined
     # and decoded without page faults (8 MiB covers a 500-pod sync). Resident memory; 0 leaves glibc's own thresholds.
     heap_reserve_mib: int = Field(default=8, ge=0, le=32)

@@ -510,7 +510,10 @@ class Daemon:
                            max_defer_s=hook.yield_max_defer_ms / 1000)
             GATE.exempt_current_thread()
             if hook.gc_pace_ms > 0:
-                self.gc_pacer = GcPacer(interval_s=hook.gc_pace_ms / 1000, young=hook.gc_pace_young)
+                self.gc_pacer = GcPacer(interval_s=hook.gc_pace_ms / 1000, young=hook.gc_pace_young,
+                                        quiet_wait_s=hook.gc_quiet_wait_ms / 1000,
+                                        freeze_survivors=hook.gc_freeze_survivors,
+                                        deep_every_s=hook.gc_deep_every_s)
                 self.gc_pacer.start()
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))

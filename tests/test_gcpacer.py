@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -144,6 +145,171 @@ def test_a_due_collection_waits_at_the_gate_while_a_call_is_in_flight(thresholds
         assert pacer.status()["deferred_by_hooks"] == 1
     finally:
         pacer.stop()
+
+
+class _Calls:
+    """A gate with one door, and a pause that records itself (and may end the call, as a quiet moment would)."""
+
+    def __init__(self, *, leave_on_pause: bool = False) -> None:
+        self.gate = HotGate()
+        self.gate.configure(enabled=True, linger_s=0.0, max_defer_s=5.0)
+        self.door = self.gate.door("nri", threadsafe=False)
+        self.paused = 0
+        self._leave = leave_on_pause
+
+        def pause(max_defer_s: float | None = None) -> None:
+            self.paused += 1
+            if self._leave and self.door.in_flight:
+                self.door.leave()
+
+        self.gate.pause = pause  # type: ignore[method-assign]
+
+
+def _ten(generation: int) -> None:
+    for _ in range(10):
+        gc.collect(generation)
+
+
+def test_a_due_older_generation_waits_for_a_quiet_look_without_blocking_the_pacer(thresholds: tuple[int, ...]) -> None:
+    calls = _Calls()
+    clock = [0.0]
+    pacer = GcPacer(interval_s=60.0, quiet_wait_s=1.0, gate=calls.gate, clock=lambda: clock[0])
+    pacer.start()
+    try:
+        _ten(0)  # generation 1 is due
+        calls.door.enter()  # a call in flight
+        for at in (0.0, 0.3, 0.9):
+            clock[0] = at
+            assert pacer.step() is None  # put off, and the pacer's thread did not wait at the gate
+        assert calls.paused == 0 and gc.get_count()[1] >= 10
+        calls.door.leave()
+        clock[0] = 0.95
+        assert pacer.step() == 1  # the first quiet look collects it
+        assert calls.paused == 0 and gc.get_count()[1] == 0
+        assert pacer.status()["deferred_by_hooks"] == 1 and pacer.status()["waited_past_quiet"] == 0
+    finally:
+        pacer.stop()
+
+
+def test_an_older_generation_put_off_past_the_quiet_wait_waits_at_the_gate_as_before(
+    thresholds: tuple[int, ...],
+) -> None:
+    calls = _Calls(leave_on_pause=True)
+    clock = [0.0]
+    pacer = GcPacer(interval_s=60.0, quiet_wait_s=1.0, gate=calls.gate, clock=lambda: clock[0])
+    pacer.start()
+    try:
+        _ten(0)
+        calls.door.enter()
+        assert pacer.step() is None
+        clock[0] = 1.0  # a stream of calls with no quiet look for the whole wait
+        assert pacer.step() == 1
+        assert calls.paused == 1  # the gate's own bounded wait, then the collection
+        assert pacer.status()["waited_past_quiet"] == 1
+        # The next one due starts its own wait.
+        _ten(0)
+        calls.door.enter()
+        clock[0] = 1.5
+        assert pacer.step() is None
+    finally:
+        pacer.stop()
+
+
+def test_generation_0_keeps_its_pace_while_an_older_one_waits_for_quiet(thresholds: tuple[int, ...]) -> None:
+    calls = _Calls(leave_on_pause=False)
+    clock = [0.0]
+    pacer = GcPacer(interval_s=60.0, young=True, quiet_wait_s=1.0, gate=calls.gate, clock=lambda: clock[0])
+    pacer.start()
+    try:
+        gc.collect()
+        _ten(0)
+        calls.door.enter()
+        young = [[] for _ in range(800)]  # generation 0 past its threshold too
+        assert gc.get_count()[0] >= 700
+        assert pacer.step() == 0  # the young generation, after the gate's usual wait
+        assert calls.paused == 1 and gc.get_count()[0] < 700
+        assert gc.get_count()[1] >= 10  # the older one still waits for quiet
+        calls.door.leave()
+        clock[0] = 0.1
+        assert pacer.step() == 1
+        assert len(young) == 800
+    finally:
+        pacer.stop()
+
+
+@pytest.fixture
+def unfrozen_after() -> Iterator[None]:
+    """Tests that freeze objects: the process's permanent generation is put back if it was empty before."""
+    frozen_before = gc.get_freeze_count()
+    try:
+        yield
+    finally:
+        if frozen_before == 0:
+            gc.unfreeze()
+
+
+class _Node:
+    """A weakly referenceable object, tracked by the collector."""
+
+    def __init__(self) -> None:
+        self.other: object = None
+
+
+def test_survivors_of_a_full_collection_are_frozen_and_a_deep_one_frees_their_cycles(
+    thresholds: tuple[int, ...], unfrozen_after: None,
+) -> None:
+    clock = [1000.0]
+    pacer = GcPacer(interval_s=60.0, full_every_s=30.0, freeze_survivors=True, deep_every_s=600.0,
+                    gate=HotGate(), clock=lambda: clock[0])
+    pacer.start()  # at 1000: the start-up heap counts as deep-collected
+    try:
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a  # a cycle, alive for now
+        gone = weakref.ref(a)
+        _ten(1)
+        clock[0] = 1040.0
+        assert pacer.step() == 2
+        assert all(x is not a for x in gc.get_objects(generation=2))  # frozen: the next full one skips it
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        del a, b  # now cyclic garbage, but frozen
+        _ten(1)
+        clock[0] = 1080.0
+        assert pacer.step() == 2
+        assert gone() is not None  # a plain full collection does not walk the frozen
+        _ten(1)
+        clock[0] = 1700.0  # past deep_every_s since start
+        assert pacer.step() == 2
+        assert gone() is None  # the deep one unfroze, collected the cycle, and froze what lived
+        assert gc.get_freeze_count() > 0
+        assert pacer.status()["deep_collections"] == 1
+    finally:
+        pacer.stop()
+
+
+def test_without_freezing_survivors_a_full_collection_leaves_the_permanent_generation_alone(
+    thresholds: tuple[int, ...], unfrozen_after: None,
+) -> None:
+    clock = [0.0]
+    pacer = GcPacer(interval_s=60.0, gate=HotGate(), clock=lambda: clock[0])
+    pacer.start()
+    try:
+        frozen = gc.get_freeze_count()
+        alive = _Node()
+        _ten(1)
+        clock[0] = 100.0
+        assert pacer.step() == 2
+        assert gc.get_freeze_count() == frozen
+        assert any(x is alive for x in gc.get_objects(generation=2))
+    finally:
+        pacer.stop()
+
+
+def test_pacer_settings_out_of_range_are_refused() -> None:
+    with pytest.raises(ValueError, match="quiet_wait_s"):
+        GcPacer(quiet_wait_s=-1.0)
+    with pytest.raises(ValueError, match="deep_every_s"):
+        GcPacer(deep_every_s=0.0)
 
 
 @contextlib.contextmanager

@@ -68,7 +68,8 @@ def test_the_daemon_serves_with_the_switch_interval_and_restores_it(tmp_path: Pa
 def test_the_daemon_serves_with_the_gate_and_the_gc_pacer_and_stops_both(tmp_path: Path) -> None:
     settings = daemon_settings(tmp_path, "node-a", standalone=True, hook={
         "socket": str(tmp_path / "hook.sock"), "registration_dir": str(tmp_path / "reg"),
-        "yield_linger_ms": 3, "yield_max_defer_ms": 40, "gc_pace_ms": 15,
+        "yield_linger_ms": 3, "yield_max_defer_ms": 40, "gc_pace_ms": 15, "gc_quiet_wait_ms": 700,
+        "gc_deep_every_s": 120,
     })
     daemon = Daemon(settings)
     thresholds = gc.get_threshold()
@@ -81,6 +82,8 @@ def test_the_daemon_serves_with_the_gate_and_the_gc_pacer_and_stops_both(tmp_pat
     pacer = seen["pacer"]
     assert isinstance(pacer, dict) and pacer["running"] is True and pacer["interval_ms"] == 15
     assert pacer["young"] is True  # generation 0 paced too, by default
+    assert pacer["quiet_wait_ms"] == 700 and pacer["deep_every_s"] == 120
+    assert pacer["freeze_survivors"] is True  # by default
     served = seen["thresholds"]
     # CPython's own generation-0 collection only as the backstop (10x), the older two not at all.
     assert isinstance(served, tuple) and served[0] == 10 * thresholds[0] and served[1] > 10**8

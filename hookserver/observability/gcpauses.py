@@ -137,6 +137,7 @@ class GcPauses(Collector):
         yield seconds
         yield longest
         yield GaugeMetricFamily(
-            "hookserver_gc_frozen_objects", "Objects frozen out of collections at start-up (gc.freeze).",
+            "hookserver_gc_frozen_objects",
+            "Objects frozen out of collections (gc.freeze): the start-up heap and survivors of paced full ones.",
             value=gc.get_freeze_count(),
         )

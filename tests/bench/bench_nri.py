@@ -45,6 +45,7 @@ import struct
 import subprocess
 import sys
 import time
+from typing import Any
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -360,8 +361,13 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
         except ImportError:  # code before the GC pacer
             pass
         else:  # and the GC pacer, as the daemon starts it: collections wait while a call (a sync, too) is in flight
-            if hook.gc_pace_ms > 0:  # `gc_pace_young` came later than the pacer itself
-                GcPacer(interval_s=hook.gc_pace_ms / 1000, young=getattr(hook, "gc_pace_young", False)).start()
+            if hook.gc_pace_ms > 0:  # `gc_pace_young` and the older generations' rules came later than the pacer
+                later: dict[str, Any] = {}
+                if hasattr(hook, "gc_quiet_wait_ms"):
+                    later = {"quiet_wait_s": hook.gc_quiet_wait_ms / 1000,
+                             "freeze_survivors": hook.gc_freeze_survivors, "deep_every_s": hook.gc_deep_every_s}
+                GcPacer(interval_s=hook.gc_pace_ms / 1000, young=getattr(hook, "gc_pace_young", False),
+                        **later).start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     await plugin.run(stop)
