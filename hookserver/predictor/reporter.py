@@ -106,8 +106,10 @@ class NodeMetricReporter:
         self._state = ""  # what was last logged
 
     def policy(self) -> ReportPolicy:
+        """The spec's policy. Looked at every second on the event loop (the NRI hot path's thread), so from the
+        pods' snapshot, whose NodeMetric is current and which is not rebuilt for container changes."""
         s = self.settings
-        return report_policy(self.service.store.snapshot().node_metric,
+        return report_policy(self.service.store.pods_snapshot().node_metric,
                              min_report_s=s.min_report_interval_s, min_aggregate_s=s.min_aggregate_duration_s,
                              default_report_s=s.default_report_interval_s,
                              default_aggregate_s=s.default_aggregate_duration_s)

@@ -95,13 +95,16 @@ class Reconciler:
                 if await sleep_or_stop(stop, POLL_S):
                     return
             self._state = "running"
-            self._rules = _rule_inputs(self.store.snapshot())
+            self._rules = _rule_inputs(self.store.pods_snapshot())
             with self._lock:
                 self._urgent.clear()  # the first full pass covers them
             await self._pass(None, "start")
             next_full = self._clock() + self.settings.interval_s
             while not stop.is_set():
-                rules = _rule_inputs(self.store.snapshot())
+                # Every POLL_S on the event loop, the NRI hot path's thread: the pods' snapshot (node and NodeSLO
+                # current), which is not rebuilt for container changes. A full one copied the container map
+                # (~180 µs at 1,000 containers) on the loop after every CreateContainer of a pod wave.
+                rules = _rule_inputs(self.store.pods_snapshot())
                 if self._urgent:
                     with self._lock:
                         uids, self._urgent = self._urgent, set()

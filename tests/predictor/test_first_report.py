@@ -48,3 +48,17 @@ def test_the_first_report_follows_the_spec_that_arrives_after_the_start(store, m
     assert sink.at, "no report within 6 s although the spec asks for one every second"
     assert sink.at[0] - started < 2.5  # one spec interval (1 s) after the start, plus the re-plan step
     assert reporter.reports >= 1
+
+
+def test_the_report_policy_is_read_without_copying_the_container_map(store, make_service) -> None:  # type: ignore[no-untyped-def]
+    """`policy()` runs every second on the event loop: a container recorded since the last snapshot (every
+    CreateContainer records one) must not make it copy the container map there."""
+    from hookserver.store import ContainerRecord
+
+    service = make_service(min_report_interval_s=0.5, default_report_interval_s=60.0)
+    reporter = NodeMetricReporter(service, Sink(), settings=service.settings)  # type: ignore[arg-type]
+    store.set_node_metric(NodeMetricSpec.model_validate({"metricCollectPolicy": {"reportIntervalSeconds": 7}}))
+    store.snapshot()
+    store.upsert_container(ContainerRecord(id="c1", pod_uid="p1", name="main"))
+    assert reporter.policy().report_interval_s == 7  # the spec stored last
+    assert store._snapshot is None  # no full snapshot was built for it

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from hookserver.config import ReconcilerSettings, load_settings
 from hookserver.errors import ConfigError
 from hookserver.reconciler import Reconciler, TokenBucket
 from hookserver.slo import NodeSLOSpec
-from hookserver.store import NodeRecord
+from hookserver.store import ContainerRecord, NodeRecord
 from tests.executor.conftest import FakeClock
 from tests.reconciler.conftest import KUBELET_BE, WANT, World, make_world
 
@@ -200,6 +202,45 @@ def test_catch_up_reconciles_the_pods_at_once_past_the_rate_limit(world: World) 
         status = reconciler.status()
         assert status["passes"].get("periodic", 0) == 0 and status["pending_catch_up"] == 0
         assert status["pending_pod_syncs"] == 1  # the rate-limited pod still waits its turn
+        stop.set()
+        await asyncio.wait_for(task, 2.0)
+
+    asyncio.run(scenario())
+
+
+def test_the_loop_polls_the_rules_without_copying_the_container_map_on_the_event_loop(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop runs on the event loop, where NRI hooks are answered, and looks at the rule inputs every POLL_S.
+    Every CreateContainer records its container; a full snapshot after that copies the whole container map
+    on the loop (~180 µs at 1,000 containers), inside a pod wave. The pods' snapshot is not rebuilt for it."""
+    world.be_pod("first")
+    full_on_loop: list[int] = []
+    full = world.store.snapshot
+
+    def spy() -> Any:
+        if world.store._snapshot is None and threading.get_ident() == loop_thread[0]:
+            full_on_loop.append(world.store.version)
+        return full()
+
+    monkeypatch.setattr(world.store, "snapshot", spy)
+    loop_thread = [0]
+
+    async def scenario() -> None:
+        loop_thread[0] = threading.get_ident()
+        reconciler = _loop(world)
+        stop = asyncio.Event()
+        task = asyncio.create_task(reconciler.run(stop))
+        await _until(lambda: reconciler.last is not None, "the start pass")
+        before = list(full_on_loop)
+        for n in range(5):  # a pod wave: a container recorded between every two polls
+            world.store.upsert_container(ContainerRecord(id=f"wave-{n}", pod_uid="wave", name=f"c{n}"))
+            await asyncio.sleep(0.12)
+        assert full_on_loop == before  # not one copy of the container map on the loop
+        # The rules are still looked at: a NodeSLO change starts a rules pass at once.
+        world.store.set_node_slo(NodeSLOSpec.model_validate(
+            {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": "cfsQuota"}}))
+        await _until(lambda: reconciler.last is not None and reconciler.last.trigger == "rules", "the rules pass")
         stop.set()
         await asyncio.wait_for(task, 2.0)
 
