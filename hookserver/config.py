@@ -69,8 +69,8 @@ class HookServerSettings(_Frozen):
     # Generation 0 paced too (CPython's own kept as a backstop at 10x its threshold): background threads' young
     # collections otherwise land inside hooks (gcpacer.py's module doc has the measurement). Needs gc_pace_ms > 0.
     gc_pace_young: bool = True
-    # A due generation-1 or full collection that finds a hook in flight waits for a quiet moment up to this long
-    # (generation 0 keeps its pace meanwhile), then at the gate as before: 3-50 ms walks otherwise ran mid-wave.
+    # A due collection that finds a hook in flight waits for a quiet moment up to this long (generation 0 only until
+    # half-way to CPython's backstop), then at the gate as before: 0.3-50 ms walks otherwise ran mid-wave.
     gc_quiet_wait_ms: float = Field(default=1000.0, ge=0, le=60000)
     # Survivors of a paced full collection are frozen (`gc.freeze()`) like the start-up heap, so the next full
     # one walks only what is new; every `gc_deep_every_s` all is unfrozen and collected once (cycles among old objects).

@@ -156,3 +156,12 @@ def test_v2_delegation_writes_only_what_is_missing(tmp_path: Path) -> None:
     control.write_text("cpu io\n")
     bench._delegate(str(tmp_path))
     assert control.read_text() == "+memory"
+
+
+def test_the_pinning_spec_names_both_sides_or_is_refused_by_name() -> None:
+    assert bench._pin("") is None
+    assert bench._pin("0:1") == ({0}, {1})
+    assert bench._pin("0:1,2,3") == ({0}, {1, 2, 3})
+    for bad in ("0-1", "0:1:2", "0", "a:b"):
+        with pytest.raises(SystemExit, match="HOOKSERVER_BENCH_PIN"):
+            bench._pin(bad)

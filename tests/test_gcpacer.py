@@ -215,24 +215,52 @@ def test_an_older_generation_put_off_past_the_quiet_wait_waits_at_the_gate_as_be
         pacer.stop()
 
 
-def test_generation_0_keeps_its_pace_while_an_older_one_waits_for_quiet(thresholds: tuple[int, ...]) -> None:
+def test_a_due_generation_0_waits_for_quiet_too_until_half_way_to_the_backstop(thresholds: tuple[int, ...]) -> None:
     calls = _Calls(leave_on_pause=False)
     clock = [0.0]
-    pacer = GcPacer(interval_s=60.0, young=True, quiet_wait_s=1.0, gate=calls.gate, clock=lambda: clock[0])
+    pacer = GcPacer(interval_s=60.0, young=True, backstop=10, quiet_wait_s=1.0, gate=calls.gate,
+                    clock=lambda: clock[0])
     pacer.start()
     try:
         gc.collect()
-        _ten(0)
         calls.door.enter()
-        young = [[] for _ in range(800)]  # generation 0 past its threshold too
-        assert gc.get_count()[0] >= 700
-        assert pacer.step() == 0  # the young generation, after the gate's usual wait
+        young = [[] for _ in range(800)]  # generation 0 past its threshold (700), far from the backstop (7000)
+        assert pacer.step() is None and calls.paused == 0  # put off: a call is in flight
+        calls.door.leave()
+        assert pacer.step() == 0 and calls.paused == 0  # the first quiet look
+        _ten(0)  # generation 1 due as well
+        calls.door.enter()
+        young += [[] for _ in range(3600)]  # and generation 0 half-way to the backstop
+        assert gc.get_count()[0] >= 3500
+        assert pacer.step() == 0  # the young alone, after the gate's bounded wait, before CPython's own takes it
         assert calls.paused == 1 and gc.get_count()[0] < 700
         assert gc.get_count()[1] >= 10  # the older one still waits for quiet
+        assert pacer.step() is None
         calls.door.leave()
         clock[0] = 0.1
         assert pacer.step() == 1
-        assert len(young) == 800
+        assert len(young) == 4400
+    finally:
+        pacer.stop()
+
+
+def test_under_a_hold_generation_0_waits_for_quiet_whatever_its_count(thresholds: tuple[int, ...]) -> None:
+    """An NRI sync holds automatic collection while it answers: there is no backstop to beat, and a collection
+    would walk the answer's own objects."""
+    calls = _Calls(leave_on_pause=False)
+    clock = [0.0]
+    pacer = GcPacer(interval_s=60.0, young=True, backstop=10, quiet_wait_s=1.0, gate=calls.gate,
+                    clock=lambda: clock[0])
+    pacer.start()
+    try:
+        gc.collect()
+        calls.door.enter()
+        with held():
+            young = [[] for _ in range(5000)]  # past half the backstop
+            assert pacer.step() is None and calls.paused == 0
+            clock[0] = 1.0  # a hold as long as the quiet wait: collected, after the gate's bounded wait
+            assert pacer.step() == 0 and calls.paused == 1
+        assert pacer.status()["waited_past_quiet"] == 1 and len(young) == 5000
     finally:
         pacer.stop()
 

@@ -30,6 +30,11 @@ notes which areas' code the other threads are in (collectors, qos, predictor, ca
 against the slowest 1 % of busy calls, and the stretch meter (HOOKSERVER_BENCH_STRETCHES=1, stretches.txt).
 HOOKSERVER_BENCH_KEEP=<dir> keeps every file (calls.txt, slow-calls.txt, cpu-rounds.txt, status.json, logs);
 HOOKSERVER_BENCH_PROFILE_LOOP=1 adds a cProfile of each daemon's event loop thread (loop.prof).
+HOOKSERVER_BENCH_PIN=<cpus>:<cpus> (e.g. 0:1) pins the runtime side (this process) to the first CPUs and every
+daemon to the second, so each daemon's calls cross the same CPUs whatever the scheduler would have placed where
+(two identical daemons, unpinned, measured p50 0.86 and throughput 1.11 of each other in one run of 16 rounds, and
+1.00 / 0.99 in the next; pinned 0.99 / 1.03 and 0.97 / 1.04). On two CPUs it also puts the busy daemon's
+background threads on its loop's CPU, and a call costs ~50 % more (a wake-up across CPUs in a VM).
 
 Targets (issue 24): busy vs idle CreateContainer p99 <= 1.2x, p99.9 <= 2 ms, throughput >= 0.95x.
 HOOKSERVER_BENCH_BEFORE=<checkout> runs that checkout's daemons in the same rounds (before vs after).
@@ -87,6 +92,20 @@ CONTROLLERS = ("cpu", "cpuacct", "memory")
 CGROUP_MODE = os.environ.get("HOOKSERVER_BENCH_CGROUP", "auto")
 V2_CONTROLLERS = ("cpu", "memory")
 PROXY_METHOD = "/runtime.v1alpha1.RuntimeHookService/PreCreateContainerHook"
+
+
+def _pin(spec: str) -> tuple[set[int], set[int]] | None:
+    """HOOKSERVER_BENCH_PIN: "0:1" or "0:1,2,3" (the runtime side's CPUs, then the daemons'); "" is no pinning."""
+    if not spec:
+        return None
+    try:
+        harness, daemons = ({int(cpu) for cpu in part.split(",")} for part in spec.split(":"))
+    except ValueError:
+        raise SystemExit(f"HOOKSERVER_BENCH_PIN: want <cpus>:<cpus> such as 0:1, got {spec!r}") from None
+    return harness, daemons
+
+
+PIN = _pin(os.environ.get("HOOKSERVER_BENCH_PIN", ""))
 AREAS = ("collectors", "qos", "hookserver/predictor", "hookserver/capacity", "hookserver/reconciler")
 
 
@@ -483,6 +502,8 @@ class _Agent:
             stderr=(base / "stderr.log").open("w"),
         )
         theirs.close()
+        if PIN is not None:  # before the child starts a thread: every thread it makes inherits the set
+            os.sched_setaffinity(self.proc.pid, PIN[1])
         self.sock = ours
         self.cpu = _ThreadCpu(self.proc.pid)
         self.runtime = FakeRuntime(runtime_version="v2.3.0", nri_version="v0.12.0", pods=pods, containers=ctrs)
@@ -859,6 +880,8 @@ def _wave_parts(path: str, idle: dict[str, Any], busy: dict[str, Any]) -> tuple[
 
 
 def run() -> list[BenchRow]:
+    if PIN is not None:
+        os.sched_setaffinity(0, PIN[0])
     version, root = _layout()
     if not version:
         return [BenchRow("nri-busy", "idle vs busy", "skipped", root)]
