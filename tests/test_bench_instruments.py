@@ -159,9 +159,43 @@ def test_v2_delegation_writes_only_what_is_missing(tmp_path: Path) -> None:
 
 
 def test_the_pinning_spec_names_both_sides_or_is_refused_by_name() -> None:
-    assert bench._pin("") is None
-    assert bench._pin("0:1") == ({0}, {1})
-    assert bench._pin("0:1,2,3") == ({0}, {1, 2, 3})
-    for bad in ("0-1", "0:1:2", "0", "a:b"):
+    assert bench._pin("off", {0, 1}) is None
+    assert bench._pin("auto", {0, 1}) == ({0}, {1})
+    assert bench._pin("auto", {3, 5, 9}) == ({3}, {5, 9})  # the CPUs this process may use, whichever they are
+    assert bench._pin("auto", {2}) is None  # one CPU: nothing to pin
+    assert bench._pin("0:1", {0, 1}) == ({0}, {1})
+    assert bench._pin("0:1,2,3", {0, 1, 2, 3}) == ({0}, {1, 2, 3})
+    with pytest.raises(SystemExit, match="outside those this process may use"):
+        bench._pin("0:5", {0, 1})
+    for bad in ("", "0-1", "0:1:2", "0", "a:b"):
         with pytest.raises(SystemExit, match="HOOKSERVER_BENCH_PIN"):
-            bench._pin(bad)
+            bench._pin(bad, {0, 1})
+
+
+def test_restoring_the_affinity_reaches_threads_started_while_pinned() -> None:
+    saved = os.sched_getaffinity(0)
+    if len(saved) < 2:
+        pytest.skip("one CPU: nothing to pin")
+    first = {min(saved)}
+    stop = threading.Event()
+    started = threading.Event()
+    tids: list[int] = []
+
+    def worker() -> None:
+        tids.append(threading.get_native_id())
+        started.set()
+        stop.wait(5)
+
+    os.sched_setaffinity(0, first)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        started.wait(5)
+        assert os.sched_getaffinity(tids[0]) == first  # inherited the pin
+    finally:
+        bench._restore_affinity(saved)
+    try:
+        assert os.sched_getaffinity(0) == saved and os.sched_getaffinity(tids[0]) == saved
+    finally:
+        stop.set()
+        thread.join(5)

@@ -30,11 +30,14 @@ notes which areas' code the other threads are in (collectors, qos, predictor, ca
 against the slowest 1 % of busy calls, and the stretch meter (HOOKSERVER_BENCH_STRETCHES=1, stretches.txt).
 HOOKSERVER_BENCH_KEEP=<dir> keeps every file (calls.txt, slow-calls.txt, cpu-rounds.txt, status.json, logs);
 HOOKSERVER_BENCH_PROFILE_LOOP=1 adds a cProfile of each daemon's event loop thread (loop.prof).
-HOOKSERVER_BENCH_PIN=<cpus>:<cpus> (e.g. 0:1) pins the runtime side (this process) to the first CPUs and every
-daemon to the second, so each daemon's calls cross the same CPUs whatever the scheduler would have placed where
-(two identical daemons, unpinned, measured p50 0.86 and throughput 1.11 of each other in one run of 16 rounds, and
-1.00 / 0.99 in the next; pinned 0.99 / 1.03 and 0.97 / 1.04). On two CPUs it also puts the busy daemon's
-background threads on its loop's CPU, and a call costs ~50 % more (a wake-up across CPUs in a VM).
+The runtime side (this process) runs on the first CPU it may use and the daemons on the others
+(HOOKSERVER_BENCH_PIN: "auto", the default; "<cpus>:<cpus>" such as 0:1; "off"), so that every daemon's calls
+cross the same CPUs whatever the scheduler would have placed where. Unpinned on the 2-CPU VM, two identical
+daemons measured p50 0.86 and throughput 1.11 of each other in one run of 16 rounds (1.00 / 0.99 in the next), and
+the busy/idle p50 ratio ranged 1.02-1.17 over three runs of the same code, where background work costs the busy
+daemon's calls ~3 us each; pinned, 0.97-0.99 / 1.03-1.04 and 0.95-1.03 over eight runs. On two CPUs pinning also
+puts the busy daemon's background threads on its loop's CPU (harsher than a node, where they have CPUs of their
+own), and a call costs ~50 % more (a wake-up across CPUs in a VM): compare ratios, not times, across settings.
 
 Targets (issue 24): busy vs idle CreateContainer p99 <= 1.2x, p99.9 <= 2 ms, throughput >= 0.95x.
 HOOKSERVER_BENCH_BEFORE=<checkout> runs that checkout's daemons in the same rounds (before vs after).
@@ -94,18 +97,25 @@ V2_CONTROLLERS = ("cpu", "memory")
 PROXY_METHOD = "/runtime.v1alpha1.RuntimeHookService/PreCreateContainerHook"
 
 
-def _pin(spec: str) -> tuple[set[int], set[int]] | None:
-    """HOOKSERVER_BENCH_PIN: "0:1" or "0:1,2,3" (the runtime side's CPUs, then the daemons'); "" is no pinning."""
-    if not spec:
+def _pin(spec: str, allowed: set[int]) -> tuple[set[int], set[int]] | None:
+    """HOOKSERVER_BENCH_PIN: "auto" (the first of the `allowed` CPUs for the runtime side, the rest for the
+    daemons; nothing on a single CPU), "0:1" or "0:1,2,3" (the runtime side's CPUs, then the daemons'), or "off"."""
+    if spec == "off":
         return None
+    if spec == "auto":
+        ordered = sorted(allowed)
+        return ({ordered[0]}, set(ordered[1:])) if len(ordered) >= 2 else None
     try:
         harness, daemons = ({int(cpu) for cpu in part.split(",")} for part in spec.split(":"))
     except ValueError:
-        raise SystemExit(f"HOOKSERVER_BENCH_PIN: want <cpus>:<cpus> such as 0:1, got {spec!r}") from None
+        raise SystemExit(f"HOOKSERVER_BENCH_PIN: want auto, off or <cpus>:<cpus> such as 0:1, got {spec!r}") from None
+    if not harness | daemons <= allowed:
+        raise SystemExit(f"HOOKSERVER_BENCH_PIN: {spec!r} names CPUs outside those this process may use "
+                         f"({','.join(map(str, sorted(allowed)))})")
     return harness, daemons
 
 
-PIN = _pin(os.environ.get("HOOKSERVER_BENCH_PIN", ""))
+PIN = _pin(os.environ.get("HOOKSERVER_BENCH_PIN", "auto"), os.sched_getaffinity(0))
 AREAS = ("collectors", "qos", "hookserver/predictor", "hookserver/capacity", "hookserver/reconciler")
 
 
@@ -880,8 +890,25 @@ def _wave_parts(path: str, idle: dict[str, Any], busy: dict[str, Any]) -> tuple[
 
 
 def run() -> list[BenchRow]:
-    if PIN is not None:
-        os.sched_setaffinity(0, PIN[0])
+    if PIN is None:
+        return _run()
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, PIN[0])
+    try:
+        return _run()
+    finally:
+        _restore_affinity(saved)
+
+
+def _restore_affinity(cpus: set[int]) -> None:
+    """Every thread of this process back on `cpus`: threads started while the runtime side was pinned (gRPC's
+    own, for one) inherited its CPU, and the benchmarks run after this one in the same process must not."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that has ended since
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def _run() -> list[BenchRow]:
     version, root = _layout()
     if not version:
         return [BenchRow("nri-busy", "idle vs busy", "skipped", root)]
