@@ -215,7 +215,9 @@ def test_an_older_generation_put_off_past_the_quiet_wait_waits_at_the_gate_as_be
         pacer.stop()
 
 
-def test_a_due_generation_0_waits_for_quiet_too_until_half_way_to_the_backstop(thresholds: tuple[int, ...]) -> None:
+@contextlib.contextmanager
+def _young_pacer_in_a_call() -> Iterator[tuple[_Calls, list[float], GcPacer]]:
+    """A pacer of every generation (backstop 10x, quiet wait 1 s) on a clock the test moves, a call in flight."""
     calls = _Calls(leave_on_pause=False)
     clock = [0.0]
     pacer = GcPacer(interval_s=60.0, young=True, backstop=10, quiet_wait_s=1.0, gate=calls.gate,
@@ -224,6 +226,13 @@ def test_a_due_generation_0_waits_for_quiet_too_until_half_way_to_the_backstop(t
     try:
         gc.collect()
         calls.door.enter()
+        yield calls, clock, pacer
+    finally:
+        pacer.stop()
+
+
+def test_a_due_generation_0_waits_for_quiet_too_until_half_way_to_the_backstop(thresholds: tuple[int, ...]) -> None:
+    with _young_pacer_in_a_call() as (calls, clock, pacer):
         young = [[] for _ in range(800)]  # generation 0 past its threshold (700), far from the backstop (7000)
         assert pacer.step() is None and calls.paused == 0  # put off: a call is in flight
         calls.door.leave()
@@ -240,29 +249,18 @@ def test_a_due_generation_0_waits_for_quiet_too_until_half_way_to_the_backstop(t
         clock[0] = 0.1
         assert pacer.step() == 1
         assert len(young) == 4400
-    finally:
-        pacer.stop()
 
 
 def test_under_a_hold_generation_0_waits_for_quiet_whatever_its_count(thresholds: tuple[int, ...]) -> None:
     """An NRI sync holds automatic collection while it answers: there is no backstop to beat, and a collection
     would walk the answer's own objects."""
-    calls = _Calls(leave_on_pause=False)
-    clock = [0.0]
-    pacer = GcPacer(interval_s=60.0, young=True, backstop=10, quiet_wait_s=1.0, gate=calls.gate,
-                    clock=lambda: clock[0])
-    pacer.start()
-    try:
-        gc.collect()
-        calls.door.enter()
+    with _young_pacer_in_a_call() as (calls, clock, pacer):
         with held():
             young = [[] for _ in range(5000)]  # past half the backstop
             assert pacer.step() is None and calls.paused == 0
             clock[0] = 1.0  # a hold as long as the quiet wait: collected, after the gate's bounded wait
             assert pacer.step() == 0 and calls.paused == 1
         assert pacer.status()["waited_past_quiet"] == 1 and len(young) == 5000
-    finally:
-        pacer.stop()
 
 
 @pytest.fixture
