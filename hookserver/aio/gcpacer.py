@@ -37,9 +37,10 @@ gate ran in the middle of a pod wave: one call took 51 ms, others 6.6-7 ms.
   past `quiet_wait_s` does it wait at the gate, bounded, as before. Generation 0 goes ahead sooner, at half its
   backstop (CPython's own collection would otherwise take it, unpaced, in whichever thread allocates next), and
   then alone: an older generation due with it waits on. Not under a `CollectionHold` (an NRI sync's answer:
-  automatic collection is off, there is no backstop to beat, and a collection would walk the answer). The cost is garbage held up to that much longer. With
-  the bench pinned (the runtime on one CPU, the daemons on the other), 9-11 of 6,400 busy calls overlapped a
-  generation-0 collection the pacer had started after its 50 ms at the gate, mid-wave.
+  automatic collection is off, there is no backstop to beat, and a collection would walk the answer). The cost
+  is garbage held up to that much longer. With the bench pinned (the runtime on one CPU, the daemons on the
+  other), 9-11 of 6,400 busy calls overlapped a generation-0 collection the pacer had started after its 50 ms at
+  the gate, mid-wave; 0-3 with this.
 * **Survivors of a full collection are frozen** (`gc.freeze()`), as the start-up heap is: what lived through a
   full collection is long-lived, and the next full one walks only what was promoted since, not the whole
   long-lived heap again. Cyclic garbage among frozen objects is not collected until a **deep** collection,
@@ -85,7 +86,7 @@ def generation_due(
 class PacerStats:
     collections: list[int]
     deferred_by_hooks: int = 0  # due collections that found a call in flight (each counted once)
-    waited_past_quiet: int = 0  # older generations collected after waiting `quiet_wait_s` without a quiet moment
+    waited_past_quiet: int = 0  # collections that waited `quiet_wait_s` without finding a quiet moment
     deep: int = 0  # deep collections: everything unfrozen, collected, and the survivors frozen again
 
 
@@ -111,7 +112,7 @@ class GcPacer:
         self.quiet_wait_s = quiet_wait_s
         self.freeze_survivors = freeze_survivors
         self.deep_every_s = deep_every_s
-        self._pending_since: float | None = None  # when the older generation now due was first found due
+        self._pending_since: float | None = None  # when the collection now due was first put off for a call
         self._last_deep = float("-inf")
         self._gate = gate
         self._clock = clock
@@ -163,8 +164,8 @@ class GcPacer:
         would otherwise collect it unpaced, in whichever thread allocates next (the event loop's, too)."""
         now = self._clock()
         counts, thresholds = gc.get_count(), self.thresholds
-        generation = generation_due(counts, thresholds, full_allowed=now - self._last_full >= self.full_every_s,
-                                    young=self.young)
+        full_allowed = now - self._last_full >= self.full_every_s
+        generation = generation_due(counts, thresholds, full_allowed=full_allowed, young=self.young)
         if generation is None:
             self._pending_since = None
             return None
@@ -176,7 +177,7 @@ class GcPacer:
                 self.stats.deferred_by_hooks += 1
             if now - self._pending_since < self.quiet_wait_s:
                 # Under a CollectionHold (an NRI sync's answer) automatic collection is off: no backstop to beat.
-                if _holds or not (self.young and counts[0] >= thresholds[0] * self.backstop // 2 > 0):
+                if _holding() or not (self.young and counts[0] >= thresholds[0] * self.backstop // 2 > 0):
                     return None
                 generation = 0  # only the young, before the backstop takes it; an older one waits on
             else:
@@ -191,8 +192,9 @@ class GcPacer:
             gc.collect(generation)
         if generation == 2:
             self._last_full = self._clock()
-        if generation_due(gc.get_count(), thresholds, full_allowed=False, young=self.young) is None:
-            self._pending_since = None
+        if generation_due(gc.get_count(), thresholds, full_allowed=full_allowed and generation < 2,
+                          young=self.young) is None:
+            self._pending_since = None  # nothing left waiting (after the young alone, an older one may be)
         self.stats.collections[generation] += 1
         return generation
 
@@ -278,6 +280,11 @@ class CollectionHold:
             _holds -= 1
             if _holds == 0 and _held_from_enabled:
                 gc.enable()
+
+
+def _holding() -> bool:
+    """Some CollectionHold is in force (automatic collection off for it)."""
+    return _holds > 0
 
 
 def _thresholds() -> tuple[int, int, int]:
