@@ -246,6 +246,8 @@ def request_view(data: bytes) -> RequestView | None:
                     method = data[pos:stop].decode()
                 elif number == 3:
                     payload = view[pos:stop]
+                elif number == 5 and not _key_value_reads(data, pos, stop):
+                    return None  # metadata the decoder parses (and may refuse), not skips
                 pos = stop
             elif wire in (1, 5) and number not in (1, 2, 3, 4):
                 pos += 8 if wire == 1 else 4
@@ -256,6 +258,32 @@ def request_view(data: bytes) -> RequestView | None:
     if pos != end:
         return None
     return RequestView(service, method, payload, timeout)
+
+
+def _key_value_reads(data: bytes, pos: int, end: int) -> bool:
+    """A metadata entry (`KeyValue`: key 1, value 2, both strings) the protobuf decoder accepts, judged by the
+    same rules as the envelope: anything else (tag 0, a truncated field, a string that is not UTF-8, a key or
+    value with another wire type) is False, and the frame goes to the decoder. Raises IndexError past `end`."""
+    while pos < end:
+        key, pos = _varint_at(data, pos)
+        number, wire = key >> 3, key & 7
+        if number == 0 or number >= 1 << 29:
+            return False
+        if wire == 0 and number not in (1, 2):
+            _, pos = _varint_at(data, pos)
+        elif wire == 2:
+            size, pos = _varint_at(data, pos)
+            stop = pos + size
+            if stop > end:
+                return False
+            if number in (1, 2):
+                data[pos:stop].decode()  # UnicodeDecodeError: the caller's None
+            pos = stop
+        elif wire in (1, 5) and number not in (1, 2):
+            pos += 8 if wire == 1 else 4
+        else:
+            return False
+    return pos == end
 
 
 def _varint_at(data: bytes, pos: int) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import asyncio
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hookserver.api import nri_pb2, ttrpc_pb2
@@ -250,6 +250,9 @@ def test_request_view_reads_what_the_protobuf_decoder_reads(
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=60))
+@example(b"*\x01\x00")  # metadata whose entry has tag 0: the view skipped it, the decoder refuses it
+@example(b"*\x02\x0a\x01")  # an entry whose key runs past the entry
+@example(b"*\x03\x0a\x01\xff")  # an entry whose key is not UTF-8
 def test_request_view_never_accepts_what_the_decoder_refuses(data: bytes) -> None:
     view = request_view(data)
     if view is not None:
