@@ -188,7 +188,7 @@ def test_restoring_the_affinity_reaches_threads_started_while_pinned() -> None:
 
     os.sched_setaffinity(0, first)
     try:
-        thread = threading.Thread(target=worker)
+        thread = threading.Thread(target=worker, daemon=True)  # a failed assertion must not hold the run 5 s
         thread.start()
         started.wait(5)
         assert os.sched_getaffinity(tids[0]) == first  # inherited the pin

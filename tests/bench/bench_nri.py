@@ -45,9 +45,9 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Any
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from hookserver.api import nri_pb2, ttrpc_pb2
 from hookserver.config import NriSettings

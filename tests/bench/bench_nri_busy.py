@@ -117,7 +117,6 @@ def _pin(spec: str, allowed: set[int]) -> tuple[set[int], set[int]] | None:
     return harness, daemons
 
 
-PIN = _pin(os.environ.get("HOOKSERVER_BENCH_PIN", "auto"), os.sched_getaffinity(0))
 AREAS = ("collectors", "qos", "hookserver/predictor", "hookserver/capacity", "hookserver/reconciler")
 
 
@@ -496,7 +495,8 @@ def _dump_thread_names(path: Path) -> None:
 # -- the runtime side ---------------------------------------------------------------------------------
 class _Agent:
     def __init__(self, name: str, busy: bool, tree: Path | None, base: Path,
-                 pods: list[nri_pb2.PodSandbox], ctrs: list[nri_pb2.Container], cgroup: dict[str, str]) -> None:
+                 pods: list[nri_pb2.PodSandbox], ctrs: list[nri_pb2.Container], cgroup: dict[str, str],
+                 daemon_cpus: set[int] | None = None) -> None:
         self.name, self.busy, self.base = name, busy, base
         base.mkdir(parents=True)
         # Here, not at the top: the child runs this file against an older tree's tests.bench.common (BEFORE).
@@ -514,8 +514,8 @@ class _Agent:
             stderr=(base / "stderr.log").open("w"),
         )
         theirs.close()
-        if PIN is not None:  # before the child starts a thread: every thread it makes inherits the set
-            os.sched_setaffinity(self.proc.pid, PIN[1])
+        if daemon_cpus:  # before the child starts a thread: every thread it makes inherits the set
+            os.sched_setaffinity(self.proc.pid, daemon_cpus)
         self.sock = ours
         self.cpu = _ThreadCpu(self.proc.pid)
         self.runtime = FakeRuntime(runtime_version="v2.3.0", nri_version="v0.12.0", pods=pods, containers=ctrs)
@@ -892,12 +892,13 @@ def _wave_parts(path: str, idle: dict[str, Any], busy: dict[str, Any]) -> tuple[
 
 
 def run() -> list[BenchRow]:
-    if PIN is None:
-        return _run()
     saved = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, PIN[0])
+    pin = _pin(os.environ.get("HOOKSERVER_BENCH_PIN", "auto"), saved)  # read here: importing the module never fails
+    if pin is None:
+        return _run(None)
+    os.sched_setaffinity(0, pin[0])
     try:
-        return _run()
+        return _run(pin[1])
     finally:
         _restore_affinity(saved)
 
@@ -910,7 +911,7 @@ def _restore_affinity(cpus: set[int]) -> None:
             os.sched_setaffinity(int(tid), cpus)
 
 
-def _run() -> list[BenchRow]:
+def _run(daemon_cpus: set[int] | None) -> list[BenchRow]:
     version, root = _layout()
     if not version:
         return [BenchRow("nri-busy", "idle vs busy", "skipped", root)]
@@ -931,8 +932,10 @@ def _run() -> list[BenchRow]:
             pairs = []
             for label, tree in trees.items():
                 tag = label.strip() or "after"
-                pairs.append([_Agent(f"{tag}-idle", False, tree, Path(tmp) / f"{tag}-idle", pods, ctrs, cgroup),
-                              _Agent(f"{tag}-busy", True, tree, Path(tmp) / f"{tag}-busy", pods, ctrs, cgroup)])
+                pairs.append([_Agent(f"{tag}-idle", False, tree, Path(tmp) / f"{tag}-idle", pods, ctrs, cgroup,
+                                     daemon_cpus),
+                              _Agent(f"{tag}-busy", True, tree, Path(tmp) / f"{tag}-busy", pods, ctrs, cgroup,
+                                     daemon_cpus)])
             agents = [a for pair in pairs for a in pair]
 
             async def main() -> dict[str, dict[str, Any]]:

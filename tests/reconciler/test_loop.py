@@ -216,6 +216,7 @@ def test_the_loop_polls_the_rules_without_copying_the_container_map_on_the_event
     on the loop (~180 µs at 1,000 containers), inside a pod wave. The pods' snapshot is not rebuilt for it."""
     world.be_pod("first")
     full_on_loop: list[int] = []
+    loop_thread = [0]  # the event loop's thread, once it runs
     full = world.store.snapshot
 
     def spy() -> Any:
@@ -224,7 +225,6 @@ def test_the_loop_polls_the_rules_without_copying_the_container_map_on_the_event
         return full()
 
     monkeypatch.setattr(world.store, "snapshot", spy)
-    loop_thread = [0]
 
     async def scenario() -> None:
         loop_thread[0] = threading.get_ident()
