@@ -34,6 +34,14 @@ class GpuDevice:
     minor: int
     memory_total_bytes: int
     bus_id: str
+    # What the Device report needs beyond the collector's series (koordlet's states_device_linux.go):
+    # the NUMA node (None where the driver or kernel cannot tell), the PCIe root complex of the bus id
+    # (`pci0000:00`, from sysfs), and health (False after an XID koordlet counts as fatal, or when the
+    # device stopped answering), with the reason shown by `hookctl devices`.
+    numa_node: int | None = None
+    pcie_root: str = ""
+    healthy: bool = True
+    unhealthy_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
