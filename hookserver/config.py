@@ -22,7 +22,7 @@ from hookserver.errors import ConfigError
 from hookserver.informer.settings import InformerSettings
 from hookserver.predictor.settings import PredictorSettings
 from hookserver.recorder.settings import RecorderSettings
-from qos.gates import parse_feature_gates
+from hookserver.featuregates import parse_feature_gates
 from qos.settings import QoSSettings
 
 __all__ = ["HookServerSettings", "ReconcilerSettings", "Settings", "load_settings"]

@@ -64,20 +64,20 @@ from hookserver.version import server_version
 from hookserver.system import SystemRoots
 from hookserver.koordlet_compat.flags import KoordletArgs
 from qos import EvictionGuard, QoSRunner, ReportOnlyBackend, build_reconcilers, gate_registry
-from qos.gates import GateValues, koordlet_catalog
-from qos.reconciler import Reconciler as QoSReconciler
+from hookserver.featuregates import GateValues, koordlet_catalog
+from qos.framework.reconciler import Reconciler as QoSReconciler
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.cgroupnames import ContainerRuntime
 from hookserver.system.topology import CpuInfo, read_cpu_topology
 from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher, TopologySink
 from hookserver.errors import RecorderUnavailable, SystemFileError
-from qos.burst_metrics import BurstMetricsCollector
-from qos.debug import QoSProviders
-from qos.kernel_readers import KernelReader
-from qos.knobs import check_running_features
-from qos.metrics import QoSMetrics
-from qos.readers import CgroupView, SnapshotBuilder
+from qos.cpu.burst_metrics import BurstMetricsCollector
+from qos.framework.debug import QoSProviders
+from qos.snapshot.kernel_reader import KernelReader
+from qos.framework.knobs import check_running_features
+from qos.framework.metrics import QoSMetrics
+from qos.snapshot.builder import CgroupView, SnapshotBuilder
 
 __all__ = ["Daemon", "resolve_feature_gates"]
 
@@ -368,7 +368,7 @@ class Daemon:
         """The reconcilers, their gates (an unknown --feature-gates name raises ConfigError here, before
         anything listens), the snapshot builder over the executor's layout, and the eviction backend."""
         reconcilers, gates = self.qos_reconcilers, self.gates
-        # One owner per knob (qos/knobs.py): a conflict refuses to start here, before anything listens. With
+        # One owner per knob (qos/framework/knobs.py): a conflict refuses to start here, before anything listens. With
         # BatchResource=false the hook writes nothing, so it owns nothing.
         hooks = [owner for plugin, owner in (("BatchResource", "batchresource"), ("CPUSetAllocator", "CPUSetAllocator"),
                                              ("CPUNormalization", "CPUNormalization"))

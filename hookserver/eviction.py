@@ -1,6 +1,6 @@
 """What an eviction asks and what came of it: the contract between the QoS reconcilers, which decide whom
 to evict, and the backends that carry it out (the Eviction API in `hookserver.informer.evictor`, the
-standalone killer in `hookserver.executor.kill`, report-only in `qos.evictions`).
+standalone killer in `hookserver.executor.kill`, report-only in `qos.framework.evictions`).
 
 Outside the area layers on purpose (like `hookserver.resources`): qos, informer and executor all speak it
 and may not import each other. Pure values, no I/O.

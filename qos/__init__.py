@@ -1,22 +1,42 @@
 """QoS reconcilers (areas layer, beside hooks, executor, informer and collectors; never imports them or
-`kubernetes`): keep latency-sensitive pods safe by suppressing and evicting best-effort pods.
+`kubernetes`): keep latency-sensitive pods safe by suppressing and evicting best-effort pods, and keep the
+kernel's QoS knobs (CPU burst, memory QoS, blkio, resctrl, system settings, group identity) where NodeSLO says.
+
+The rooms
+---------
+    qos/framework/    the machinery: Reconciler, QoSPlan, the runner, the eviction guard and round, one
+                      owner per knob, metrics, the `hookctl qos` views; it imports no reconciler
+    qos/snapshot/     the one input (QoSSnapshot, its kernel part) and its one reader (SnapshotBuilder)
+    qos/registry.py   the list of reconcilers, as koordlet's qosManager lists its plugins
+    qos/settings.py   the `qos:` settings (a leaf the config collects)
+    the reconcilers, by koordlet plugin:
+    qos/cpu/          CPUSuppress (suppress.py, cpuset_pick.py), CPUBurst (burst.py, burst_metrics.py)
+    qos/eviction/     CPUEvict (cpu.py), MemoryEvict (memory.py), their modes (modes.py), candidate order
+                      (order.py) and the evictor both are (resource_evictor.py)
+    qos/memory_qos.py   MemoryQoS (koordlet's cgreconcile)
+    qos/blkio.py        BlkIOReconcile
+    qos/resctrl.py      RdtResctrl
+    qos/system_config.py SystemConfig (sysreconcile)
+    qos/group_identity.py GroupIdentity (bvt.warm_ns; a runtime hook in koordlet, a reconciler here)
 
 How a round works
 -----------------
-`QoSRunner` (runner.py) ticks on the daemon's loop, once the informer has synced for the first time (a
-round on the default NodeSLO would undo suppression at every restart). Each tick it builds ONE `QoSSnapshot` (snapshot.py;
-built by readers.py from the store, the collectors' series and the BE tier's cgroup files), then for every
-reconciler whose interval is due: checks its feature gate (gates.py) and its NodeSLO switch
-(`Reconciler.enabled`), calls the pure planner `plan(snapshot, state) -> QoSPlan` (plan.py), carries the
-plan out (cgroup writes through the resource executor as `ResourcePlan`s, evictions through the
-`EvictionGuard` in evictions.py and whichever backend the daemon wired: the Eviction API, the standalone
-killer, or report-only), records the plan and each eviction in the audit, and keeps the state the
-reconciler proposes (`commit`). An exception in one reconciler is counted, logged and shown by `hookctl
-qos`; the others run. `--qos-dry-run` or `qos.reconcilers.<name>.dry_run` plans and audits without acting.
+`QoSRunner` (framework/runner.py) ticks on the daemon's loop, once the informer has synced for the first time
+(a round on the default NodeSLO would undo suppression at every restart). Each tick it builds ONE
+`QoSSnapshot` (`qos.snapshot.SnapshotBuilder`: the store, the collectors' series, the BE tier's cgroup files
+and, for the gates that are on, the kernel's files), then for every reconciler whose interval is due: checks
+its feature gate (`hookserver.featuregates`) and its NodeSLO switch (`Reconciler.enabled`), calls the pure
+planner `plan(snapshot, state) -> QoSPlan` (framework/plan.py), carries the plan out (cgroup writes through
+the resource executor as `ResourcePlan`s, evictions through the `EvictionGuard` in framework/evictions.py and
+whichever backend the daemon wired: the Eviction API, the standalone killer, or report-only), records the
+plan and each eviction in the audit, and keeps the state the reconciler proposes (`commit`). An exception in
+one reconciler is counted, logged and shown by `hookctl qos`; the others run. `--qos-dry-run` or
+`qos.reconcilers.<name>.dry_run` plans and audits without acting.
 
 How to add a reconciler
 -----------------------
-1. A module `qos/<name>.py` with a subclass of `qos.reconciler.Reconciler`:
+1. A module in the room of its kind (`qos/cpu/`, `qos/eviction/`, or `qos/<name>.py` for a kind of its own)
+   with a subclass of `qos.framework.reconciler.Reconciler`:
 
        class CPUBurst(Reconciler):
            name = "CPUBurst"                                  # shown by hookctl qos; key in qos.reconcilers
@@ -35,21 +55,22 @@ How to add a reconciler
    `hookserver.executor.plan.FileWrite` in `QoSPlan.files`, carried out by the daemon's system-file executor
    (hookserver/executor/sysfiles.py: path containment, audit, originals recorded before the first write);
    a plan with files and no such executor wired fails that reconciler's round. Put the round's inputs and
-   results in `QoSPlan.numbers` (`qos.plan.numbers(...)`).
+   results in `QoSPlan.numbers` (`qos.framework.plan.numbers(...)`).
    Override `plan_disabled` to undo what you changed when the gate or NodeSLO turns you off, `commit`
    for cool-downs, and `gauges` to export values. Evictions are `PlannedEviction`s in eviction order with
    `numbers["releases"]`, and `QoSPlan.numbers["release_target"]` says when to stop; or, for a round across
-   modes, give `QoSPlan.release_targets` and let `qos.evict_round.walk` decide (see qos/evict_round.py).
+   modes, give `QoSPlan.release_targets` and let `qos.framework.evict_round.walk` decide.
    A reconciler carrying several koordlet modes declares `gates = (FeatureGate(...), ...)` instead of
    `gate`: the runner runs it while any is on, and `plan` reads `snapshot.gate_on(name)` per mode.
 2. Append the class to `RECONCILER_TYPES` in qos/registry.py. Its gates are then known to
    `--feature-gates` / `feature_gates:` (koordlet's defaults: CPUBurst on, RdtResctrl on, CgroupReconcile,
    SystemConfig and BlkIOReconcile off), and `hookctl qos` / `hookctl qos plan <name>` show it.
-3. If it needs an input the snapshot lacks, add a typed field to `QoSSnapshot` and read it in readers.py
-   (all I/O of a round happens there), then test `plan()` on scripted snapshots with hand-computed values.
+3. If it needs an input the snapshot lacks, add a typed field to `QoSSnapshot` (qos/snapshot/model.py, or
+   the kernel part in qos/snapshot/kernel.py) and read it in qos/snapshot/builder.py (or kernel_reader.py):
+   all I/O of a round happens there. Then test `plan()` on scripted snapshots with hand-computed values.
 
-Only the settings and gates are imported eagerly: `hookserver.config` imports them, and loading them must
-not pull in the executor (which imports the config): everything else loads on first use.
+Only the settings load with this package (the config collects them); everything else loads on first use, so
+`hookserver --help` and the config's validation do not import the reconcilers.
 """
 
 from __future__ import annotations
@@ -57,26 +78,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from qos.gates import FeatureGate, GateRegistry, GateValue, GateValues, parse_feature_gates
 from qos.settings import QoSSettings, ReconcilerSettings
 
 if TYPE_CHECKING:
-    from qos.evictions import EvictionGuard, ReportOnlyBackend
-    from qos.plan import PlannedEviction, QoSPlan, numbers
-    from qos.reconciler import Reconciler, RoundOutcome, Verdict
+    from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
+    from qos.framework.plan import PlannedEviction, QoSPlan, numbers
+    from qos.framework.reconciler import Reconciler, RoundOutcome, Verdict
+    from qos.framework.runner import QoSRunner
     from qos.registry import RECONCILER_TYPES, build_reconcilers, gate_registry
-    from qos.runner import QoSRunner
-    from qos.snapshot import BEStats, BETier, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
+    from qos.snapshot.model import BEStats, BETier, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 __all__ = [
     "RECONCILER_TYPES",
     "BEStats",
     "BETier",
     "EvictionGuard",
-    "FeatureGate",
-    "GateRegistry",
-    "GateValue",
-    "GateValues",
     "NodeFacts",
     "NodeUsage",
     "PlannedEviction",
@@ -93,28 +109,27 @@ __all__ = [
     "build_reconcilers",
     "gate_registry",
     "numbers",
-    "parse_feature_gates",
 ]
 
 _LAZY = {
-    "EvictionGuard": "qos.evictions",
-    "ReportOnlyBackend": "qos.evictions",
-    "PlannedEviction": "qos.plan",
-    "QoSPlan": "qos.plan",
-    "numbers": "qos.plan",
-    "Reconciler": "qos.reconciler",
-    "RoundOutcome": "qos.reconciler",
-    "Verdict": "qos.reconciler",
+    "EvictionGuard": "qos.framework.evictions",
+    "ReportOnlyBackend": "qos.framework.evictions",
+    "PlannedEviction": "qos.framework.plan",
+    "QoSPlan": "qos.framework.plan",
+    "numbers": "qos.framework.plan",
+    "Reconciler": "qos.framework.reconciler",
+    "RoundOutcome": "qos.framework.reconciler",
+    "Verdict": "qos.framework.reconciler",
     "RECONCILER_TYPES": "qos.registry",
     "build_reconcilers": "qos.registry",
     "gate_registry": "qos.registry",
-    "QoSRunner": "qos.runner",
-    "BEStats": "qos.snapshot",
-    "BETier": "qos.snapshot",
-    "NodeFacts": "qos.snapshot",
-    "NodeUsage": "qos.snapshot",
-    "PodFacts": "qos.snapshot",
-    "QoSSnapshot": "qos.snapshot",
+    "QoSRunner": "qos.framework.runner",
+    "BEStats": "qos.snapshot.model",
+    "BETier": "qos.snapshot.model",
+    "NodeFacts": "qos.snapshot.model",
+    "NodeUsage": "qos.snapshot.model",
+    "PodFacts": "qos.snapshot.model",
+    "QoSSnapshot": "qos.snapshot.model",
 }
 
 

@@ -12,7 +12,7 @@ The executor skips a line the file already holds (per-device comparison). A bloc
 logged once by the reader and listed in the plan's notes. Lines this reconciler set and the NodeSLO no
 longer asks for (or the feature turned off) are lifted (0).
 
-Knobs (qos.knobs): BE tier and BE pods' blkio throttles and cost.weight; root cost.qos / cost.model.
+Knobs (qos.framework.knobs): BE tier and BE pods' blkio throttles and cost.weight; root cost.qos / cost.model.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from pydantic import ValidationError
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.slo.qos import BlkIOQOS, BlockCfg
 
-from qos.gates import FeatureGate
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["ANNOTATION_BLKIO_QOS", "BlkIO"]
 

@@ -17,7 +17,7 @@ to pod level, koordinator#2775). For the same reason BatchResource leaves BE pod
 chosen (an idle group's weight is not used anyway).
 
 A kernel with neither file is one status line ("unsupported on this kernel"), not an error per pod.
-Knobs (qos.knobs): cpu.bvt_warp_ns at tier, pod and container level, every class; cpu.idle at pod level, BE.
+Knobs (qos.framework.knobs): cpu.bvt_warp_ns at tier, pod and container level, every class; cpu.idle at pod level, BE.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Any
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.slo import NodeSLOSpec
 
-from qos.gates import FeatureGate
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["BvtRule", "GroupIdentity", "GroupIdentityState", "be_idle_chosen", "bvt_rule"]
 

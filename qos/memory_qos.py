@@ -15,7 +15,7 @@ not capped by a parent. Anolis files (memory.wmark_ratio, wmark_scale_factor, wm
 use_priority_oom, oom.group) are written only where the kernel has them. On a kernel without memory.min
 (plain cgroup v1) the round is one "unsupported on this kernel" status, not an error per pod.
 
-Knobs (qos.knobs): memory.min/low/high and the Anolis files, every level, every class.
+Knobs (qos.framework.knobs): memory.min/low/high and the Anolis files, every level, every class.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.slo.qos import MemoryQOS
 
-from qos.gates import FeatureGate
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["MemoryQoS", "MemoryQoSState", "memory_values"]
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from qos.blkio import BlkIO
-from qos.cpu_burst import CPUBurst
-from qos.cpu_evict import CPUEvict
-from qos.cpu_suppress import CPUSuppress
+from qos.cpu.burst import CPUBurst
+from qos.eviction.cpu import CPUEvict
+from qos.cpu.suppress import CPUSuppress
 from qos.group_identity import GroupIdentity
-from qos.gates import FeatureGate, GateRegistry
-from qos.memory_evict import MemoryEvict
+from hookserver.featuregates import FeatureGate, GateRegistry
+from qos.eviction.memory import MemoryEvict
 from qos.memory_qos import MemoryQoS
-from qos.reconciler import Reconciler
+from qos.framework.reconciler import Reconciler
 from qos.resctrl import Resctrl
 from qos.settings import QoSSettings
 from qos.system_config import SystemConfig

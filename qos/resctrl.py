@@ -16,7 +16,7 @@ tasks are not moved. No resctrl mount, or no CAT and no MBA in `info/`, is one "
 Groups this agent created are recorded in the state dir; when the feature is turned off (gate or NodeSLO)
 or on `hookserver cleanup` they are removed, and the kernel puts their tasks back in the default group.
 
-Knobs (qos.knobs): resctrl schemata and tasks of the three groups, node level.
+Knobs (qos.framework.knobs): resctrl schemata and tasks of the three groups, node level.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from hookserver.executor.plan import FileWrite
 from hookserver.slo.qos import ResctrlQOS
 from hookserver.system.resctrl import schemata_holds
 
-from qos.gates import FeatureGate
-from qos.kernel_facts import ResctrlFacts
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.snapshot.kernel import ResctrlFacts
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["GROUP_OF_QOS", "Resctrl", "cat_mask", "mba_value", "remove_group_writes"]
 

@@ -12,7 +12,7 @@ still knows it. When the strategy is disabled (the gate off, or `systemStrategy`
 absent means "leave the node as it was", not "write the defaults"), or on `hookserver cleanup`, every
 recorded value is written back and forgotten.
 
-Knobs (qos.knobs): the three settings, node level.
+Knobs (qos.framework.knobs): the three settings, node level.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 from hookserver.executor.plan import FileWrite
 
-from qos.gates import FeatureGate
-from qos.kernel_facts import NODE_SETTINGS
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.snapshot.kernel import NODE_SETTINGS
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["SystemConfig", "restore_setting_writes", "setting_write"]
 

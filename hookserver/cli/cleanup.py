@@ -28,7 +28,7 @@ from hookserver.errors import HookServerError
 from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, ResourcePlan
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.socketfiles import socket_is_live
-from qos.kernel_facts import NODE_SETTINGS
+from qos.snapshot.kernel import NODE_SETTINGS
 
 __all__ = ["add_cleanup_parser", "run_cleanup"]
 

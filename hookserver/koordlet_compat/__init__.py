@@ -1,7 +1,7 @@
 """koordlet compatibility: koordlet's vocabulary at its boundary, so hookserver starts where koordlet did.
 
 `gates`: every koordlet feature gate with koordlet's default (which ones hookserver implements is decided by
-what its components register, in `qos.gates`). `flags`: koordlet's command-line flags, read as Go reads them and
+what its components register, in `hookserver.featuregates`). `flags`: koordlet's command-line flags, read as Go reads them and
 mapped onto hookserver's settings or reported as ignored, and the settings a koordlet DaemonSet's mounts expect.
 
 A leaf, like `podclass` or `kubewire`: it imports no area, store or front door (an import-linter contract keeps

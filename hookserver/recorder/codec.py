@@ -21,7 +21,7 @@ from typing import Any
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.system.topology import CpuInfo, NodeTopology, NumaMemInfo
 
-from qos.snapshot import BEStats, BETier, ContainerFacts, HostAppUsage, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
+from qos.snapshot.model import BEStats, BETier, ContainerFacts, HostAppUsage, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 __all__ = [
     "FrameRow",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from qos.evict_round import walk
-from qos.plan import PlannedEviction, QoSPlan
+from qos.framework.evict_round import walk
+from qos.framework.plan import PlannedEviction, QoSPlan
 
 from hookserver.recorder.codec import dumps
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from qos.snapshot import PodFacts, QoSSnapshot
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.codec import (
     decode_pod,

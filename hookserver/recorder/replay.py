@@ -43,12 +43,12 @@ from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import PodRecord
 from hookserver.system.cpulist import parse_cpu_list
 
-from qos.cpu_evict import CPUEvict
-from qos.cpu_suppress import CPUSuppress
-from qos.memory_evict import MemoryEvict
-from qos.plan import QoSPlan
-from qos.reconciler import Reconciler, RoundOutcome
-from qos.snapshot import PodFacts, QoSSnapshot
+from qos.eviction.cpu import CPUEvict
+from qos.cpu.suppress import CPUSuppress
+from qos.eviction.memory import MemoryEvict
+from qos.framework.plan import QoSPlan
+from qos.framework.reconciler import Reconciler, RoundOutcome
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.decisions import decision_of, would_evict
 from hookserver.recorder.reader import Recording

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from qos.plan import QoSPlan
-from qos.snapshot import PodFacts, QoSSnapshot
+from qos.framework.plan import QoSPlan
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.aio.hotgate import pause, paced
 from hookserver.recorder.codec import (

@@ -42,7 +42,7 @@ class ResourceThresholdStrategy(SLOModel):
     cpu_evict_policy: CPUEvictPolicy = Field(default="evictByRealLimit", alias="cpuEvictPolicy")
     # koordinator v1.7 (CPUEvict, MemoryEvict) and v1.8 (CPU/MemoryAllocatableEvict). Koordinator gives them
     # no defaults: unset means the mode's config check fails and the mode is skipped with a reason. Ranges are
-    # checked by the mode (qos.evict_modes), not here, so one bad field skips one mode instead of rejecting the
+    # checked by the mode (qos.eviction.modes), not here, so one bad field skips one mode instead of rejecting the
     # whole NodeSLO (koordlet's own behaviour).
     evict_enabled_priority_threshold: int | None = Field(default=None, alias="evictEnabledPriorityThreshold")
     cpu_allocatable_evict_threshold_percent: int | None = Field(

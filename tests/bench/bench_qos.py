@@ -30,11 +30,11 @@ from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.timeseries import series_key
 from hookserver.system.cgroupnames import CgroupDriver
 from hookserver.system.cpulist import parse_cpu_list
-from qos.cpu_evict import CPUEvict
-from qos.cpu_suppress import CPUSuppress
-from qos.memory_evict import EvictState, MemoryEvict
-from qos.readers import CgroupView, SnapshotBuilder
-from qos.snapshot import BEStats, BETier, NodeUsage, QoSSnapshot
+from qos.eviction.cpu import CPUEvict
+from qos.cpu.suppress import CPUSuppress
+from qos.eviction.memory import EvictState, MemoryEvict
+from qos.snapshot.builder import CgroupView, SnapshotBuilder
+from qos.snapshot.model import BEStats, BETier, NodeUsage, QoSSnapshot
 from tests.bench.common import BenchRow, stop_process, summarize
 from tests.collectors.fakehost import FakeHost, make_pod
 from tests.qos.helpers import node, pod, snapshot, topology

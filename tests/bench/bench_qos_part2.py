@@ -41,8 +41,8 @@ def _spec() -> dict[str, Any]:
 
 
 def _snapshot() -> Any:
-    from qos.kernel_facts import BlockDevice, ResctrlFacts, SysctlFacts
-    from qos.snapshot import BETier, NodeUsage
+    from qos.snapshot.kernel import BlockDevice, ResctrlFacts, SysctlFacts
+    from qos.snapshot.model import BETier, NodeUsage
     from tests.qos.helpers import node, pod, topology
     from tests.qos.part2_helpers import container, kernel, pod_kernel, spec_snapshot
 

@@ -22,11 +22,11 @@ from hookserver.eviction import EvictionRequest, EvictionStatus
 from hookserver.informer.evictor import ApiEvictor
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration
 from hookserver.store import StateStore
-from qos.evictions import EvictionGuard
-from qos.memory_evict import EvictState, MemoryEvict
+from qos.framework.evictions import EvictionGuard
+from qos.eviction.memory import EvictState, MemoryEvict
 from qos.registry import gate_registry
-from qos.runner import QoSRunner
-from qos.snapshot import NodeUsage
+from qos.framework.runner import QoSRunner
+from qos.snapshot.model import NodeUsage
 from tests.qos.helpers import run_round, FixedSnapshots, node, pod, slo, snapshot
 
 KUBECONFIG = os.environ.get("HOOKSERVER_E2E_KUBECONFIG", "")
@@ -180,7 +180,7 @@ def test_real_apiserver_cpu_round_across_modes_by_priority(api: ApiClientTranspo
     and evicts nobody else."""
     from types import MappingProxyType
 
-    from qos.cpu_evict import CPUEvict
+    from qos.eviction.cpu import CPUEvict
 
     _priority_classes(api)
     run = uuid.uuid4().hex[:6]
@@ -251,6 +251,6 @@ def test_real_apiserver_cpu_round_across_modes_by_priority(api: ApiClientTranspo
 
 
 def walk_picked(plan: Any) -> list[Any]:
-    from qos.evict_round import walk
+    from qos.framework.evict_round import walk
 
     return walk(plan.release_targets, plan.evictions, lambda item: True).picked()

@@ -9,7 +9,7 @@ from typing import Any
 
 from hookserver.eviction import EvictionRequest, EvictionResult, EvictionStatus
 from hookserver.slo.model import NodeSLOSpec
-from qos.snapshot import BEStats, BETier, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
+from qos.snapshot.model import BEStats, BETier, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 __all__ = ["FixedSnapshots", "RecordingBackend", "node", "pod", "slo", "snapshot"]
 

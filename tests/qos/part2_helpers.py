@@ -7,9 +7,9 @@ from typing import Any
 
 from hookserver.executor.plan import CgroupResource
 from hookserver.slo.document import spec_from_json
-from qos.kernel_facts import ContainerKernel, KernelFacts, PodKernel
-from qos.plan import QoSPlan
-from qos.snapshot import QoSSnapshot
+from qos.snapshot.kernel import ContainerKernel, KernelFacts, PodKernel
+from qos.framework.plan import QoSPlan
+from qos.snapshot.model import QoSSnapshot
 from tests.qos.helpers import snapshot
 
 TIERS = MappingProxyType({"kubepods": "kubepods", "burstable": "kubepods/burstable", "besteffort": "kubepods/besteffort"})

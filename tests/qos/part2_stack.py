@@ -18,12 +18,12 @@ from hookserver.store.originals import NodeOriginals
 from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
 from hookserver.store.timeseries_types import make_labels
 from hookserver.system import SystemRoots
-from qos.evictions import EvictionGuard, ReportOnlyBackend
-from qos.gates import GateRegistry
-from qos.kernel_readers import KernelReader
-from qos.readers import CgroupView, SnapshotBuilder
-from qos.reconciler import Reconciler
-from qos.runner import QoSRunner
+from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
+from hookserver.featuregates import GateRegistry
+from qos.snapshot.kernel_reader import KernelReader
+from qos.snapshot.builder import CgroupView, SnapshotBuilder
+from qos.framework.reconciler import Reconciler
+from qos.framework.runner import QoSRunner
 
 
 @dataclass

@@ -23,12 +23,12 @@ from hookserver.store.timeseries import series_key
 from hookserver.system import SystemRoots
 from hookserver.system.cgroupnames import CgroupDriver
 from hookserver.system.topology import read_node_topology
-from qos.cpu_suppress import CPUSuppress, _cpuset_writes
-from qos.evictions import EvictionGuard, ReportOnlyBackend
-from qos.readers import CgroupView, SnapshotBuilder
+from qos.cpu.suppress import CPUSuppress, _cpuset_writes
+from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
+from qos.snapshot.builder import CgroupView, SnapshotBuilder
 from qos.registry import gate_registry
-from qos.runner import QoSRunner
-from qos.snapshot import BETier
+from qos.framework.runner import QoSRunner
+from qos.snapshot.model import BETier
 
 ROOT = "/sys/fs/cgroup"
 TIER = "kubepods/besteffort"

@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from hookserver.executor.plan import CgroupResource
-from qos.cpu_burst import BurstConfig, BurstState, CPUBurst, TokenBucket, node_burst_state, pod_burst_config
-from qos.snapshot import NodeUsage
+from qos.cpu.burst import BurstConfig, BurstState, CPUBurst, TokenBucket, node_burst_state, pod_burst_config
+from qos.snapshot.model import NodeUsage
 from tests.qos.helpers import pod, topology
 from tests.qos.part2_helpers import container, kernel, pod_kernel, spec_snapshot, writes
 
@@ -161,7 +161,7 @@ def test_a_malformed_annotation_falls_back_to_the_node_config_with_a_note() -> N
 def test_koordlet_burst_gauges_come_from_the_kept_state() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from qos.burst_metrics import BurstMetricsCollector
+    from qos.cpu.burst_metrics import BurstMetricsCollector
 
     plan = CPUBurst().plan(snap("auto", quota=200_000, throttled=0.5), BurstState())
     registry = CollectorRegistry()

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from hookserver.executor.plan import CgroupResource
-from qos.cpu_suppress import CPUSuppress, SuppressState, suppress_budget
-from qos.plan import QoSPlan
-from qos.snapshot import BETier, HostAppUsage, NodeUsage, QoSSnapshot
+from qos.cpu.suppress import CPUSuppress, SuppressState, suppress_budget
+from qos.framework.plan import QoSPlan
+from qos.snapshot.model import BETier, HostAppUsage, NodeUsage, QoSSnapshot
 from tests.qos.helpers import LEVELS, TIER, node, pod, slo, snapshot, topology
 
 PODS = (pod("ls1", "LS", cpu=1.5), pod("ls2", "LS", cpu=0.5), pod("be1", "BE", cpu=1.0))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hookserver.system.topology import CpuInfo
-from qos.cpuset_pick import pick_from_pool
+from qos.cpu.cpuset_pick import pick_from_pool
 
 
 def small() -> list[CpuInfo]:

@@ -11,16 +11,16 @@ import pytest
 
 from hookserver.eviction import EvictionStatus
 from hookserver.store import StateStore
-from qos.cpu_evict import CPUEvict
-from qos.evict_modes import allocatable_mode, usage_mode
-from qos.evict_round import walk
-from qos.evictions import EvictionGuard
-from qos.memory_evict import EvictState, MemoryEvict
-from qos.plan import QoSPlan
-from qos.priority import label_priority, priority_class, priority_value
+from qos.eviction.cpu import CPUEvict
+from qos.eviction.modes import allocatable_mode, usage_mode
+from qos.framework.evict_round import walk
+from qos.framework.evictions import EvictionGuard
+from qos.eviction.memory import EvictState, MemoryEvict
+from qos.framework.plan import QoSPlan
+from qos.snapshot.priority import label_priority, priority_class, priority_value
 from qos.registry import gate_registry
-from qos.runner import QoSRunner
-from qos.snapshot import BEStats, NodeUsage, PodFacts, QoSSnapshot
+from qos.framework.runner import QoSRunner
+from qos.snapshot.model import BEStats, NodeUsage, PodFacts, QoSSnapshot
 from tests.qos.helpers import FixedSnapshots, RecordingBackend, node, pod, run_round, slo, snapshot
 
 OLD = EvictState(last_evict=0.0)
@@ -366,7 +366,7 @@ def test_hookctl_explains_each_mode() -> None:
 
 def test_hookctl_shows_a_held_allocatable_mode() -> None:
     from hookserver.debug.render_qos import render_qos_plan
-    from qos.debug import QoSProviders
+    from qos.framework.debug import QoSProviders
 
     snap = alloc_snap({MCPU: 4000})
     runner = _runner(snap, {"CPUAllocatableEvict": True}, RecordingBackend())

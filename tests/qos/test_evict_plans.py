@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from qos.cpu_evict import CPUEvict, release_by_satisfaction
-from qos.memory_evict import EvictState, MemoryEvict
-from qos.evict_round import walk
-from qos.plan import QoSPlan
-from qos.reconciler import RoundOutcome
-from qos.snapshot import BEStats, NodeUsage, QoSSnapshot
+from qos.eviction.cpu import CPUEvict, release_by_satisfaction
+from qos.eviction.memory import EvictState, MemoryEvict
+from qos.framework.evict_round import walk
+from qos.framework.plan import QoSPlan
+from qos.framework.reconciler import RoundOutcome
+from qos.snapshot.model import BEStats, NodeUsage, QoSSnapshot
 from tests.qos.helpers import node, pod, slo, snapshot
 
 CAP = 10_000_000_000

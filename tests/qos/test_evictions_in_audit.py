@@ -13,11 +13,11 @@ from hookserver.debug.views import events_view
 from hookserver.executor import CgroupLayout
 from hookserver.executor.kill import CgroupKiller
 from hookserver.store import StateStore
-from qos.evictions import EvictionGuard, ReportOnlyBackend
-from qos.gates import GateRegistry
-from qos.memory_evict import MemoryEvict
-from qos.runner import QoSRunner
-from qos.snapshot import NodeUsage
+from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
+from hookserver.featuregates import GateRegistry
+from qos.eviction.memory import MemoryEvict
+from qos.framework.runner import QoSRunner
+from qos.snapshot.model import NodeUsage
 from tests.qos.helpers import FixedSnapshots, node, pod, run_round, slo, snapshot
 from tests.qos.test_kill_standalone import POD, freezer_pod  # noqa: F401 - the real freezer pod fixture
 
@@ -85,7 +85,7 @@ def test_a_refusal_that_repeats_is_counted_not_audited_or_logged_again(caplog: p
     backend = RecordingBackend({"be-mem": EvictionStatus.REFUSED})
     t = [100.0]
     runner = _runner(store, backend, "kubepods/besteffort/podx", t)
-    caplog.set_level(logging.INFO, logger="qos.runner")
+    caplog.set_level(logging.INFO, logger="qos.framework.runner")
     for _ in range(4):
         run_round(runner)
         t[0] += 10.0  # past the reconciler's interval and its eviction back-off

@@ -15,12 +15,12 @@ from hookserver.eviction import EvictionRequest, EvictionStatus
 from hookserver.informer.evictor import ApiEvictor
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration
 from hookserver.store import StateStore
-from qos.evictions import EvictionGuard
-from qos.memory_evict import EvictState, MemoryEvict
+from qos.framework.evictions import EvictionGuard
+from qos.eviction.memory import EvictState, MemoryEvict
 from qos.registry import gate_registry
-from qos.runner import QoSRunner
+from qos.framework.runner import QoSRunner
 from qos.settings import QoSSettings
-from qos.snapshot import NodeUsage
+from qos.snapshot.model import NodeUsage
 from tests.informer.fake_apiserver import FakeApiServer, make_pod
 from tests.qos.helpers import run_round, FixedSnapshots, node, pod, slo, snapshot
 

@@ -9,7 +9,7 @@ import pytest
 from hookserver.cli import serve
 from hookserver.config import load_settings
 from hookserver.errors import ConfigError
-from qos.gates import FeatureGate, GateRegistry, parse_feature_gates
+from hookserver.featuregates import FeatureGate, GateRegistry, parse_feature_gates
 
 GATES = [FeatureGate("BECPUSuppress", True), FeatureGate("BECPUEvict", False), FeatureGate("BEMemoryEvict", False)]
 

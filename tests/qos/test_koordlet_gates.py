@@ -13,8 +13,8 @@ import pytest
 from hookserver.config import load_settings
 from hookserver.errors import ConfigError
 from hookserver.koordlet_compat.gates import KOORDLET_GATES, closest_gate, koordlet_gate
-from qos.gates import FeatureGate, GateRegistry
-from qos.reconciler import Reconciler
+from hookserver.featuregates import FeatureGate, GateRegistry
+from qos.framework.reconciler import Reconciler
 from qos.registry import build_reconcilers, gate_registry
 
 CHART_GATES = "BECPUEvict=true,BEMemoryEvict=true,CgroupReconcile=true,Accelerators=true"

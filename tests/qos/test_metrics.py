@@ -6,13 +6,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from hookserver.eviction import EvictionStatus
 from hookserver.store import StateStore
-from qos.cpu_suppress import CPUSuppress
-from qos.evictions import EvictionGuard
-from qos.memory_evict import EvictState, MemoryEvict
-from qos.metrics import QoSMetrics
+from qos.cpu.suppress import CPUSuppress
+from qos.framework.evictions import EvictionGuard
+from qos.eviction.memory import EvictState, MemoryEvict
+from qos.framework.metrics import QoSMetrics
 from qos.registry import gate_registry
-from qos.runner import QoSRunner
-from qos.snapshot import BETier, NodeUsage
+from qos.framework.runner import QoSRunner
+from qos.snapshot.model import BETier, NodeUsage
 from tests.qos.helpers import run_round, LEVELS, TIER, FixedSnapshots, RecordingBackend, node, pod, slo, snapshot, topology
 from tests.reference_example import PlanRecorder
 

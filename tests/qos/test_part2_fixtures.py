@@ -13,8 +13,8 @@ import pytest
 from hookserver.errors import ConfigError
 from hookserver.executor.plan import FileWrite
 from hookserver.store.originals import ORIGINALS_FILE, NodeOriginals
-from qos.cpu_suppress import CPUSuppress
-from qos.knobs import KnobClaim, check_knob_owners, check_running_features
+from qos.cpu.suppress import CPUSuppress
+from qos.framework.knobs import KnobClaim, check_knob_owners, check_running_features
 from qos.memory_qos import MemoryQoS
 from qos.registry import build_reconcilers
 from qos.resctrl import Resctrl
@@ -269,8 +269,8 @@ def test_the_daemon_refuses_to_start_with_a_knob_conflict(tmp_path: Path, monkey
 # -- the kernel reader ------------------------------------------------------------------------------------
 
 def test_reader_reads_limits_cfs_files_devices_and_records_the_be_tier(tmp_path: Path) -> None:
-    from qos.cpu_burst import CPUBurst
-    from qos.kernel_readers import resolve_block_device
+    from qos.cpu.burst import CPUBurst
+    from qos.snapshot.kernel_reader import resolve_block_device
 
     cg, sys_root = tmp_path / "cg", tmp_path / "sys"
     be_tier = cg / "cpu" / "kubepods" / "besteffort"
@@ -333,7 +333,7 @@ def test_an_empty_be_tier_cpuset_is_recorded_as_its_parents_cpus(tmp_path: Path)
 
 
 def test_reader_skips_cfs_files_when_no_burst_is_asked_for_after_a_linger(tmp_path: Path) -> None:
-    from qos.cpu_burst import CPUBurst
+    from qos.cpu.burst import CPUBurst
 
     cg = tmp_path / "cg"
     uid = "web-0000-1111"
@@ -378,7 +378,7 @@ def test_blkio_on_v2_writes_io_max_fields_and_root_iocost(tmp_path: Path) -> Non
 
 
 def test_cpu_burst_on_a_v2_fixture_uses_cpu_max_and_cpu_max_burst(tmp_path: Path) -> None:
-    from qos.cpu_burst import CPUBurst
+    from qos.cpu.burst import CPUBurst
     from tests.qos.part2_stack import sample
 
     root = tmp_path / "cg"
@@ -428,7 +428,7 @@ def test_reader_sees_containers_only_the_pod_statuses_list(tmp_path: Path) -> No
     from dataclasses import replace
     from types import MappingProxyType
 
-    from qos.cpu_burst import CPUBurst
+    from qos.cpu.burst import CPUBurst
 
     cg = tmp_path / "cg"
     uid = "web-0000-1111"

@@ -16,7 +16,7 @@ import pytest
 
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from qos.blkio import BlkIO
-from qos.cpu_burst import CPUBurst
+from qos.cpu.burst import CPUBurst
 from tests.qos.part2_stack import add_pod, build_stack, sample
 
 pytestmark = pytest.mark.cgroup
@@ -159,9 +159,9 @@ def test_standalone_cpu_burst_from_the_announced_resources_on_real_cgroups(root:
 def test_a_node_without_a_be_tier_gets_no_failed_write_and_one_calm_state(tmp_path: Path) -> None:
     """Issue 21: `make run` on a machine with no kubepods tree recorded a failed cpuset write every second
     (CPU suppress restoring the BE tier's cpuset.cpus: ENOENT). A missing tier is a state, shown once."""
-    from qos.cpu_suppress import CPUSuppress
+    from qos.cpu.suppress import CPUSuppress
     from hookserver.debug.render_qos import render_qos
-    from qos.readers import NODE_TOPOLOGY_KEY
+    from qos.snapshot.builder import NODE_TOPOLOGY_KEY
     from tests.qos.helpers import topology
 
     root = tmp_path / "cgroup"

@@ -15,8 +15,8 @@ from hookserver.store import StateStore
 from hookserver.store.records import NodeRecord, PodRecord
 from hookserver.store.timeseries import series_key
 from hookserver.system.cgroupnames import CgroupDriver
-from qos import readers
-from qos.readers import CgroupView, SnapshotBuilder, node_facts
+from qos.snapshot import builder as readers
+from qos.snapshot.builder import CgroupView, SnapshotBuilder, node_facts
 
 
 def test_the_series_qos_reads_are_the_collectors_names() -> None:

@@ -12,10 +12,10 @@ import pytest
 
 from hookserver.cli import serve
 from hookserver.errors import InputError
-from qos.debug import QoSProviders
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import QoSSnapshot
+from qos.framework.debug import QoSProviders
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import QoSSnapshot
 from tests.qos.helpers import snapshot
 from tests.qos.test_runner import _runner
 
@@ -24,7 +24,7 @@ class Threshold(Reconciler):
     """Plans nothing; reports the threshold it would act on."""
 
     name = "Threshold"
-    from qos.gates import FeatureGate
+    from hookserver.featuregates import FeatureGate
 
     gate = FeatureGate("ThresholdGate", True)
 

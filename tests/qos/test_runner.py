@@ -14,13 +14,13 @@ from hookserver.errors import ConfigError, InputError
 from hookserver.eviction import EvictionRequest, EvictionStatus
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.store import StateStore
-from qos.evictions import EvictionGuard
-from qos.gates import FeatureGate, GateRegistry
-from qos.plan import PlannedEviction, QoSPlan, numbers
-from qos.reconciler import Reconciler, RoundOutcome, Verdict
-from qos.runner import QoSRunner
+from qos.framework.evictions import EvictionGuard
+from hookserver.featuregates import FeatureGate, GateRegistry
+from qos.framework.plan import PlannedEviction, QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, RoundOutcome, Verdict
+from qos.framework.runner import QoSRunner
 from qos.settings import QoSSettings, ReconcilerSettings
-from qos.snapshot import QoSSnapshot
+from qos.snapshot.model import QoSSnapshot
 from tests.qos.helpers import run_round, FixedSnapshots, RecordingBackend, pod, snapshot
 from tests.reference_example import PlanRecorder
 
@@ -246,7 +246,7 @@ def test_a_slow_eviction_does_not_hold_up_the_other_reconcilers() -> None:
 
 
 def test_the_audit_keeps_a_bounded_plan() -> None:
-    from qos.runner import AUDIT_PLAN_ITEMS
+    from qos.framework.runner import AUDIT_PLAN_ITEMS
 
     pods = tuple(pod(f"p{i:02d}") for i in range(25))
     runner, _, _, store = _runner(Evicter(), gates={"EvicterGate": True}, snap=snapshot(pods=pods),

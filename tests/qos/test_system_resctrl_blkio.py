@@ -9,7 +9,7 @@ import pytest
 
 from hookserver.executor.plan import CgroupResource
 from qos.blkio import BlkIO
-from qos.kernel_facts import BlockDevice, ResctrlFacts, SysctlFacts
+from qos.snapshot.kernel import BlockDevice, ResctrlFacts, SysctlFacts
 from qos.resctrl import Resctrl, cat_mask, mba_value
 from qos.system_config import SystemConfig
 from tests.qos.helpers import node, pod

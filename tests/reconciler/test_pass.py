@@ -234,14 +234,14 @@ def test_a_pod_whose_hooks_ran_adds_nothing_to_the_audit(world: World) -> None:
 
 
 def test_a_pass_writes_only_the_knobs_batchresource_owns(world: World) -> None:
-    """qos/knobs.py gives BE pods' and containers' shares, quota and memory limit to batchresource (the hook
+    """qos/framework/knobs.py gives BE pods' and containers' shares, quota and memory limit to batchresource (the hook
     and this reconciler); CPU burst owns LS pods' quota, CPU suppress the BE tier's. A pass over a BE pod
     and an LS pod (a kubelet-made Burstable one, with CPU burst's quota on it) writes inside that claim only."""
     import uuid as _uuid
     from types import MappingProxyType as _M
 
     from hookserver.store import PodRecord as _Pod
-    from qos.knobs import OWNERSHIP
+    from qos.framework.knobs import OWNERSHIP
 
     be = world.be_pod("batch", containers=2)
     ls_uid = str(_uuid.uuid4())

@@ -17,7 +17,7 @@ from hookserver.recorder.scenarios.synthetic import SyntheticNode
 from hookserver.recorder.settings import RecorderSettings
 from hookserver.recorder.writer import FlightRecorder
 
-from qos.plan import PlannedEviction, QoSPlan
+from qos.framework.plan import PlannedEviction, QoSPlan
 
 
 def _frames(path: str) -> list[float]:

@@ -11,7 +11,7 @@ from hookserver.cli import serve
 from hookserver.config import load_settings
 from hookserver.errors import ConfigError
 from hookserver.koordlet_compat.flags import split_koordlet_args
-from qos.knobs import KnobClaim, check_running_features
+from qos.framework.knobs import KnobClaim, check_running_features
 from qos.registry import build_reconcilers
 
 

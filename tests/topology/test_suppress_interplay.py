@@ -13,7 +13,7 @@ from hookserver.store import NodeRecord, PodRecord
 from hookserver.system.topology import CpuInfo
 from hookserver.topology import ANNOTATION_RESOURCE_STATUS, compute_pools
 from hookserver.view import NodeView
-from qos.cpuset_pick import allowed_cpus, logical_cores, split_pools, suppress_cpuset
+from qos.cpu.cpuset_pick import allowed_cpus, logical_cores, split_pools, suppress_cpuset
 
 CPUS = tuple(CpuInfo(cpu=i, core=i % 4, socket=0, numa_node=i // 8, l3=0, online=True) for i in range(16))
 NODE = {"node.koordinator.sh/reservation": '{"reservedCPUs":"15"}'}

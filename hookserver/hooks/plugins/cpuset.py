@@ -10,7 +10,7 @@ koordlet's hook (`pkg/koordlet/runtimehooks/hooks/cpuset/{cpuset,rule}.go`), dec
 * LS pods, SYSTEM pods (the node's system-qos cpuset when it has one) and pods without a QoS label outside the
   kubelet's besteffort tier get the LS share pool: every online CPU minus the bound ones, the node's reserved
   CPUs and exclusive SYSTEM CPUs (`hookserver.topology.pools`, the pool the NRT report publishes);
-* BE containers are left alone: CPU suppress owns every BE cpuset (`qos/knobs.py`).
+* BE containers are left alone: CPU suppress owns every BE cpuset (`qos/framework/knobs.py`).
 
 A resource-status that does not decode, or names CPUs this node does not have online, is an error the audit
 shows (`hookctl explain`) but not a hook failure: the container is still created, unpinned, under either

@@ -26,14 +26,14 @@ from hookserver.store.state import StateStore
 from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.topology import CpuInfo, NodeTopology, NumaMemInfo
 
-from qos.cpu_evict import CPUEvict
-from qos.cpu_suppress import CPUSuppress
-from qos.evictions import EvictionGuard, ReportOnlyBackend
-from qos.gates import GateRegistry
-from qos.memory_evict import MemoryEvict
-from qos.runner import QoSRunner
+from qos.eviction.cpu import CPUEvict
+from qos.cpu.suppress import CPUSuppress
+from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
+from hookserver.featuregates import GateRegistry
+from qos.eviction.memory import MemoryEvict
+from qos.framework.runner import QoSRunner
 from qos.settings import QoSSettings
-from qos.snapshot import BEStats, BETier, ContainerFacts, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
+from qos.snapshot.model import BEStats, BETier, ContainerFacts, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 from hookserver.recorder.settings import RecorderSettings
 from hookserver.recorder.writer import FlightRecorder

@@ -38,10 +38,10 @@ from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.files import read_text
 from hookserver.system.topology import NodeTopology
 
-from qos.node_facts import BATCH_CPU, cpus_of, json_annotation, node_facts
-from qos.kernel_facts import KernelFacts
-from qos.priority import REQUEST_RESOURCES
-from qos.snapshot import (
+from qos.snapshot.node import BATCH_CPU, cpus_of, json_annotation, node_facts
+from qos.snapshot.kernel import KernelFacts
+from qos.snapshot.priority import REQUEST_RESOURCES
+from qos.snapshot.model import (
     ANNOTATION_RESOURCE_STATUS,
     BEStats,
     BETier,

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from qos.gates import FeatureGate
-from qos.plan import QoSPlan
-from qos.snapshot import QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.framework.plan import QoSPlan
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["Reconciler", "RoundOutcome", "Verdict"]
 

@@ -14,8 +14,8 @@ from typing import Any
 from hookserver.errors import ConfigError, InputError
 from hookserver.slo.document import parse_slo_text
 
-from qos.runner import QoSRunner
-from qos.snapshot import QoSSnapshot
+from qos.framework.runner import QoSRunner
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["QoSProviders"]
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from hookserver.eviction import EvictionRequest
 
-from qos.plan import Numbers, PlannedEviction, QoSPlan, ReleaseTarget, numbers
-from qos.snapshot import PodFacts
+from qos.framework.plan import Numbers, PlannedEviction, QoSPlan, ReleaseTarget, numbers
+from qos.snapshot.model import PodFacts
 
 __all__ = ["Candidate", "ModeResult", "Step", "WalkResult", "assemble", "walk"]
 

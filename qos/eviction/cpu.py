@@ -1,6 +1,6 @@
 """The CPU evictor (koordlet's "CPUEvict" plugin, every 1 s, cool-down 20 s): one round across its modes, in
-koordlet's order — BECPUEvict (BE satisfaction, below), CPUAllocatableEvict, CPUEvict (qos.evict_modes) — each
-on when its gate is, with cumulative release (qos.evict_round). The cool-down is the evictor's: a round that
+koordlet's order — BECPUEvict (BE satisfaction, below), CPUAllocatableEvict, CPUEvict (qos.eviction.modes) — each
+on when its gate is, with cumulative release (qos.framework.evict_round). The cool-down is the evictor's: a round that
 evicted anyone, by any mode, starts it.
 
 BE satisfaction (gate BECPUEvict; reference §5.2):
@@ -27,14 +27,14 @@ from typing import Any
 from hookserver.eviction import EVICT_BY_BE_CPU_SATISFACTION
 from hookserver.slo.threshold import ResourceThresholdStrategy
 
-from qos.eviction_order import eviction_allowed, eviction_priority
-from qos.evict_modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
-from qos.evict_round import Candidate, ModeResult
-from qos.gates import FeatureGate
-from qos.resource_evictor import EvictState, ResourceEvictor
-from qos.plan import ReleaseTarget, numbers
-from qos.priority import BATCH_CPU
-from qos.snapshot import PodFacts, QoSSnapshot
+from qos.eviction.order import eviction_allowed, eviction_priority
+from qos.eviction.modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
+from qos.framework.evict_round import Candidate, ModeResult
+from hookserver.featuregates import FeatureGate
+from qos.eviction.resource_evictor import EvictState, ResourceEvictor
+from qos.framework.plan import ReleaseTarget, numbers
+from qos.snapshot.priority import BATCH_CPU
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 __all__ = ["CPUEvict", "be_satisfaction_mode", "cpu_order", "release_by_satisfaction", "satisfaction_config_problem"]
 

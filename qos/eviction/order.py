@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from qos.snapshot import ANNOTATION_EVICTION_POLICY, ANNOTATION_EVICTION_PRIORITY, PodFacts
+from qos.snapshot.model import ANNOTATION_EVICTION_POLICY, ANNOTATION_EVICTION_PRIORITY, PodFacts
 
 __all__ = ["eviction_allowed", "eviction_priority"]
 

@@ -1,6 +1,6 @@
 """The koordinator v1.7 and v1.8 eviction modes, for CPU and memory alike (cpuevict/cpu_evict.go and
 memoryevict/memory_evict.go): by node usage (CPUEvict, MemoryEvict) and by the allocatable ledger
-(CPUAllocatableEvict, MemoryAllocatableEvict). Each returns a `ModeResult` for the round (qos.evict_round).
+(CPUAllocatableEvict, MemoryAllocatableEvict). Each returns a `ModeResult` for the round (qos.framework.evict_round).
 
 Usage modes: node usage as a whole percent of capacity (CPU: the average over `cpuEvictTimeWindowSeconds`;
 memory: the latest sample, without page cache) ≥ the threshold → release capacity × (usage% − lower%) / 100,
@@ -35,10 +35,10 @@ from hookserver.eviction import (
 )
 from hookserver.slo.threshold import ResourceThresholdStrategy
 
-from qos.eviction_order import eviction_allowed, eviction_priority
-from qos.evict_round import Candidate, ModeResult
-from qos.plan import ReleaseTarget, numbers
-from qos.priority import (
+from qos.eviction.order import eviction_allowed, eviction_priority
+from qos.framework.evict_round import Candidate, ModeResult
+from qos.framework.plan import ReleaseTarget, numbers
+from qos.snapshot.priority import (
     BATCH,
     MID,
     MID_VALUE_MAX,
@@ -49,7 +49,7 @@ from qos.priority import (
     priority_value,
     request_resource,
 )
-from qos.snapshot import PodFacts, QoSSnapshot
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 __all__ = [
     "allocatable_config_problem",

@@ -85,7 +85,7 @@ class QoSPlan:
     state: object = None
     # Node files that are not cgroups (sysctls, resctrl), in order; carried out after `writes`.
     files: tuple[FileWrite, ...] = ()
-    # Eviction rounds across modes (qos.evict_round): each mode's goal, in order. With these, `evictions`
+    # Eviction rounds across modes (qos.framework.evict_round): each mode's goal, in order. With these, `evictions`
     # are every mode's candidates and `qos.evict_round.walk` decides who goes; without, the runner evicts in
     # plan order until `numbers["release_target"]` is covered.
     release_targets: tuple[ReleaseTarget, ...] = ()

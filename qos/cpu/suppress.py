@@ -8,7 +8,7 @@ reservation annotation).
 
 * `cpuset`: ceil(budget / 1000) CPUs, at least 2; growth per round at most ceil(10 % of the online CPUs); taken
   from the LSR and LS pools in proportion, whole cores first, never reserved, exclusive-SYSTEM or LSE CPUs
-  (qos.cpuset_pick). Written to every BE cpuset cgroup (tier, pods, containers) as one leveled plan: the
+  (qos.cpu.cpuset_pick). Written to every BE cpuset cgroup (tier, pods, containers) as one leveled plan: the
   executor writes old ∪ new top-down, then the new set bottom-up (§5.9). With the kubelet's static CPU
   manager policy only containers get the set (the tier and pods keep every allowed CPU). The tier's CFS
   quota is restored to -1.
@@ -32,11 +32,11 @@ from typing import Any
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.system.cpulist import format_cpu_list
 
-from qos.cpuset_pick import allowed_cpus, logical_cores, split_pools, suppress_cpuset
-from qos.gates import FeatureGate
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import BETier, QoSSnapshot
+from qos.cpu.cpuset_pick import allowed_cpus, logical_cores, split_pools, suppress_cpuset
+from hookserver.featuregates import FeatureGate
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import BETier, QoSSnapshot
 
 __all__ = ["CPUSuppress", "SuppressBudget", "SuppressState", "suppress_budget"]
 

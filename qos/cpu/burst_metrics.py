@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from qos.cpu_burst import BurstState
+from qos.cpu.burst import BurstState
 
 __all__ = ["BurstMetricsCollector"]
 

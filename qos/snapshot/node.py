@@ -16,7 +16,7 @@ from hookserver.quantity import parse_quantity
 from hookserver.store.records import NodeRecord
 from hookserver.system.cpulist import parse_cpu_list
 
-from qos.snapshot import NodeFacts
+from qos.snapshot.model import NodeFacts
 
 __all__ = [
     "ANNOTATION_KUBELET_CPU_MANAGER_POLICY",

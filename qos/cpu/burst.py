@@ -24,7 +24,7 @@ Policy from NodeSLO `cpuBurstStrategy`, overridden per pod by the `koordinator.s
     the container first (executor pass 1 top-down max, pass 2 bottom-up). Off: every container back
     to its base quota (and the pod to the sum).
 
-Knobs (qos.knobs): LS containers' `cpu.cfs_burst_us`, LS pods' and containers' `cpu.cfs_quota_us`.
+Knobs (qos.framework.knobs): LS containers' `cpu.cfs_burst_us`, LS pods' and containers' `cpu.cfs_quota_us`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Any
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.slo.model import CPUBurstStrategy
 
-from qos.gates import FeatureGate
-from qos.kernel_facts import ContainerKernel, PodKernel
-from qos.plan import QoSPlan, numbers
-from qos.reconciler import Reconciler, Verdict
-from qos.snapshot import PodFacts, QoSSnapshot
+from hookserver.featuregates import FeatureGate
+from qos.snapshot.kernel import ContainerKernel, PodKernel
+from qos.framework.plan import QoSPlan, numbers
+from qos.framework.reconciler import Reconciler, Verdict
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 __all__ = [
     "ANNOTATION_CPU_BURST",
@@ -173,7 +173,7 @@ class BurstState:
     planned_burst: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     refused: Mapping[str, tuple[int, float]] = field(default_factory=lambda: MappingProxyType({}))
     # (namespace, pod, container id, container name) -> (cfs burst µs, cfs quota µs) as last planned:
-    # koordlet's koordlet_container_scaled_cfs_{burst,quota}_us gauges (qos.burst_metrics).
+    # koordlet's koordlet_container_scaled_cfs_{burst,quota}_us gauges (qos.cpu.burst_metrics).
     scaled: Mapping[tuple[str, str, str, str], tuple[int | None, int | None]] = field(
         default_factory=lambda: MappingProxyType({}))
 

@@ -1,5 +1,5 @@
 """What the CPU and memory evictors share: one reconciler per resource carrying several koordlet modes, each
-behind its own feature gate, run as one round (qos.evict_round) under one cool-down.
+behind its own feature gate, run as one round (qos.framework.evict_round) under one cool-down.
 
 The reconciler runs when any of its gates is on (the runner's rule for multi-gate reconcilers); each mode
 acts only when its own gate is on (`snapshot.gate_on`). `enable: false` in the NodeSLO turns them all off,
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from qos.evict_round import ModeResult, assemble
-from qos.plan import QoSPlan
-from qos.reconciler import Reconciler, RoundOutcome, Verdict
-from qos.snapshot import QoSSnapshot
+from qos.framework.evict_round import ModeResult, assemble
+from qos.framework.plan import QoSPlan
+from qos.framework.reconciler import Reconciler, RoundOutcome, Verdict
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["EvictState", "ResourceEvictor"]
 

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.system.topology import NodeTopology
 
-from qos.kernel_facts import KernelFacts
+from qos.snapshot.kernel import KernelFacts
 
 __all__ = [
     "ANNOTATION_EVICTION_POLICY",

@@ -33,14 +33,14 @@ from hookserver.executor.plan import FileWrite, ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
 from hookserver.store.state import StateStore
 
-from qos.evict_round import walk
-from qos.evictions import EvictionGuard
-from qos.gates import GateValues
-from qos.metrics import QoSMetrics
-from qos.plan import PlannedEviction, QoSPlan
-from qos.reconciler import Reconciler, RoundOutcome, Verdict
+from qos.framework.evict_round import walk
+from qos.framework.evictions import EvictionGuard
+from hookserver.featuregates import GateValues
+from qos.framework.metrics import QoSMetrics
+from qos.framework.plan import PlannedEviction, QoSPlan
+from qos.framework.reconciler import Reconciler, RoundOutcome, Verdict
 from qos.settings import QoSSettings
-from qos.snapshot import QoSSnapshot
+from qos.snapshot.model import QoSSnapshot
 
 __all__ = ["QoSRunner", "ReconcilerStatus", "RoundRecorder", "SnapshotSource", "SystemFiles"]
 

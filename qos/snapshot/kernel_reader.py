@@ -34,7 +34,7 @@ from hookserver.system.cgroupnames import (
 from hookserver.errors import SystemFileError
 from hookserver.system.files import read_text as _read_text
 
-from qos.kernel_facts import (
+from qos.snapshot.kernel import (
     NODE_SETTINGS,
     BlockDevice,
     ContainerKernel,
@@ -43,8 +43,8 @@ from qos.kernel_facts import (
     ResctrlFacts,
     SysctlFacts,
 )
-from qos.node_facts import quantity_or_zero
-from qos.readers import CgroupView
+from qos.snapshot.node import quantity_or_zero
+from qos.snapshot.builder import CgroupView
 
 __all__ = [
     "BATCH_MEMORY",

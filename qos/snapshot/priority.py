@@ -16,7 +16,7 @@ Mid pods `kubernetes.io/mid-*` (koordinator's webhook rewrites their cpu/memory 
 
 from __future__ import annotations
 
-from qos.snapshot import LABEL_EVICTION_ENABLED, PodFacts
+from qos.snapshot.model import LABEL_EVICTION_ENABLED, PodFacts
 
 __all__ = [
     "BATCH",

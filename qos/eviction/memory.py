@@ -1,6 +1,6 @@
 """The memory evictor (koordlet's "memoryEvict" plugin, every 1 s, cool-down 4 s): one round across its modes,
-in koordlet's order — BEMemoryEvict (below), MemoryAllocatableEvict, MemoryEvict (qos.evict_modes) — each on
-when its gate is, with cumulative release (qos.evict_round).
+in koordlet's order — BEMemoryEvict (below), MemoryAllocatableEvict, MemoryEvict (qos.eviction.modes) — each on
+when its gate is, with cumulative release (qos.framework.evict_round).
 
 BE memory (gate BEMemoryEvict; reference §5.3): node memory usage (without page cache) as a whole percent of
 capacity ≥ memoryEvictThresholdPercent (default 70). Release: capacity × (usage % − lower %) / 100, lower =
@@ -15,13 +15,13 @@ from __future__ import annotations
 from hookserver.eviction import EVICT_BY_NODE_MEMORY_USAGE
 from hookserver.slo.threshold import ResourceThresholdStrategy
 
-from qos.eviction_order import eviction_allowed, eviction_priority
-from qos.evict_modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
-from qos.evict_round import Candidate, ModeResult
-from qos.gates import FeatureGate
-from qos.plan import ReleaseTarget, numbers
-from qos.resource_evictor import EvictState, ResourceEvictor
-from qos.snapshot import PodFacts, QoSSnapshot
+from qos.eviction.order import eviction_allowed, eviction_priority
+from qos.eviction.modes import allocatable_config_problem, allocatable_mode, usage_config_problem, usage_mode
+from qos.framework.evict_round import Candidate, ModeResult
+from hookserver.featuregates import FeatureGate
+from qos.framework.plan import ReleaseTarget, numbers
+from qos.eviction.resource_evictor import EvictState, ResourceEvictor
+from qos.snapshot.model import PodFacts, QoSSnapshot
 
 __all__ = ["EvictState", "MemoryEvict", "ResourceEvictor", "be_config_problem", "be_memory_mode", "memory_order"]
 
