@@ -11,7 +11,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -19,13 +18,12 @@ from hookserver.aio.hotgate import pause, paced
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
 from hookserver.slo.model import NodeSLOSpec
+from hookserver.store.originals import NodeOriginals
 from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
-    CgroupDriver,
-    ContainerRuntime,
     KubeQoS,
     container_dir_name,
     kube_qos_of_status,
@@ -39,7 +37,9 @@ from hookserver.system.files import read_text
 from hookserver.system.topology import NodeTopology
 
 from qos.snapshot.node import BATCH_CPU, cpus_of, json_annotation, node_facts
+from qos.snapshot.cgroups import CgroupView
 from qos.snapshot.kernel import KernelFacts
+from qos.snapshot.kernel_reader import KernelReader
 from qos.snapshot.priority import REQUEST_RESOURCES
 from qos.snapshot.model import (
     ANNOTATION_RESOURCE_STATUS,
@@ -84,20 +84,9 @@ SERIES_READ = (POD_CPU, POD_MEMORY, NODE_CPU, NODE_MEMORY, NODE_MEMORY_TOTAL, SY
 
 
 class KernelSource(Protocol):
-    """Reads the part-2 kernel facts (qos.kernel_readers.KernelReader)."""
+    """Reads the snapshot's kernel part (`qos.snapshot.kernel_reader.KernelReader`; tests may script one)."""
 
     def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, replay_gate: str = "") -> KernelFacts: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CgroupView:
-    """Where the cgroup hierarchies are, as the executor's layout says (the daemon passes it in):
-    `hierarchy_root(subsystem)` is the absolute directory relative cgroup dirs hang from."""
-
-    hierarchy_root: Callable[[str], str]
-    v2: bool
-    driver: CgroupDriver
-    runtime: ContainerRuntime = ContainerRuntime.CONTAINERD
 
 
 def be_window_s(slo: NodeSLOSpec, collect_interval_s: float) -> float:
@@ -171,6 +160,26 @@ class SnapshotBuilder:
         # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
         self.tier_problem = ""
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_node(
+        cls,
+        store: StateStore,
+        cgroups: CgroupView,
+        *,
+        proc_root: str,
+        sys_root: str,
+        originals: NodeOriginals,
+        gate_on: Callable[[str], bool],
+        collect_interval_s: float = 1.0,
+    ) -> SnapshotBuilder:
+        """The builder of a running agent, with its kernel part: the one way a snapshot of the node is read.
+        `gate_on` says which kernel facts to read (only those of reconcilers whose gate is on)."""
+        kernel = KernelReader(
+            cgroups, runtime=cgroups.runtime, proc_root=proc_root, sys_root=sys_root, originals=originals,
+            enabled=gate_on,
+        )
+        return cls(store, cgroups=cgroups, collect_interval_s=collect_interval_s, kernel=kernel)
 
     # -- readers ---------------------------------------------------------------------------------
     def _latest(self, series: TimeSeriesStore, metric: str, now: float) -> list[tuple[dict[str, str], float]]:

@@ -34,6 +34,7 @@ from hookserver.system.cgroupnames import (
 from hookserver.errors import SystemFileError
 from hookserver.system.files import read_text as _read_text
 
+from qos.snapshot.cgroups import CgroupView
 from qos.snapshot.kernel import (
     NODE_SETTINGS,
     BlockDevice,
@@ -44,7 +45,6 @@ from qos.snapshot.kernel import (
     SysctlFacts,
 )
 from qos.snapshot.node import quantity_or_zero
-from qos.snapshot.builder import CgroupView
 
 __all__ = [
     "BATCH_MEMORY",

@@ -21,7 +21,7 @@ from hookserver.system import SystemRoots
 from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
 from hookserver.featuregates import GateRegistry
 from qos.snapshot.kernel_reader import KernelReader
-from qos.snapshot.builder import CgroupView, SnapshotBuilder
+from qos.snapshot import CgroupView, SnapshotBuilder
 from qos.framework.reconciler import Reconciler
 from qos.framework.runner import QoSRunner
 
@@ -61,8 +61,10 @@ def build_stack(
                                 "resctrl": os.path.join(sys_root, "fs", "resctrl")},
                                store=store, originals=originals)
     values = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("test", gates)])
-    reader = KernelReader(view, proc_root=proc_root, sys_root=sys_root, originals=originals, enabled=values.enabled)
-    snapshots = SnapshotBuilder(store, cgroups=view, kernel=reader)
+    snapshots = SnapshotBuilder.for_node(store, view, proc_root=proc_root, sys_root=sys_root, originals=originals,
+                                         gate_on=values.enabled)
+    reader = snapshots.kernel
+    assert isinstance(reader, KernelReader)
     runner = QoSRunner(list(reconcilers), gates=values, snapshots=snapshots, store=store, executor=executor,
                        evictions=EvictionGuard(ReportOnlyBackend(), cooldown_s=60), clock=lambda: clock[0],
                        mono=lambda: clock[0], system_files=files)
