@@ -14,89 +14,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from collectors.settings import CollectorSettings
 from hookserver.capacity.settings import CapacitySettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.errors import ConfigError
+from hookserver.hooks.settings import HookServerSettings
 from hookserver.informer.settings import InformerSettings
+from hookserver.nri.settings import NriSettings
 from hookserver.predictor.settings import PredictorSettings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.recorder.settings import RecorderSettings
 from hookserver.featuregates import parse_feature_gates
 from qos.settings import QoSSettings
 
-__all__ = ["HookServerSettings", "ReconcilerSettings", "Settings", "load_settings"]
+__all__ = ["Settings", "load_settings"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class HookServerSettings(_Frozen):
-    """The koord-runtime-proxy front door."""
-
-    socket: str = "/var/run/koordlet/koordlet.sock"
-    # The path the proxy dials, written into the registration file (differs from `socket` in a DaemonSet
-    # where the host path is mounted elsewhere). Empty means the same as `socket`.
-    host_endpoint: str = ""
-    registration_dir: str = "/etc/runtime/hookserver.d"
-    registration_name: str = "hookserver"
-    socket_mode: int = 0o660
-    failure_policy: Literal["Ignore", "Fail"] = "Ignore"
-    disable_stages: tuple[str, ...] = ()
-    max_workers: int = Field(default=8, ge=1, le=256)
-    # Per-hook time budget and breaker (every door; see hookserver.hooks.breaker).
-    hook_budget_ms: float = Field(default=50.0, gt=0, le=2000)
-    breaker_trip_after: int = Field(default=3, ge=1, le=1000)
-    breaker_stuck_ms: float = Field(default=500.0, gt=0, le=60000)
-    breaker_cool_down_s: float = Field(default=30.0, gt=0, le=3600)
-    # koordlet's --disable-unset-cpu-quota: keep the CFS quota of pods koord-scheduler bound to a cpuset
-    # (CPUSetAllocator unsets it by default, koordinator#489).
-    disable_unset_cpu_quota: bool = False
-    # The GIL switch interval while serving (`hookserver.aio.interpreter`): how long the event loop's hot path
-    # may wait for a busy background thread to hand over the GIL. 1 ms measured better than CPython's 5 ms in
-    # every A/B (interpreter.py's module doc; `python -m tests.bench nri_busy` compares two values side by side).
-    switch_interval_ms: float = Field(default=1.0, gt=0, le=100)
-    # The hot gate (`hookserver.aio.hotgate`): background loops pause at safe points while a hook is answered
-    # and for `yield_linger_ms` after it (a pod wave's calls come back to back), at most `yield_max_defer_ms`
-    # at one point, so a stream of hooks delays background work but cannot starve it.
-    background_yield: bool = True
-    yield_linger_ms: float = Field(default=2.0, ge=0, le=1000)
-    yield_max_defer_ms: float = Field(default=50.0, gt=0, le=10000)
-    # Garbage collection off the hot path (`hookserver.aio.gcpacer`): automatic collection off while serving,
-    # the same collections run from one thread every `gc_pace_ms` once the gate is quiet. 0 leaves CPython's own.
-    gc_pace_ms: float = Field(default=20.0, ge=0, le=1000)
-    # Generation 0 paced too (CPython's own kept as a backstop at 10x its threshold): background threads' young
-    # collections otherwise land inside hooks (gcpacer.py's module doc has the measurement). Needs gc_pace_ms > 0.
-    gc_pace_young: bool = True
-    # A due collection that finds a hook in flight waits for a quiet moment up to this long (generation 0 only until
-    # half-way to CPython's backstop), then at the gate as before: 0.3-50 ms walks otherwise ran mid-wave.
-    gc_quiet_wait_ms: float = Field(default=1000.0, ge=0, le=60000)
-    # Survivors of a paced full collection are frozen (`gc.freeze()`) like the start-up heap, so the next full
-    # one walks only what is new; every `gc_deep_every_s` all is unfrozen and collected once (cycles among old objects).
-    gc_freeze_survivors: bool = True
-    gc_deep_every_s: float = Field(default=600.0, gt=0, le=86400)
-    # Heap kept warm for the NRI sync's large buffers (`hookserver.aio.heapreserve`): a sync chunk is read, joined
-    # and decoded without page faults (8 MiB covers a 500-pod sync). Resident memory; 0 leaves glibc's own thresholds.
-    heap_reserve_mib: int = Field(default=8, ge=0, le=32)
-
-    @model_validator(mode="after")
-    def _stuck_over_budget(self) -> HookServerSettings:
-        if self.breaker_stuck_ms < self.hook_budget_ms:
-            raise ValueError(
-                f"breaker_stuck_ms ({self.breaker_stuck_ms}) must be at least hook_budget_ms ({self.hook_budget_ms})"
-            )
-        return self
-
-
-class CgroupSettings(_Frozen):
-    root: str = "/sys/fs/cgroup"
-    # auto: detect from the tree (kubepods.slice vs kubepods), fall back to systemd.
-    driver: Literal["auto", "cgroupfs", "systemd"] = "auto"
-    # auto: detect v1 / v2 / hybrid from the mounts under `root`.
-    version: Literal["auto", "v1", "v2"] = "auto"
-    runtime: Literal["containerd", "docker", "cri-o", "pouch"] = "containerd"
-    force_update_seconds: float = Field(default=60.0, ge=0)
 
 
 class DebugSettings(_Frozen):
@@ -110,49 +47,6 @@ class DebugSettings(_Frozen):
 
 class MetricsSettings(_Frozen):
     addr: str = "127.0.0.1:9316"
-
-
-class NriSettings(_Frozen):
-    enabled: bool = True
-    socket: str = "/var/run/nri/nri.sock"
-    plugin_name: str = "hookserver"
-    plugin_idx: str = "00"
-    connect_timeout_s: float = Field(default=6.0, gt=0)
-    backoff_initial_s: float = Field(default=1.0, gt=0)
-    backoff_max_s: float = Field(default=30.0, gt=0)
-
-    @field_validator("plugin_idx")
-    @classmethod
-    def _two_digits(cls, value: str) -> str:
-        if len(value) != 2 or not value.isdigit():
-            raise ValueError(f"plugin index must be two digits, got {value!r}")
-        return value
-
-    @model_validator(mode="after")
-    def _backoff_order(self) -> NriSettings:
-        if self.backoff_max_s < self.backoff_initial_s:
-            raise ValueError(
-                f"backoff_max_s ({self.backoff_max_s}) must be >= backoff_initial_s ({self.backoff_initial_s})"
-            )
-        return self
-
-
-class ReconcilerSettings(_Frozen):
-    """The reconciler front door: re-applies hook values to running pods (koordlet's runtime-hooks
-    reconciler, reference §3.6) and forgets pods whose cgroups are gone."""
-
-    enabled: bool = True
-    # koordlet's runtime-hooks-reconcile-interval: the periodic pass over every pod.
-    interval_s: float = Field(default=10.0, gt=0)
-    # Pod syncs (informer events, hook and NRI learning) start a pass for the changed pods, at most this
-    # often: koordlet's kubelet pod-sync limiter, 5/s with a burst of 10.
-    pod_sync_rate_per_s: float = Field(default=5.0, gt=0)
-    pod_sync_burst: int = Field(default=10, ge=1)
-    # A pod first seen this recently, none of whose containers has started, is being created: its hooks own it.
-    creation_grace_s: float = Field(default=10.0, ge=0)
-    # A pod whose cgroup has been gone this long, and that no informer source lists, is dropped from the
-    # store with its caches and per-pod series (behind the proxy nothing else says a pod stopped).
-    gc_grace_s: float = Field(default=60.0, ge=0)
 
 
 class TopologySettings(_Frozen):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hookserver.aio.heapreserve import MAX_RESERVE_BYTES, MIN_RESERVE_BYTES, reserve_heap
-from hookserver.config import HookServerSettings
+from hookserver.hooks.settings import HookServerSettings
 from hookserver.daemon import Daemon
 from tests.readiness import daemon_settings
 from tests.test_interpreter import while_serving

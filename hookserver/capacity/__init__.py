@@ -13,7 +13,8 @@ from hookserver.capacity.inputs import HostAppUsage, NodeFacts, PodInput, UsageF
 from hookserver.capacity.metrics import CapacityMetrics
 from hookserver.capacity.node_facts import node_facts
 from hookserver.capacity.nodemetric_keeper import NodeMetricKeeper
-from hookserver.capacity.publisher import CapacityPublisher, TickOutcome
+from hookserver.capacity.publisher import CapacityPublisher
+from hookserver.capacity.ticks import TickOutcome
 from hookserver.capacity.quantities import Pair
 from hookserver.capacity.settings import CapacitySettings
 from hookserver.capacity.sinks import CapacityDelivery, CapacitySink, LocalCapacitySink

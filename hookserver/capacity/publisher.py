@@ -25,7 +25,6 @@ import collections
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from hookserver.aio.hotgate import pause
@@ -36,12 +35,13 @@ from hookserver.capacity.node_facts import node_facts
 from hookserver.capacity.nodemetric_keeper import NodeMetricKeeper
 from hookserver.capacity.quantities import Pair
 from hookserver.capacity.rules import Decision, decide, degrade_reason, foreign_owners, warmup_left_s, who_publishes
+from hookserver.capacity.report import capacity_report
 from hookserver.capacity.settings import CapacitySettings
 from hookserver.capacity.sinks import CapacitySink, write_document
+from hookserver.capacity.ticks import TickOutcome, WriteRecord
 from hookserver.capacity.usage import Freshness, gather_inputs, report_window_s
 from hookserver.errors import InputError
 from hookserver.koord_resources import PUBLISHED_RESOURCES
-from hookserver.kubewire import iso_time
 from hookserver.quantity import parse_quantity
 from hookserver.slo.colocation import ResolvedColocation, default_colocation, node_metric_spec
 from hookserver.store.state import StateStore
@@ -51,34 +51,6 @@ __all__ = ["CapacityPublisher", "TickOutcome"]
 log = logging.getLogger(__name__)
 
 _HOUR_S = 3600.0
-
-
-@dataclass(frozen=True, slots=True)
-class TickOutcome:
-    at: float
-    state: str  # see metrics.STATES
-    reason: str
-    action: str = "none"  # none | write | withdraw
-    result: str = ""  # the sink's result when it was called
-    detail: str = ""
-    values: Mapping[str, str] = field(default_factory=dict)  # what was written (write)
-    duration_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _WriteRecord:
-    at: float
-    action: str
-    reason: str
-    result: str
-    values: Mapping[str, str]
-    detail: str = ""
-    forced_from: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"at": iso_time(self.at), "action": self.action, "reason": self.reason, "result": self.result,
-                "values": dict(self.values), "detail": self.detail or None,
-                "forced_from": list(self.forced_from) or None}
 
 
 class CapacityPublisher:
@@ -124,7 +96,7 @@ class CapacityPublisher:
         self.last_write_at = 0.0  # the last write that changed the Node (ok)
         self.ours: dict[str, str] = {}  # what this agent last put on the Node
         self._ours_rv = ""
-        self.writes: collections.deque[_WriteRecord] = collections.deque(maxlen=64)
+        self.writes: collections.deque[WriteRecord] = collections.deque(maxlen=64)
         self._takeovers: collections.deque[tuple[float, str]] = collections.deque(maxlen=64)
         self._history: collections.deque[tuple[float, dict[str, int]]] = collections.deque(maxlen=4096)
         self.last_target: dict[str, int] = {}
@@ -316,7 +288,7 @@ class CapacityPublisher:
                             self._takeover(at, manager)
                         forced = tuple(conflicting)
         reason = decision.reason if not why_not else f"{why_not}: {decision.reason}"
-        self.writes.append(_WriteRecord(at, action, reason, delivery.result, values, delivery.detail, forced))
+        self.writes.append(WriteRecord(at, action, reason, delivery.result, values, delivery.detail, forced))
         if self.metrics is not None:
             self.metrics.record_write(action, delivery.result, at)
         if delivery.result == "ok":
@@ -388,15 +360,8 @@ class CapacityPublisher:
             self._running = False
 
     # -- reports -----------------------------------------------------------------------------------
-    def writes_in_last_hour(self, now: float | None = None) -> int:
-        at = self.clock() if now is None else now
-        writes = list(self.writes)  # one copy under the GIL: the tick thread may append while hookctl reads
-        return sum(1 for w in writes if at - w.at < _HOUR_S and w.result == "ok")
-
     def view(self) -> dict[str, Any]:
         """`hookctl capacity`: the offer, every term of the formula, the state and why, the last and next write."""
-        from hookserver.capacity.report import capacity_report
-
         return capacity_report(self)
 
 

@@ -5,19 +5,53 @@ next write. Numbers are integers in milli-cores and bytes; `-o json` is the whol
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import collections
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from hookserver.aio.hotgate import paced
-from hookserver.capacity.usage import report_window_s
+from hookserver.capacity.formula import CapacityResult
+from hookserver.capacity.nodemetric_keeper import NodeMetricKeeper
+from hookserver.capacity.rules import Decision
+from hookserver.capacity.settings import CapacitySettings
+from hookserver.capacity.sinks import CapacitySink
+from hookserver.capacity.ticks import TickOutcome, WriteRecord
+from hookserver.capacity.usage import Freshness, report_window_s
 from hookserver.kubewire import iso_time
+from hookserver.slo.colocation import ResolvedColocation
 
-if TYPE_CHECKING:
-    from hookserver.capacity.publisher import CapacityPublisher
+__all__ = ["CapacityState", "capacity_report", "writes_in_last_hour"]
 
-__all__ = ["capacity_report"]
+_HOUR_S = 3600.0
 
 
-def _next_write(publisher: CapacityPublisher) -> str:
+class CapacityState(Protocol):
+    """What the report reads of the publisher (`CapacityPublisher` is one): its settings, sink and last tick."""
+
+    settings: CapacitySettings
+    sink: CapacitySink
+    clock: Callable[[], float]
+    nodemetric: NodeMetricKeeper | None
+    last: TickOutcome | None
+    last_result: CapacityResult | None
+    last_colocation: ResolvedColocation
+    last_freshness: Freshness
+    last_notes: tuple[str, ...]
+    last_who: str
+    last_decision: Decision | None
+    last_target: dict[str, int]
+    ours: dict[str, str]
+    writes: collections.deque[WriteRecord]
+    ticks: int
+    errors: int
+
+
+def writes_in_last_hour(writes: collections.deque[WriteRecord], now: float) -> int:
+    """Successful writes in the hour before `now` (the queue copied once: the tick thread may append meanwhile)."""
+    return sum(1 for w in list(writes) if now - w.at < _HOUR_S and w.result == "ok")
+
+
+def _next_write(publisher: CapacityState) -> str:
     last = publisher.last
     decision = publisher.last_decision
     if last is None:
@@ -35,7 +69,7 @@ def _next_write(publisher: CapacityPublisher) -> str:
     return rule
 
 
-def capacity_report(publisher: CapacityPublisher) -> dict[str, Any]:
+def capacity_report(publisher: CapacityState) -> dict[str, Any]:
     last = publisher.last
     result = publisher.last_result
     colocation = publisher.last_colocation
@@ -83,7 +117,7 @@ def capacity_report(publisher: CapacityPublisher) -> dict[str, Any]:
         "last_write": publisher.writes[-1].as_dict() if publisher.writes else None,
         "next_write": _next_write(publisher),
         "writes": [w.as_dict() for w in list(publisher.writes)[-10:]],
-        "writes_last_hour": publisher.writes_in_last_hour(now),
+        "writes_last_hour": writes_in_last_hour(publisher.writes, now),
         "ticks": publisher.ticks,
         "errors": publisher.errors,
         "nodemetric": keeper.view() if keeper is not None else None,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from hookserver.config import CgroupSettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.errors import CgroupNotFoundError, ExecutorError, UnsupportedResourceError
 from hookserver.executor.cache import WriteCache
 from hookserver.executor.fileio import CgroupFiles, OsCgroupFiles, translate_os_error

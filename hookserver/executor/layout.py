@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from hookserver.config import CgroupSettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.errors import ConfigError
 from hookserver.system.cgroupnames import (
     CgroupDriver,

@@ -27,7 +27,7 @@ from typing import Any
 from hookserver.aio.backoff import Backoff
 from hookserver.aio.periodic import sleep_or_stop
 from hookserver.api import nri_pb2
-from hookserver.config import NriSettings
+from hookserver.nri.settings import NriSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.errors import ConfigError, WireError
 from hookserver.hooks.deadline import CallDeadline

@@ -25,7 +25,7 @@ import grpc
 
 from hookserver.aio.hotgate import GATE
 from hookserver.api import runtime_hook_pb2 as pb
-from hookserver.config import HookServerSettings
+from hookserver.hooks.settings import HookServerSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.errors import ConfigError, WireError
 from hookserver.hooks.outcome import FailurePolicy

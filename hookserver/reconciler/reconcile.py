@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hookserver.aio.hotgate import pause, paced
-from hookserver.config import ReconcilerSettings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.errors import HookServerError, PathEscapeError
 from hookserver.executor.layout import CgroupLayout

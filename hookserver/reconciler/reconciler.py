@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hookserver.aio.periodic import sleep_or_stop
-from hookserver.config import ReconcilerSettings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.reconciler.ratelimit import TokenBucket
 from hookserver.reconciler.reconcile import PodReconciler
 from hookserver.reconciler.report import PassReport

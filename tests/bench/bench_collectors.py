@@ -122,7 +122,8 @@ def _real_cycle_rows(pods: int = 500) -> list[BenchRow]:
 
     from collectors.settings import CollectorSettings
     from collectors.build import build_collectors
-    from hookserver.config import CgroupSettings, Settings
+    from hookserver.config import Settings
+    from hookserver.executor.settings import CgroupSettings
 
     why = _real_v1_unusable()
     if why:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from hookserver.api import nri_pb2, ttrpc_pb2
-from hookserver.config import NriSettings
+from hookserver.nri.settings import NriSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
 from hookserver.hooks.registry import HookRegistry
@@ -343,7 +343,7 @@ async def _serve_plugin(fd: int, *, transport_only: bool = False) -> None:
     except ImportError:  # code before the hot gate
         pass
     else:  # the hot gate as the daemon sets it (its defaults): background work here is the sync's bookkeeping
-        from hookserver.config import HookServerSettings
+        from hookserver.hooks.settings import HookServerSettings
 
         hook = HookServerSettings()
         GATE.configure(enabled=hook.background_yield, linger_s=hook.yield_linger_ms / 1000,

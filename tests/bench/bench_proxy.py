@@ -126,7 +126,7 @@ def _serve(base: str, conn: Connection) -> None:
     from concurrent.futures import ThreadPoolExecutor as Pool
 
     from hookserver.api import runtime_hook_pb2 as pb
-    from hookserver.config import HookServerSettings
+    from hookserver.hooks.settings import HookServerSettings
     from hookserver.dispatch import HookDispatcher
     from hookserver.executor.plan import ApplyReport, ResourcePlan
     from hookserver.hooks import HookRegistry

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from collectors import CollectorScheduler, CollectorSettings, build_collectors
 from collectors.nvml import NvmlApi
-from hookserver.config import CgroupSettings, Settings
+from hookserver.config import Settings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.store.state import StateStore
 from hookserver.system.roots import SystemRoots

@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from collectors import build_collectors
-from hookserver.config import CgroupSettings, Settings
+from hookserver.config import Settings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import series_key
 from hookserver.system.roots import SystemRoots

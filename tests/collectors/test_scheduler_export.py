@@ -14,7 +14,8 @@ from collectors.base import BaseCollector, CycleContext
 from collectors.export import StoreExporter
 from collectors.scheduler import CollectorScheduler
 from collectors.targets import TargetResolver
-from hookserver.config import CgroupSettings, Settings
+from hookserver.config import Settings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.system.cgroupnames import CgroupDriver, ContainerRuntime
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import series_key

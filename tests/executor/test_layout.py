@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hookserver.config import CgroupSettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.errors import ConfigError
 from hookserver.executor import CgroupDriver, CgroupLayout, CgroupVersion
 from hookserver.system import SystemRoots

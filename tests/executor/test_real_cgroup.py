@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hookserver.config import CgroupSettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.executor import CgroupResource, CgroupWrite, ResourcePlan, build_executor
 from hookserver.executor.executor import CgroupExecutor
 from hookserver.store import StateStore

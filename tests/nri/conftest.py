@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from hookserver.api import nri_pb2
-from hookserver.config import NriSettings
+from hookserver.nri.settings import NriSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.executor.plan import ResourceExecutor
 from hookserver.hooks.outcome import FailurePolicy

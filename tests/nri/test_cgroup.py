@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hookserver.api import nri_pb2
-from hookserver.config import CgroupSettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.store.state import StateStore
 from hookserver.system.roots import SystemRoots
 from tests.nri.conftest import EXPECTED, POD_EXPECTED, be_pod, container, nri_world, run

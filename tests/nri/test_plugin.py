@@ -363,7 +363,7 @@ def test_inherited_socket_from_the_runtime(sock_dir: Path) -> None:
     """Pre-launched by the runtime: fd from NRI_PLUGIN_SOCKET, identity from NRI_PLUGIN_NAME/IDX."""
     import socket as socketlib
 
-    from hookserver.config import NriSettings
+    from hookserver.nri.settings import NriSettings
     from hookserver.nri import NriPlugin
 
     closes: list[str] = []
@@ -401,7 +401,7 @@ def test_inherited_socket_from_the_runtime(sock_dir: Path) -> None:
 def test_bad_identity_or_inherited_socket_is_a_config_error() -> None:
     import pytest
 
-    from hookserver.config import NriSettings
+    from hookserver.nri.settings import NriSettings
     from hookserver.dispatch import HookDispatcher
     from hookserver.errors import ConfigError
     from hookserver.hooks.registry import HookRegistry

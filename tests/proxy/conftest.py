@@ -13,7 +13,7 @@ import pytest
 
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
-from hookserver.config import HookServerSettings
+from hookserver.hooks.settings import HookServerSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.hooks import FailurePolicy, HookRegistry
 from hookserver.hooks.plugins import BatchResourcePlugin

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookserver.config import CgroupSettings
+from hookserver.executor.settings import CgroupSettings
 from hookserver.executor import build_executor
 from hookserver.executor.executor import CgroupExecutor
 from hookserver.executor.sysfiles import SystemFileExecutor

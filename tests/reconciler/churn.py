@@ -24,7 +24,8 @@ import psutil
 
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
-from hookserver.config import HookServerSettings, ReconcilerSettings
+from hookserver.hooks.settings import HookServerSettings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.executor import CgroupExecutor, CgroupLayout
 from hookserver.hooks import HookRegistry

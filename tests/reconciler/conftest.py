@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hookserver.config import ReconcilerSettings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.dispatch import HookDispatcher
 from hookserver.executor import CgroupExecutor, CgroupLayout, OsCgroupFiles
 from hookserver.hooks import HookRegistry

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from hookserver.config import ReconcilerSettings, load_settings
+from hookserver.config import load_settings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.errors import ConfigError
 from hookserver.reconciler import Reconciler, TokenBucket
 from hookserver.slo import NodeSLOSpec

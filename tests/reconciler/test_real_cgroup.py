@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 import pytest
 
-from hookserver.config import ReconcilerSettings
+from hookserver.reconciler.settings import ReconcilerSettings
 from hookserver.executor import CgroupLayout, CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.reconciler import Reconciler
 from hookserver.slo import NodeSLOSpec

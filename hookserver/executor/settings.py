@@ -1,0 +1,24 @@
+"""The `cgroup:` settings: where the hierarchies are and how they are named. A leaf pydantic module, so the
+executor takes its settings without importing the config (which sits above every area)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CgroupSettings"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CgroupSettings(_Frozen):
+    root: str = "/sys/fs/cgroup"
+    # auto: detect from the tree (kubepods.slice vs kubepods), fall back to systemd.
+    driver: Literal["auto", "cgroupfs", "systemd"] = "auto"
+    # auto: detect v1 / v2 / hybrid from the mounts under `root`.
+    version: Literal["auto", "v1", "v2"] = "auto"
+    runtime: Literal["containerd", "docker", "cri-o", "pouch"] = "containerd"
+    force_update_seconds: float = Field(default=60.0, ge=0)
