@@ -3,8 +3,8 @@
 A front door translates its wire request into a context and calls `dispatch_pod` or
 `dispatch_container`; the reconciler, which writes leveled batches itself, calls `decide_pod` and
 `decide_container`. Here, and only here: the skip label is honoured, the failure policy is applied,
-the store learns the pod/container, pod-level values are written to the pod cgroup (neither the proxy
-nor NRI carries them), and every decision, call and write is audited and counted. A failed hook
+the store learns the pod/container (`learning.py`), pod-level values are written to the pod cgroup (neither
+the proxy nor NRI carries them), and every decision, call and write is audited and counted (`books.py`). A failed hook
 never leaves a partial set of values: the result is all of them or none.
 
 Hooks run on the caller's thread (no hand-off: it costs more than the hook). Each hook is timed against
@@ -18,58 +18,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from hookserver.aio.hotgate import paced
-from hookserver.fastinit import fast_frozen_init
-from hookserver.errors import ExecutorError, HookServerError, InputError
+from hookserver.dispatch.books import CallBooks
+from hookserver.dispatch.learning import StoreLearner
+from hookserver.dispatch.result import Deferred, DispatchResult, HookRejected
+from hookserver.errors import ExecutorError
 from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
 from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
-from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, frozen_map
+from hookserver.hooks.context import ContainerRequest, PodRequest
 from hookserver.hooks.memo import StageMemo
 from hookserver.hooks.outcome import FailurePolicy, StageOutcome
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.runner import run_stage
 from hookserver.hooks.stages import Stage
 from hookserver.observability.metrics import HookMetrics
-from hookserver.resources import Resources
-from hookserver.store.records import ContainerRecord, PodRecord, pending_container_id
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.view import NodeView, NodeViews
 
 __all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
 
-log = logging.getLogger(__name__)
-
-
-class HookRejected(HookServerError):
-    """Under the Fail policy: the caller must fail the runtime operation. `field` names the input."""
-
-    def __init__(self, message: str, *, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
-
-
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class DispatchResult:
-    """What the front door folds into its response. Empty resources mean "echo unchanged"."""
-
-    stage: Stage
-    resources: Resources = field(default_factory=Resources)
-    envs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    result: str = "ok"  # ok | skipped | error
-    error: str = ""
-    outcome: StageOutcome | None = None
-    pod_writes: ApplyReport | None = None
-
-
-# A call `dispatch_container` answered but has not kept books for yet: (request as received, the call's
-# snapshot, door, rpc, result, latency in seconds, whether the hooks ran (False: a memoized outcome)).
-Deferred = tuple[ContainerRequest, StoreSnapshot, str, str, DispatchResult, float, bool]
+log = logging.getLogger("hookserver.dispatch")
 
 
 class HookDispatcher:
@@ -95,6 +66,13 @@ class HookDispatcher:
         self.breakers = (
             breakers if breakers is not None else HookBreakers(breaker_settings, on_change=self._breaker_changed)
         )
+        self.learner = StoreLearner(store)
+        self.books = CallBooks(store, self.learner, metrics=metrics, perf_clock=perf_clock)
+        # Bound once: the hot path calls these per container, without a second attribute lookup.
+        self._fill_pod_gaps = self.learner.fill_pod_gaps
+        self._learn_pod = self.learner.learn_pod
+        self._learn_container = self.learner.learn_container
+        self._finish = self.books.finish
 
     def view(self) -> NodeView:
         """The hooks' view of the store as it is now."""
@@ -201,28 +179,9 @@ class HookDispatcher:
         return self._finish(result, door, rpc, pod_key, request.name, started)
 
     def record_later(self, later: list[Deferred]) -> int:
-        """Do the bookkeeping `dispatch_container` left in `later`, in call order, and empty it. A record
-        that fails is logged and skipped (its reply is long gone); returns how many failed."""
-        failed = 0
-        store, metrics = self.store, self.metrics
-        audit = store.audit
-        for request, snap, door, rpc, result, latency, ran in later:
-            outcome = result.outcome
-            assert outcome is not None  # only "ok" calls are deferred
-            pod = request.pod
-            try:
-                stage = outcome.stage
-                self._learn_container(stage, request, snap)
-                now, pod_key, wire = store.clock(), pod.key, stage.wire
-                audit.add_decisions(now, door, wire, pod_key, pod.uid, request.name, outcome.outcomes)
-                audit.add_event(now, door, rpc, pod_key, request.name, latency, "ok", "")
-                if metrics is not None:
-                    metrics.queue_call(door, rpc, "ok", latency, wire, outcome.outcomes if ran else ())
-            except Exception:  # noqa: BLE001 - bookkeeping after the reply: nothing left to fail but the record
-                failed += 1
-                log.exception("%s %s for %s: recording the call failed", door, rpc, pod.key)
-        later.clear()
-        return failed
+        """Do the bookkeeping `dispatch_container` left in `later`, in call order, and empty it
+        (`CallBooks.record_later`); returns how many records failed."""
+        return self.books.record_later(later)
 
     # -- decisions only (the reconciler) ----------------------------------------------------------
     def decide_pod(self, stage: Stage, request: PodRequest, snapshot: StoreSnapshot) -> DispatchResult:
@@ -278,18 +237,9 @@ class HookDispatcher:
 
     # -- a whole node at once (NRI Synchronize) ---------------------------------------------------
     def learn_synced(self, pods: Sequence[PodRequest], containers: Sequence[ContainerRequest]) -> StoreSnapshot:
-        """Learn every pod and container of a sync, then take one snapshot for all its decisions.
-
-        What `dispatch_pod`/`dispatch_container` learn, in bulk: learning a pod and deciding it before the
-        next made the store rebuild its snapshot once per pod, so a sync grew with the square of the node.
-        This runs after the sync's reply, when the runtime may already be creating containers: it steps aside at
-        the hot gate every few pods (18 ms of CPU at 500 pods in one stretch before)."""
-        for request in paced(pods, every=16):
-            self._learn_pod(Stage.PRE_RUN_POD_SANDBOX, request)
-        snap = self.store.pods_snapshot()
-        for creq in paced(containers, every=32):
-            self._learn_container(Stage.PRE_UPDATE_CONTAINER_RESOURCES, creq, snap)
-        return self.store.snapshot()
+        """Learn every pod and container of a sync, then take one snapshot for all its decisions
+        (`StoreLearner.learn_synced`)."""
+        return self.learner.learn_synced(pods, containers)
 
     def settle_pod(self, request: PodRequest, snapshot: StoreSnapshot, *, door: str, rpc: str) -> DispatchResult:
         """PreRunPodSandbox's pod-level values for a running pod, decided on `snapshot` and written to its
@@ -320,9 +270,7 @@ class HookDispatcher:
 
     def record_decisions(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str = "") -> None:
         """Audit each plugin's decision for `pod` (and `container`) as coming from `door`."""
-        self.store.audit.add_decisions(
-            self.store.clock(), door, outcome.stage.value, pod.key, pod.uid, container, outcome.outcomes
-        )
+        self.books.record_decisions(door, outcome, pod, container)
 
     def _decided(self, stage: Stage, outcome: StageOutcome) -> DispatchResult:
         if outcome.failed:
@@ -368,94 +316,3 @@ class HookDispatcher:
             started,
         )
 
-    def _finish(
-        self, result: DispatchResult, door: str, rpc: str, pod_key: str, container: str, started: float
-    ) -> DispatchResult:
-        latency = self._perf() - started
-        self.store.audit.add_event(
-            self.store.clock(), door, rpc, pod_key, container, latency, result.result, result.error
-        )
-        if self.metrics is not None:
-            outcome = result.outcome
-            if outcome is None:
-                self.metrics.queue_call(door, rpc, result.result, latency)
-            else:
-                self.metrics.queue_call(door, rpc, result.result, latency, outcome.stage.wire, outcome.outcomes)
-        return result
-
-    def _fill_pod_gaps(self, request: PodRequest, snap: StoreSnapshot | None = None) -> PodRequest:
-        """Fill what the request lacks from the store's copy of the pod (informer or an earlier hook).
-
-        The request always wins where it carries a value; the copy only fills empty labels, annotations
-        or cgroup parent, e.g. after a runtime-proxy failover that lost them (reference §2.2).
-        """
-        if not request.uid or (request.labels and request.annotations and request.cgroup_parent):
-            return request
-        known = (snap or self.store.snapshot()).pods.get(request.uid)
-        if known is None:
-            return request
-        changes: dict[str, object] = {}
-        if not request.labels and known.labels:
-            changes["labels"] = known.labels
-        if not request.annotations and known.annotations:
-            changes["annotations"] = known.annotations
-        if not request.cgroup_parent and known.cgroup_parent:
-            changes["cgroup_parent"] = known.cgroup_parent
-        if not changes:
-            return request
-        log.debug("pod %s: filled %s from the store's copy (%s)", request.key, ", ".join(changes), known.source)
-        return replace(request, **changes)  # type: ignore[arg-type]
-
-    def _learn_pod(self, stage: Stage, request: PodRequest) -> None:
-        if stage in (Stage.POST_STOP_POD_SANDBOX, Stage.PRE_REMOVE_RUN_POD_SANDBOX):
-            if stage is Stage.PRE_REMOVE_RUN_POD_SANDBOX or request.source.value == "proxy":
-                if request.uid:
-                    self.store.remove_pod(request.uid)
-            return
-        if request.uid:
-            # merge, not replace: keep what the informer knows (priority, phase, specs) that a hook does not
-            self.store.merge_pod(_pod_record(request, self.store.clock()))
-
-    def _learn_container(self, stage: Stage, request: ContainerRequest, snap: StoreSnapshot) -> None:
-        pod = request.pod
-        store = self.store
-        if pod.uid and pod.uid not in snap.pods:
-            store.upsert_pod(_pod_record(pod, store.clock()))
-        key = request.container_id or pending_container_id(pod.uid, request.name)
-        if stage is Stage.POST_STOP_CONTAINER:
-            store.remove_container(key)
-            return
-        if request.container_id and store.pending_containers:
-            # the ID has arrived: the record filed while it was pending goes (NRI, always with IDs, skips this)
-            store.remove_container(pending_container_id(pod.uid, request.name))
-        cgroup_parent = request.cgroup_parent or pod.cgroup_parent
-        known = store.container(key)
-        if (
-            known is not None
-            and known.pod_uid == pod.uid
-            and known.cgroup_parent == cgroup_parent
-            and (known.resources is request.resources or known.resources == request.resources)
-            and known.source == request.source.wire
-        ):
-            return  # nothing new: skip the write, so readers keep their cached snapshot
-        store.upsert_container(
-            # (id, pod_uid, name, sandbox_id, cgroup_parent, state, pid, resources, source, updated_at),
-            # positional: a new container on every CreateContainer makes this the hot path's own record
-            ContainerRecord(
-                key, pod.uid, request.name, pod.sandbox_id, cgroup_parent, "", 0, request.resources,
-                request.source.wire, store.clock(),
-            )
-        )
-
-
-def _pod_record(request: PodRequest, now: float) -> PodRecord:
-    try:
-        qos = QoSClass.from_labels(request.labels).value
-    except InputError:
-        qos = request.labels.get("koordinator.sh/qosClass", "")
-    return PodRecord(
-        # copies: a request's maps may be views of its wire message (`WireMap`), which must not outlive the call
-        uid=request.uid, namespace=request.namespace, name=request.name, labels=frozen_map(request.labels),
-        annotations=frozen_map(request.annotations), cgroup_parent=request.cgroup_parent, sandbox_id=request.sandbox_id,
-        qos_class=qos, source=request.source.value, updated_at=now,
-    )
