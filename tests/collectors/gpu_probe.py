@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     roots = SystemRoots(proc=args.proc, cgroup=args.cgroup)
     store = StateStore()
-    collector = GpuCollector(roots, PynvmlApi())
+    collector = GpuCollector(roots, PynvmlApi(roots))
     settings = CollectorSettings(gpu=CollectorToggle(enabled=True))
     resolver = TargetResolver(driver=CgroupDriver.SYSTEMD, runtime=ContainerRuntime.CONTAINERD, exists=lambda _rel: False)
     sched = CollectorScheduler([collector], settings=settings, store=store, resolver=resolver, node_name="probe")
