@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         if not state.enabled:
             print(json.dumps(report, indent=2))
             return 2
+        report["driver_version"] = collector.driver_version
         report["devices"] = [asdict(d) for d in collector.devices]
         processes: dict[str, list[dict[str, object]]] = {}
         for dev in collector.devices:
