@@ -147,7 +147,11 @@ def pcie_root_of(roots: SystemRoots, bdf: str) -> str:
 
 
 def _numa_node_of(roots: SystemRoots, bdf: str) -> int | None:
-    """The device's NUMA node from sysfs (what koordlet reads); None for -1 (no affinity) or no file."""
+    """The device's NUMA node from sysfs (what koordlet reads); None for -1 (no affinity) or no file.
+
+    Not nvmlDeviceGetNumaNodeId: NVML documents it for "platforms where the GPUs are NUMA nodes" (the GPU's
+    own memory on a coherent Grace-Hopper board), not the CPU node a PCIe GPU hangs off, which topology needs.
+    """
     try:
         with open(roots.sys_path("bus", "pci", "devices", bdf, "numa_node")) as f:
             node = int(f.read().strip())
