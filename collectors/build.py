@@ -95,7 +95,7 @@ def build_collectors(
         NumaResourceCollector(roots, reader, max_age_s=max(2.5 * usage_interval, 2.0)),
         PageCacheCollector(roots, reader),
         PSICollector(roots, reader, cgroup_windows=cs.psi_cgroup_windows, containers=cs.psi_containers),
-        GpuCollector(roots, nvml if nvml is not None else PynvmlApi()),
+        GpuCollector(roots, nvml if nvml is not None else PynvmlApi(roots)),
     ]
     scheduler = CollectorScheduler(
         collectors,

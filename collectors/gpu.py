@@ -1,4 +1,12 @@
-"""gpu: NVIDIA device inventory, per-device utilisation and memory, and per-process use mapped to pods.
+"""gpu: NVIDIA device inventory with health, per-device utilisation and memory, and per-process use mapped to pods.
+
+The inventory is re-read every cycle (count, and per device a handle, its UUID and one liveness query; what a
+device is is read once per UUID), so an XID, a device that stops answering or one that disappears reaches
+`ctx.statics[GPU_DEVICES_KEY]` within one collector interval. A device that disappears is dropped and
+reported (a read error naming it, and a warning). koordlet's series (metriccache `node_gpu_core_usage`,
+`pod_gpu_memory_usage`, ...: the sum of the device's processes' SM use and memory, labelled with the
+device's minor and UUID) are emitted under the same names; `gpu_utilization` and `gpu_memory_used` are
+NVML's own device-wide figures, which also count processes that belong to no pod.
 
 A GPU process is mapped to a pod and container by its cgroup membership (`/proc/<pid>/cgroup`): the
 longest known pod or container directory that prefixes one of its cgroup paths wins. koordlet does the same
@@ -18,11 +26,13 @@ from collectors.base import BaseCollector, CycleContext
 from collectors.nvml import GpuDevice, NvmlApi, NvmlCallError, NvmlUnavailable
 from collectors.targets import Targets
 
-__all__ = ["GPU_DEVICES_KEY", "GpuCollector", "owner_of"]
+__all__ = ["GPU_DEVICES_KEY", "GPU_DRIVER_VERSION_KEY", "GpuCollector", "owner_of"]
 
 log = logging.getLogger(__name__)
 
 GPU_DEVICES_KEY = "gpu_devices"
+# The driver's version string (`550.54.15`): koordlet's `node.koordinator.sh/gpu-driver-version` label.
+GPU_DRIVER_VERSION_KEY = "gpu_driver_version"
 
 
 def _with(labels: Labels, **extra: str) -> Labels:
@@ -50,6 +60,7 @@ class GpuCollector(BaseCollector):
         self.roots = roots
         self.nvml = nvml
         self.devices: list[GpuDevice] = []
+        self.driver_version = ""
         self._ready = False
 
     def probe(self) -> str:
@@ -64,6 +75,10 @@ class GpuCollector(BaseCollector):
             return f"NVML device inventory failed: {exc}"
         if not self.devices:
             return "no NVIDIA GPU found by NVML"
+        try:
+            self.driver_version = self.nvml.driver_version()
+        except (NvmlCallError, NvmlUnavailable) as exc:
+            log.warning("NVML driver version: %s", exc)  # only the label is missing
         return ""
 
     def close(self) -> None:
@@ -74,11 +89,34 @@ class GpuCollector(BaseCollector):
             except (NvmlCallError, NvmlUnavailable) as exc:
                 log.info("NVML shutdown: %s", exc)
 
+    def _refresh(self, ctx: CycleContext) -> None:
+        """Re-read the inventory; on failure keep the last one (and count the error)."""
+        try:
+            fresh = self.nvml.devices()
+        except (NvmlCallError, NvmlUnavailable) as exc:
+            ctx.note_error(f"GPU inventory: {exc}")
+            return
+        now = {d.uuid: d for d in fresh}
+        for old in self.devices:
+            new = now.get(old.uuid)
+            if new is None:
+                log.warning("GPU %s (minor %s, %s) disappeared from NVML", old.uuid, old.minor, old.bus_id)
+                ctx.note_error(f"GPU {old.uuid} (minor {old.minor}) disappeared")
+            elif old.healthy and not new.healthy:
+                log.warning("GPU %s (minor %s) unhealthy: %s", new.uuid, new.minor, new.unhealthy_reason)
+        self.devices = fresh
+
     def collect(self, ctx: CycleContext) -> None:
+        self._refresh(ctx)
         ctx.statics[GPU_DEVICES_KEY] = tuple(self.devices)
+        if self.driver_version:
+            ctx.statics[GPU_DRIVER_VERSION_KEY] = self.driver_version
         cgroups: dict[int, tuple[Labels, Labels | None] | None] = {}
         for dev in self.devices:
-            dlabels = _with(ctx.node_labels, device=dev.uuid)
+            if dev.unhealthy_code == "DeviceLost":
+                continue  # it does not answer: every query would fail; the inventory says why
+            ids = {"device": dev.uuid, "minor": str(dev.minor)}
+            dlabels = _with(ctx.node_labels, **ids)
             try:
                 gpu_pct, _mem_pct = self.nvml.utilization(dev.index)
                 used = self.nvml.memory_used(dev.index)
@@ -89,7 +127,10 @@ class GpuCollector(BaseCollector):
                 continue
             ctx.emit("gpu_utilization", dlabels, gpu_pct)
             ctx.emit("gpu_memory_used", dlabels, float(used))
-            ctx.emit("gpu_memory_total", dlabels, float(dev.memory_total_bytes))
+            ctx.emit("node_gpu_memory_total", dlabels, float(dev.memory_total_bytes))
+            # koordlet's node figures: the sum over the device's processes (those with an SM sample).
+            ctx.emit("node_gpu_core_usage", dlabels, sum(sm.get(p.pid, 0.0) for p in procs))
+            ctx.emit("node_gpu_memory_usage", dlabels, float(sum(p.used_memory_bytes for p in procs)))
             pods: dict[Labels, list[float]] = {}
             containers: dict[Labels, list[float]] = {}
             for proc in procs:
@@ -108,6 +149,6 @@ class GpuCollector(BaseCollector):
                     acc[1] += proc.used_memory_bytes
             for level, table in (("pod", pods), ("container", containers)):
                 for labels, (util, mem) in table.items():
-                    key_labels = _with(labels, device=dev.uuid)
-                    ctx.emit(f"{level}_gpu_utilization", key_labels, util)
-                    ctx.emit(f"{level}_gpu_memory_used", key_labels, mem)
+                    key_labels = _with(labels, **ids)
+                    ctx.emit(f"{level}_gpu_core_usage", key_labels, util)
+                    ctx.emit(f"{level}_gpu_memory_usage", key_labels, mem)

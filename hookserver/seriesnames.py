@@ -5,6 +5,13 @@ helper outside the layers, and a test keeps them in step)."""
 from __future__ import annotations
 
 __all__ = [
+    "CONTAINER_GPU_CORE",
+    "CONTAINER_GPU_MEMORY",
+    "NODE_GPU_CORE",
+    "NODE_GPU_MEMORY",
+    "NODE_GPU_MEMORY_TOTAL",
+    "POD_GPU_CORE",
+    "POD_GPU_MEMORY",
     "HOST_APP_CPU",
     "HOST_APP_MEMORY",
     "NODE_CPU",
@@ -35,3 +42,12 @@ NUMA_CPU = "numa_cpu_usage"
 NUMA_MEMORY = "numa_memory_usage"
 NUMA_SYSTEM_CPU = "numa_system_cpu_usage"
 NUMA_SYSTEM_MEMORY = "numa_system_memory_usage"
+# GPU, per device (labels `device` = UUID, `minor`): koordlet's metriccache kinds of the same names, which its
+# NodeMetric report reads (node, pod and container GPU core and memory use).
+NODE_GPU_CORE = "node_gpu_core_usage"
+NODE_GPU_MEMORY = "node_gpu_memory_usage"
+NODE_GPU_MEMORY_TOTAL = "node_gpu_memory_total"
+POD_GPU_CORE = "pod_gpu_core_usage"
+POD_GPU_MEMORY = "pod_gpu_memory_usage"
+CONTAINER_GPU_CORE = "container_gpu_core_usage"
+CONTAINER_GPU_MEMORY = "container_gpu_memory_usage"

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     roots = SystemRoots(proc=args.proc, cgroup=args.cgroup)
     store = StateStore()
-    collector = GpuCollector(roots, PynvmlApi())
+    collector = GpuCollector(roots, PynvmlApi(roots))
     settings = CollectorSettings(gpu=CollectorToggle(enabled=True))
     resolver = TargetResolver(driver=CgroupDriver.SYSTEMD, runtime=ContainerRuntime.CONTAINERD, exists=lambda _rel: False)
     sched = CollectorScheduler([collector], settings=settings, store=store, resolver=resolver, node_name="probe")
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         if not state.enabled:
             print(json.dumps(report, indent=2))
             return 2
+        report["driver_version"] = collector.driver_version
         report["devices"] = [asdict(d) for d in collector.devices]
         processes: dict[str, list[dict[str, object]]] = {}
         for dev in collector.devices:

@@ -39,6 +39,9 @@ class FakeNvml:
     def devices(self) -> list[GpuDevice]:
         return list(self.devices_list)
 
+    def driver_version(self) -> str:
+        return "550.54.15"
+
     def utilization(self, index: int) -> tuple[float, float]:
         if index in self.failing:
             raise NvmlCallError(f"NVML device {index} utilization: GPU is lost")
@@ -95,17 +98,21 @@ def test_device_and_per_pod_gpu_use(host: FakeHost, clock: FakeClock, store: Sta
     sched.run_once()
     assert sched.status()["collectors"]["gpu"]["enabled"] is True
     node = {"node": "node-1"}
-    assert _last(store, "gpu_utilization", device="GPU-aaa", **node) == 75.0
-    assert _last(store, "gpu_memory_used", device="GPU-aaa", **node) == 30 * GiB
-    assert _last(store, "gpu_memory_total", device="GPU-bbb", **node) == 80 * GiB
+    aaa, bbb = {"device": "GPU-aaa", "minor": "0"}, {"device": "GPU-bbb", "minor": "1"}
+    assert _last(store, "gpu_utilization", **aaa, **node) == 75.0
+    assert _last(store, "gpu_memory_used", **aaa, **node) == 30 * GiB
+    assert _last(store, "node_gpu_memory_total", **bbb, **node) == 80 * GiB
+    # koordlet's node figures: the sum over the device's processes, pid 999 (no pod) included.
+    assert _last(store, "node_gpu_core_usage", **aaa, **node) == 60.0
+    assert _last(store, "node_gpu_memory_usage", **aaa, **node) == 30 * GiB
     a = {"pod": "uid-a", "qos": "LS"}
-    assert _last(store, "pod_gpu_utilization", device="GPU-aaa", **a) == 60.0
-    assert _last(store, "pod_gpu_memory_used", device="GPU-aaa", **a) == 23 * GiB
-    assert _last(store, "container_gpu_memory_used", device="GPU-aaa", container="ca1", **a) == 22 * GiB
-    assert _last(store, "container_gpu_utilization", device="GPU-aaa", container="ca2", **a) == 5.0
-    assert _last(store, "pod_gpu_utilization", device="GPU-bbb", pod="uid-b", qos="BE") == 9.0
-    assert store.series.select("container_gpu_utilization", {"pod": "uid-b"}) == []
-    assert len(store.series.keys("pod_gpu_memory_used")) == 2  # pid 999 belongs to no pod
+    assert _last(store, "pod_gpu_core_usage", **aaa, **a) == 60.0
+    assert _last(store, "pod_gpu_memory_usage", **aaa, **a) == 23 * GiB
+    assert _last(store, "container_gpu_memory_usage", **aaa, container="ca1", **a) == 22 * GiB
+    assert _last(store, "container_gpu_core_usage", **aaa, container="ca2", **a) == 5.0
+    assert _last(store, "pod_gpu_core_usage", **bbb, pod="uid-b", qos="BE") == 9.0
+    assert store.series.select("container_gpu_core_usage", {"pod": "uid-b"}) == []
+    assert len(store.series.keys("pod_gpu_memory_usage")) == 2  # pid 999 belongs to no pod
     assert [d.uuid for d in store.series.get_static(GPU_DEVICES_KEY)] == ["GPU-aaa", "GPU-bbb"]
     text = generate_latest(registry).decode()
     assert 'hookserver_gpu_device_info{bus_id="00000000:17:00.0",device="GPU-aaa",index="0"' in text
@@ -134,8 +141,8 @@ def test_one_failing_device_does_not_hide_the_others(host_v2: FakeHost, clock: F
     sched.run_once()
     gpu = sched.status()["collectors"]["gpu"]
     assert gpu["failures"] == 0 and gpu["read_errors_total"] == 1 and "GPU is lost" in gpu["last_error"]
-    assert _last(store, "gpu_utilization", device="GPU-bbb", node="node-1") == 10.0
-    assert _last(store, "gpu_utilization", device="GPU-aaa", node="node-1") is None
+    assert _last(store, "gpu_utilization", device="GPU-bbb", minor="1", node="node-1") == 10.0
+    assert store.series.select("gpu_utilization", {"device": "GPU-aaa"}) == []
 
 
 def test_real_pynvml_adapter_reports_unavailable_cleanly_without_a_driver() -> None:
