@@ -81,7 +81,7 @@ class DeviceWriter:
         if reply.status == 403:
             return SsaDelivery(
                 "forbidden",
-                "forbidden: the agent's ClusterRole must allow get/create/patch on devices.scheduling.koordinator.sh "
+                "forbidden: the agent's ClusterRole must allow create/patch on devices.scheduling.koordinator.sh "
                 f"(deploy/hookserver.yaml): {status_message(reply.body)}",
                 reply.attempts,
             )
