@@ -56,8 +56,9 @@ def build_device_publisher(
 
     Standalone: no sinks; the Device goes to `state_dir/device.json`. Apiserver mode: `device_sink` is the
     informer's DeviceWriter (agent field manager), `resource_sink` a NodeCapacityWriter with field manager
-    `<agent>{settings.field_manager_suffix}`, `label_sink` a NodeLabelWriter with that manager, only with
-    `settings.node_labels`."""
+    `<agent>{settings.field_manager_suffix}`, `label_sink` a NodeLabelWriter with `<that manager>-labels`, only
+    with `settings.node_labels` (kube-apiserver before 1.22 keeps one managedFields entry per manager for an
+    object and its status subresource together: one manager for both would lose track of its status fields)."""
     if not settings.enabled and not settings.rdma:
         return None
     document_path = os.path.join(state_dir, DEVICE_DOCUMENT) if state_dir else ""

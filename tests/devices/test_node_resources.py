@@ -47,7 +47,7 @@ def _share(api: SsaApiserver, *, evidence: list[str] | None = None, now: list[fl
     said = evidence if evidence is not None else [""]
     return NodeDeviceResources(
         resources=NodeCapacityWriter(api, node_name="n1", field_manager=MANAGER, sleep=lambda s: None),
-        labels=NodeLabelWriter(api, node_name="n1", field_manager=MANAGER, sleep=lambda s: None) if labels else None,
+        labels=NodeLabelWriter(api, node_name="n1", field_manager=MANAGER + "-labels", sleep=lambda s: None) if labels else None,
         koord_manager_evidence=lambda: said[0], clock=lambda: clock[0])
 
 
