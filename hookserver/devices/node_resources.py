@@ -177,9 +177,9 @@ class NodeDeviceResources:
     def _step(self) -> Outcome:
         if self._resources is None:
             return Outcome("standalone", "no Node to write: the values are in the device report")
-        if self._publisher == "koord-manager" or (self._publisher == "auto" and self._evidence()):
-            why = "capacity.publisher: koord-manager" if self._publisher == "koord-manager" \
-                else f"koord-manager runs ({self._evidence()})"
+        evidence = self._evidence() if self._publisher == "auto" else ""
+        if self._publisher == "koord-manager" or evidence:
+            why = f"koord-manager runs ({evidence})" if evidence else "devices.publisher: koord-manager"
             if self.ours == ({}, {}):
                 return Outcome("koord-manager", why)
             # Ours on the Node (or, after a restart, perhaps from an earlier run): an apply of nothing takes

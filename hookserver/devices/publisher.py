@@ -104,6 +104,7 @@ class DevicePublisher:
         self._clock = clock
         self._sent = ""  # the text the sink last accepted
         self._filed = ""  # the text in document_path
+        self._file_problem = ""
         self._unhealthy_since: dict[str, str] = {}
         self._state = ("", "")
         self._problems: tuple[str, ...] = ()
@@ -119,6 +120,12 @@ class DevicePublisher:
         self.ticks += 1
         if not self._ready():
             return self._record("waiting", "informer's first sync not done")
+        try:
+            return self._tick()
+        except Exception as exc:  # noqa: BLE001 - a failed round is shown and logged once; the next one tries again
+            return self._record("error", f"round failed: {type(exc).__name__}: {exc}")
+
+    def _tick(self) -> str:
         now = self._clock()
         gpus = list(self._gpus())
         discovery = self._rdma() if self._rdma is not None else RdmaDiscovery()
@@ -133,8 +140,12 @@ class DevicePublisher:
         self.document = document
         text = canonical(document)
         if self._document_path and self.sink.target != "file" and text != self._filed:
-            if not write_json_atomically(self._document_path, document, indent=1, sort_keys=False):
+            problem = write_json_atomically(self._document_path, document, indent=1, sort_keys=False)
+            if not problem:
                 self._filed = text
+            elif problem != self._file_problem:
+                log.warning("Device %s: cannot keep %s: %s", self._node_name, self._document_path, problem)
+            self._file_problem = problem
         if text == self._sent:
             result = self._record("unchanged", "")
         else:

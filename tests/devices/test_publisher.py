@@ -149,3 +149,22 @@ def test_forbidden_names_the_clusterrole_grant() -> None:
     delivery = DeviceWriter(Forbidden(), node_name="n1").apply({"kind": "Device"})
     assert delivery.result == "forbidden"
     assert "devices.scheduling.koordinator.sh" in delivery.detail and "devices is forbidden" in delivery.detail
+
+
+def test_a_failing_inventory_is_an_error_round_logged_once_and_the_next_round_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = [True]
+
+    def gpus() -> list[GpuDevice]:
+        if broken[0]:
+            raise RuntimeError("NVML went away")
+        return [gpu(0)]
+
+    publisher = DevicePublisher(node_name="n1", sink=LocalDeviceSink(str(tmp_path / "device.json")), gpus=gpus)
+    with caplog.at_level(logging.WARNING, logger="hookserver.devices.publisher"):
+        assert [publisher.tick() for _ in range(3)] == ["error"] * 3
+    assert len(caplog.records) == 1 and "NVML went away" in caplog.records[0].getMessage()
+    broken[0] = False
+    assert publisher.tick() == "ok"
+    assert json.loads((tmp_path / "device.json").read_text())["spec"]["devices"][0]["id"] == "GPU-0000"
