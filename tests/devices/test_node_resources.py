@@ -137,3 +137,17 @@ def test_the_label_writer_refuses_other_keys() -> None:
 def test_an_unknown_publisher_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="publisher"):
         NodeDeviceResources(resources=None, publisher="both")
+
+
+def test_the_hand_written_eight_gpu_node_offers_its_seven_healthy_gpus_and_one_rdma_pf() -> None:
+    import json
+    from pathlib import Path
+
+    device = json.loads((Path(__file__).parent / "fixtures" / "device_8gpu_rdma.json").read_text())
+    assert node_resources(device) == {
+        "koordinator.sh/gpu": "700",
+        "koordinator.sh/gpu-core": "700",
+        "koordinator.sh/gpu-memory": "1006397Mi",  # 7 x 143771Mi
+        "koordinator.sh/gpu-memory-ratio": "700",
+        "koordinator.sh/rdma": "100",  # the PF whose port is down is not offered
+    }

@@ -101,3 +101,26 @@ def test_memory_is_a_binary_quantity_and_bus_ids_are_sysfs_form() -> None:
     assert mem == ["16160Mi", str(15 * GIB + 1)]
     assert sysfs_bus_id("00000000:3B:00.0") == "0000:3b:00.0"
     assert sysfs_bus_id("0000:af:00.1") == "0000:af:00.1"
+
+
+def test_eight_gpus_and_two_rdma_pfs_match_the_hand_written_document() -> None:
+    """tests/devices/fixtures/device_8gpu_rdma.json: an 8 x H200 node with two RDMA PFs, GPU 6 fallen off the bus
+    and one PF's port down, written out by hand in koordlet's field order."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "device_8gpu_rdma.json"
+    expected = json.loads(fixture.read_text())
+    roots = [0x17, 0x3A, 0x5D, 0x80, 0x97, 0xB8, 0xD7, 0xE8]
+    buses = [0x18, 0x3B, 0x5E, 0x81, 0x98, 0xB9, 0xD8, 0xE9]
+    gpus = [GpuDevice(index=m, uuid=f"GPU-{m:04d}", name="NVIDIA H200", minor=m, memory_total_bytes=143771 * 1024 ** 2,
+                      bus_id=f"00000000:{buses[m]:02X}:00.0", numa_node=m // 4, pcie_root=f"pci0000:{roots[m]:02x}",
+                      healthy=m != 6, unhealthy_reason="Xid79: GPU has fallen off the bus" if m == 6 else "")
+            for m in (3, 7, 0, 6, 1, 5, 2, 4)]  # NVML's order is not the minors'
+    rdma = [RdmaDevice(bus_id="0000:9a:00.0", names=("mlx5_1",), minor=1, numa_node=1, pcie_root="pci0000:97",
+                       healthy=False),
+            RdmaDevice(bus_id="0000:1a:00.0", names=("mlx5_0",), minor=0, numa_node=0, pcie_root="pci0000:17",
+                       healthy=True, vf_enabled=True, vfs=("0000:1a:00.2", "0000:1a:00.3"))]
+    doc = build_device(node_name="gpu-node-1", node_uid="6f1c2a4e-0000-4000-8000-000000000001", gpus=gpus,
+                       driver_version="550.90.07", rdma=rdma, unhealthy_since={"GPU-0006": "2026-11-29T04:00:00Z"})
+    assert doc == expected
+    assert canonical(doc) == canonical(expected)  # key order too: the text is what "unchanged" compares
