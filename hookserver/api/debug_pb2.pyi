@@ -102,6 +102,10 @@ class TopologyRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class DevicesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class DebugReply(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]

@@ -119,6 +119,11 @@ class DebugStub:
                 request_serializer=hookserver_dot_api_dot_debug__pb2.TopologyRequest.SerializeToString,
                 response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
                 _registered_method=True)
+        self.Devices = channel.unary_unary(
+                '/hookserver.debug.v1.Debug/Devices',
+                request_serializer=hookserver_dot_api_dot_debug__pb2.DevicesRequest.SerializeToString,
+                response_deserializer=hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+                _registered_method=True)
 
 
 class DebugServicer:
@@ -226,6 +231,12 @@ class DebugServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Devices(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DebugServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -312,6 +323,11 @@ def add_DebugServicer_to_server(servicer, server):
             'Topology': grpc.unary_unary_rpc_method_handler(
                     servicer.Topology,
                     request_deserializer=hookserver_dot_api_dot_debug__pb2.TopologyRequest.FromString,
+                    response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
+            ),
+            'Devices': grpc.unary_unary_rpc_method_handler(
+                    servicer.Devices,
+                    request_deserializer=hookserver_dot_api_dot_debug__pb2.DevicesRequest.FromString,
                     response_serializer=hookserver_dot_api_dot_debug__pb2.DebugReply.SerializeToString,
             ),
     }
@@ -773,6 +789,33 @@ class Debug:
             target,
             '/hookserver.debug.v1.Debug/Topology',
             hookserver_dot_api_dot_debug__pb2.TopologyRequest.SerializeToString,
+            hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Devices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hookserver.debug.v1.Debug/Devices',
+            hookserver_dot_api_dot_debug__pb2.DevicesRequest.SerializeToString,
             hookserver_dot_api_dot_debug__pb2.DebugReply.FromString,
             options,
             channel_credentials,

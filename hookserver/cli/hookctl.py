@@ -3,7 +3,7 @@
     hookctl [--socket PATH] status [-v] | pods | explain NS/NAME | events | writes   [-o json]
             slo | top [--window S] | metrics QUERY | nri
             predict [NS/POD | --priority CLASS | --node | --system] | reclaimable | nodemetric | capacity
-            qos | qos plan NAME [--slo FILE] | topology | version
+            qos | qos plan NAME [--slo FILE] | topology | devices | version
     hookctl record export FILE | replay FILE [--slo FILE] [--colocation FILE] [--predictor K=V ...] [--html OUT]
 
 `record` and `replay` work offline, on the recording file (hookserver/cli/replay_cmd.py); the rest talk
@@ -27,6 +27,7 @@ from hookserver.debug.podref import parse_pod_key
 from hookserver.debug.render import render, render_nodemetric, render_predict, render_reclaimable, render_top
 from hookserver.debug.render_capacity import render_capacity
 from hookserver.debug.render_qos import render_qos, render_qos_plan
+from hookserver.debug.render_devices import render_devices
 from hookserver.debug.render_topology import render_topology
 from hookserver.debug.render_status import render_status
 from hookserver.errors import InputError
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--slo", default="", help="a NodeSLO or slo-controller-config file to plan under")
     sub.add_parser("topology", parents=[output],
                    help="the NodeResourceTopology report, the CPU share pools and the CPUs bound to pods")
+    sub.add_parser("devices", parents=[output],
+                   help="the Device report (GPUs, RDMA devices, health) and the GPU/RDMA share of the Node")
     sub.add_parser("version", parents=[output], help="client and server versions and protocol versions")
     replay_cmd.add_parsers(sub, output)
     return parser
@@ -138,6 +141,7 @@ def _request(args: argparse.Namespace, client: DebugClient) -> Callable[[], str]
         "nodemetric": client.nodemetric,
         "capacity": client.capacity,
         "topology": client.topology,
+        "devices": client.devices,
         "qos": client.qos,
     }
     return simple[command]
@@ -179,6 +183,8 @@ def _print_reply(text: str, output: str, out: TextIO, command: str = "", *, verb
         out.write(render_capacity(doc) + "\n")
     elif command == "topology":
         out.write(render_topology(doc) + "\n")
+    elif command == "devices":
+        out.write(render_devices(doc) + "\n")
     elif command == "qos":
         out.write((render_qos_plan(doc) if isinstance(doc, dict) and "plan" in doc else render_qos(doc)) + "\n")
     else:

@@ -105,6 +105,9 @@ class DebugClient:
     def topology(self) -> str:
         return self._call("Topology", debug_pb2.TopologyRequest())
 
+    def devices(self) -> str:
+        return self._call("Devices", debug_pb2.DevicesRequest())
+
     def qos(self) -> str:
         return self._call("Qos", debug_pb2.QosRequest())
 

@@ -58,6 +58,7 @@ _MISSING: Mapping[str, str] = {
     "version": "no 'version' provider is registered",
     "capacity": "the capacity publisher is not running (capacity.enabled: false)",
     "topology": "the NodeResourceTopology report is not running (topology.enabled: false)",
+    "devices": "the Device report is not running (devices.enabled and devices.rdma: false)",
 }
 PROVIDER_NAMES = frozenset(_MISSING)
 
@@ -159,6 +160,9 @@ class _Servicer:
 
     def Topology(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "Topology", lambda: self._provide("topology", {}))
+
+    def Devices(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self._answer(context, "Devices", lambda: self._provide("devices", {}))
 
     def Qos(self, request: Any, context: Any) -> Any:  # noqa: N802
         return self._answer(context, "Qos", lambda: self._provide("qos", {}))

@@ -245,6 +245,7 @@ def node_from_json(obj: Any, *, source: str, now: float) -> NodeRecord:
         updated_at=now,
         published_owners=_published_owners(meta.get("managedFields")),
         resource_version=_str(meta, "resourceVersion", "metadata"),
+        uid=_str(meta, "uid", "metadata"),
     )
 
 

@@ -111,6 +111,9 @@ class NodeRecord:
     # publisher notices a second writer from the watch, before it writes.
     published_owners: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     resource_version: str = ""
+    # metadata.uid: what an object this agent publishes for the node (the Device report) names in its
+    # ownerReferences, so the apiserver's garbage collector removes it with the Node.
+    uid: str = ""
 
 
 def started_containers(pod: PodRecord, hooked: Iterable[ContainerRecord]) -> list[ContainerRecord]:

@@ -201,6 +201,10 @@ def test_every_verb_the_agent_uses_is_allowed(
         "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": node}}})
     assert review.ok and review.body["status"]["allowed"] is True, review.body
+    # The device publisher's server-side apply of its node's Device (create, then patch); asked of the
+    # authorizer, so the test needs no Device CRD installed.
+    for verb in ("create", "patch"):
+        assert _allowed(sa, verb, "scheduling.koordinator.sh", "devices", node), f"{verb} devices"
     event = checks["create an event"].body["metadata"]["name"]
     patched = sa.request("PATCH", f"/api/v1/namespaces/{ns}/events/{event}", {"count": 2},
                          content_type="application/strategic-merge-patch+json")
@@ -286,12 +290,24 @@ def test_what_the_agent_must_never_do_is_forbidden(
         "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {"verb": "create", "resource": "nodes", "subresource": "proxy", "name": node}}})
     assert review.ok and review.body["status"].get("allowed") is False, review.body
+    # Devices: no read, update or delete (a Device goes with its Node by its ownerReference).
+    for verb in ("get", "list", "watch", "update", "delete", "deletecollection"):
+        assert not _allowed(sa, verb, "scheduling.koordinator.sh", "devices", node), f"{verb} devices"
     # and the refusals changed nothing
     assert kube.get(f"/api/v1/namespaces/{ns}/pods/keep").ok
     assert kube.get(f"{SLO_API}/nodemetrics/{node}").body["spec"] == {}
     assert kube.get(f"{koord_cms}/{SLO_CONFIGMAP}").body["data"] == {"colocation-config": "{}"}
     after = kube.get(f"/api/v1/nodes/{node}").body
     assert after["metadata"]["resourceVersion"] == node_object["metadata"]["resourceVersion"]
+
+
+def _allowed(sa: KubeHttp, verb: str, group: str, resource: str, name: str) -> bool:
+    """The apiserver's authorizer asked for the account (SelfSubjectAccessReview)."""
+    review = sa.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource, "name": name}}})
+    assert review.ok, review.reason()
+    return review.body["status"].get("allowed") is True
 
 
 def test_the_writers_apply_with_the_service_accounts_token(
