@@ -15,7 +15,7 @@ from hookserver.fastinit import fast_frozen_init
 from hookserver.hooks.context import Resources
 from hookserver.hooks.stages import Stage
 
-__all__ = ["FailurePolicy", "HookOutcome", "HookResult", "StageOutcome"]
+__all__ = ["ContainerDevice", "ContainerMount", "FailurePolicy", "HookOutcome", "HookResult", "StageOutcome"]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -27,6 +27,29 @@ class FailurePolicy(enum.Enum):
     FAIL = "Fail"
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerMount:
+    """A mount a hook adds to a new container (NRI `Mount`; koordlet's `protocol.Mount`). Only the NRI door
+    can carry it: koord-runtime-proxy's container response has envs but no mounts."""
+
+    destination: str
+    source: str
+    type: str = "bind"
+    options: tuple[str, ...] = ("rbind",)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDevice:
+    """A device node a hook adds to a new container (NRI `LinuxDevice`; koordlet's `protocol.LinuxDevice`):
+    the path in the container, `c`/`b`, the host device numbers, and the file mode (koordlet: 0666)."""
+
+    path: str
+    major: int
+    minor: int
+    type: str = "c"
+    file_mode: int | None = 0o666
+
+
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class HookResult:
@@ -34,6 +57,8 @@ class HookResult:
 
     `applied` is False when the plugin looked and chose to do nothing (not a BE pod, no annotation);
     `reason` says why in words, and `inputs` holds the values the decision was computed from.
+    `mounts` and `devices` are for a container being created (PreCreateContainer): the NRI door adds them
+    to its adjustment; the proxy door cannot carry them (see `hookserver.hooks.plugins.gpu_env`).
     """
 
     resources: Resources = field(default_factory=Resources)
@@ -41,6 +66,8 @@ class HookResult:
     applied: bool = True
     reason: str = ""
     inputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    mounts: tuple[ContainerMount, ...] = ()
+    devices: tuple[ContainerDevice, ...] = ()
 
     @classmethod
     def skip(cls, reason: str, **inputs: str) -> HookResult:
@@ -76,6 +103,8 @@ class StageOutcome:
     envs: Mapping[str, str]
     duration_s: float
     error_count: int = -1  # set by the runner; -1: count on demand
+    mounts: tuple[ContainerMount, ...] = ()  # every applying hook's, in run order
+    devices: tuple[ContainerDevice, ...] = ()
 
     @property
     def errors(self) -> tuple[HookOutcome, ...]:

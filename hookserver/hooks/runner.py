@@ -15,7 +15,7 @@ from types import MappingProxyType
 from hookserver.errors import HookTimeout, InputError
 from hookserver.hooks.breaker import HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, Resources
-from hookserver.hooks.outcome import HookOutcome, HookResult, StageOutcome
+from hookserver.hooks.outcome import ContainerDevice, ContainerMount, HookOutcome, HookResult, StageOutcome
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.stages import Stage
 from hookserver.view import NodeView
@@ -40,6 +40,8 @@ def run_stage(
     outcomes: list[HookOutcome] = []
     merged: Resources | None = None
     envs: dict[str, str] = {}
+    mounts: tuple[ContainerMount, ...] = ()
+    devices: tuple[ContainerDevice, ...] = ()
     errors = 0
     hook_running = ""  # read by `hookserver.hooks.deadline` to interrupt only a hook, never the runner
     for name, handler in registry.handlers(stage):
@@ -86,13 +88,19 @@ def run_stage(
             merged = result.resources if merged is None else result.resources.merged_over(merged)
             if result.envs:
                 envs.update(result.envs)
-    return StageOutcome(  # (stage, outcomes, resources, envs, duration_s, error_count), positional as above
+            if result.mounts:
+                mounts += result.mounts
+            if result.devices:
+                devices += result.devices
+    return StageOutcome(  # (stage, outcomes, resources, envs, duration_s, error_count, mounts, devices), as above
         stage,
         tuple(outcomes),
         _NOTHING if merged is None else merged,
         MappingProxyType(envs) if envs else _NO_ENVS,
         clock() - started,
         errors,
+        mounts,
+        devices,
     )
 
 

@@ -308,7 +308,10 @@ class PluginService:
             result = self._dispatcher.dispatch_container(
                 Stage.PRE_CREATE_CONTAINER, creq, door=DOOR, rpc="CreateContainer"
             )
-            return adjustment_for(result.resources, result.envs)
+            outcome = result.outcome
+            if outcome is None or (not outcome.mounts and not outcome.devices) or result.result != "ok":
+                return adjustment_for(result.resources, result.envs)
+            return adjustment_for(result.resources, result.envs, outcome.mounts, outcome.devices)
 
         reply = await self._guarded("CreateContainer", creq.pod.key, creq.name, work, budget)
         return reply if reply is not None else nri_pb2.CreateContainerResponse()

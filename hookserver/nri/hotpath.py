@@ -204,6 +204,9 @@ class InlineHotPath:
         result = self._inline("CreateContainer", Stage.PRE_CREATE_CONTAINER, creq, deadline_s)
         if result is None:
             return b""  # "no change": an empty CreateContainerResponse
+        outcome = result.outcome  # mounts and devices ride on the stage outcome (DispatchResult has envs only)
+        if outcome is not None and (outcome.mounts or outcome.devices) and result.result == "ok":
+            return adjustment_bytes(result.resources, result.envs, outcome.mounts, outcome.devices)
         return adjustment_bytes(result.resources, result.envs)
 
     def update_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:

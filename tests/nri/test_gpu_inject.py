@@ -1,0 +1,92 @@
+"""GPU env, HAMi-core mounts and RDMA devices over the real NRI wire (fake runtime, real ttrpc socket)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import MappingProxyType
+
+from hookserver.api import nri_pb2
+from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin
+from hookserver.hooks.plugins.rdma_inject import RDMADeviceInjectPlugin
+from hookserver.koord_devices import ANNOTATION_DEVICE_ALLOCATED
+from hookserver.system.rdma import CharDevice, RdmaDevices
+from tests.nri.conftest import container, nri_world, run
+
+ALLOC = {
+    "gpu": [
+        {"minor": 5, "resources": {"koordinator.sh/gpu-core": 40, "koordinator.sh/gpu-memory-ratio": 50,
+                                   "koordinator.sh/gpu-memory": "12Gi"}},
+        {"minor": 4, "resources": {"koordinator.sh/gpu-core": 40, "koordinator.sh/gpu-memory-ratio": 50,
+                                   "koordinator.sh/gpu-memory": "12Gi"}},
+    ],
+    "rdma": [{"minor": 0, "id": "0000:09:00.0"}],
+}
+TABLE = RdmaDevices(
+    CharDevice("/dev/infiniband/rdma_cm", 10, 58),
+    MappingProxyType({"0000:09:00.0": CharDevice("/dev/infiniband/uverbs0", 231, 192)}),
+)
+
+
+def gpu_pod(annotation: str) -> nri_pb2.PodSandbox:
+    pod = nri_pb2.PodSandbox(id="sb-g", name="trainer", uid="uid-g", namespace="ml")
+    pod.labels["koordinator.sh/gpu-isolation-provider"] = "HAMi-core"
+    pod.annotations[ANNOTATION_DEVICE_ALLOCATED] = annotation
+    pod.linux.cgroup_parent = "/kubepods/burstable/poduid-g"
+    return pod
+
+
+async def _create(conn: object, pod: nri_pb2.PodSandbox, name: str, cid: str) -> nri_pb2.CreateContainerResponse:
+    reply: nri_pb2.CreateContainerResponse = await conn.call(  # type: ignore[attr-defined]
+        "CreateContainer", nri_pb2.CreateContainerRequest(pod=pod, container=container(pod, name, cid)),
+        nri_pb2.CreateContainerResponse,
+    )
+    return reply
+
+
+def test_adjustment_carries_env_mounts_and_devices(sock_dir: Path) -> None:
+    plugins = [GPUEnvInjectPlugin(vgpu_monitor=True), RDMADeviceInjectPlugin(devices=TABLE)]
+
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=plugins) as w:
+            conn = await w.runtime.ready_conn()
+            pod = gpu_pod(json.dumps(ALLOC))
+            await conn.call("RunPodSandbox", nri_pb2.RunPodSandboxRequest(pod=pod), nri_pb2.RunPodSandboxResponse)
+            for cid in ("ctr-g1", "ctr-g2"):  # the second call may be answered from the decision memo
+                reply = await _create(conn, pod, "cuda", cid)
+                env = {kv.key: kv.value for kv in reply.adjust.env}
+                assert env == {
+                    "NVIDIA_VISIBLE_DEVICES": "5,4",
+                    "CUDA_DEVICE_MEMORY_LIMIT": str(12 * 1024**3),
+                    "CUDA_DEVICE_SM_LIMIT": "40",
+                    "LD_PRELOAD": "/usr/local/vgpu/libvgpu.so",
+                    "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/usr/local/vgpu/uid-g_cuda.cache",
+                }
+                mounts = [(m.destination, m.type, m.source, list(m.options)) for m in reply.adjust.mounts]
+                assert mounts == [
+                    ("/usr/local/vgpu/libvgpu.so", "bind", "/usr/local/vgpu/libvgpu.so", ["rbind"]),
+                    ("/tmp/vgpulock", "bind", "/tmp/vgpulock", ["rbind"]),
+                    ("/usr/local/vgpu", "bind", "/usr/local/vgpu/containers/uid-g_cuda", ["rbind"]),
+                ]
+                devices = [(d.path, d.type, d.major, d.minor, d.file_mode.value) for d in reply.adjust.linux.devices]
+                assert devices == [
+                    ("/dev/infiniband/rdma_cm", "c", 10, 58, 0o666),
+                    ("/dev/infiniband/uverbs0", "c", 231, 192, 0o666),
+                ]
+            decisions = [d for d in w.store.audit.decisions() if d.plugin == "GPUEnvInject"]
+            assert decisions and "GPUs 5,4" in decisions[-1].reason
+
+    run(body())
+
+
+def test_malformed_annotation_creates_the_container_without_injection(sock_dir: Path) -> None:
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=[GPUEnvInjectPlugin()]) as w:
+            conn = await w.runtime.ready_conn()
+            pod = gpu_pod('{"gpu": [{"minor": "zero"}]}')
+            reply = await _create(conn, pod, "cuda", "ctr-bad")
+            assert len(reply.adjust.env) == 0 and len(reply.adjust.mounts) == 0
+            decision = [d for d in w.store.audit.decisions() if d.plugin == "GPUEnvInject"][-1]
+            assert decision.reason.startswith("error: ") and "gpu[0].minor" in decision.reason
+
+    run(body())
