@@ -90,3 +90,20 @@ def test_malformed_annotation_creates_the_container_without_injection(sock_dir: 
             assert decision.reason.startswith("error: ") and "gpu[0].minor" in decision.reason
 
     run(body())
+
+
+def test_injected_reply_encoding_is_reused_only_for_equal_values() -> None:
+    from hookserver.hooks.outcome import ContainerMount
+    from hookserver.nri.translate import adjustment_bytes
+    from hookserver.resources import Resources
+
+    res = Resources(cpu_shares=2)
+    mounts = (ContainerMount("/tmp/vgpulock", "/tmp/vgpulock"),)
+    first = adjustment_bytes(res, {"NVIDIA_VISIBLE_DEVICES": "0,1"}, mounts)
+    again = adjustment_bytes(res, dict({"NVIDIA_VISIBLE_DEVICES": "0,1"}), mounts)  # equal, not identical
+    other = adjustment_bytes(res, {"NVIDIA_VISIBLE_DEVICES": "1,0"}, mounts)
+    assert first == again and first != other
+    decoded = nri_pb2.CreateContainerResponse.FromString(other)
+    assert [(kv.key, kv.value) for kv in decoded.adjust.env] == [("NVIDIA_VISIBLE_DEVICES", "1,0")]
+    assert decoded.adjust.mounts[0].destination == "/tmp/vgpulock"
+    assert decoded.adjust.linux.resources.cpu.shares.value == 2
