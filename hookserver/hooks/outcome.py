@@ -36,6 +36,9 @@ class ContainerMount:
     source: str
     type: str = "bind"
     options: tuple[str, ...] = ("rbind",)
+    # Non-empty: `source` is a host directory under this one that the door creates (mode 0777) before it
+    # answers, because a bind mount of a missing source fails the container (HAMi-core's monitor cache dir).
+    create_under: str = ""
 
 
 @dataclass(frozen=True, slots=True)

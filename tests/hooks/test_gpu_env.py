@@ -77,8 +77,15 @@ def test_vgpu_monitor_adds_the_per_container_cache_and_its_host_directory() -> N
     )
     assert result.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/opt/hami/lib/uid-9_worker.cache"
     assert result.envs["LD_PRELOAD"] == "/opt/hami/lib/libvgpu.so"
-    assert result.mounts[-1] == ContainerMount("/opt/hami/lib", "/opt/hami/lib/containers/uid-9_worker")
+    assert result.mounts[-1] == ContainerMount(
+        "/opt/hami/lib", "/opt/hami/lib/containers/uid-9_worker", create_under="/opt/hami/lib/containers")
     assert result.inputs["hami_cache_host_dir"] == "/opt/hami/lib/containers/uid-9_worker"
+
+
+def test_vgpu_monitor_refuses_a_container_name_that_would_leave_its_directory() -> None:
+    result = GPUEnvInjectPlugin(vgpu_monitor=True).pre_create_container(request(SHARED, HAMI, name="../../etc"), VIEW)
+    assert result.applied and "CUDA_DEVICE_MEMORY_SHARED_CACHE" not in result.envs
+    assert all(not m.create_under for m in result.mounts) and "vGPU monitor cache left out" in result.reason
 
 
 @pytest.mark.parametrize(

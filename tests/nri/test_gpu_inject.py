@@ -7,7 +7,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from hookserver.api import nri_pb2
-from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin
+from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin, GpuEnvSettings
 from hookserver.hooks.plugins.rdma_inject import RDMADeviceInjectPlugin
 from hookserver.koord_devices import ANNOTATION_DEVICE_ALLOCATED
 from hookserver.system.rdma import CharDevice, RdmaDevices
@@ -45,7 +45,10 @@ async def _create(conn: object, pod: nri_pb2.PodSandbox, name: str, cid: str) ->
 
 
 def test_adjustment_carries_env_mounts_and_devices(sock_dir: Path) -> None:
-    plugins = [GPUEnvInjectPlugin(vgpu_monitor=True), RDMADeviceInjectPlugin(devices=TABLE)]
+    vgpu = sock_dir / "vgpu"
+    lib = f"{vgpu}/libvgpu.so"
+    gpu = GPUEnvInjectPlugin(vgpu_monitor=True, settings=GpuEnvSettings(hami_core_library_path=lib))
+    plugins = [gpu, RDMADeviceInjectPlugin(devices=TABLE)]
 
     async def body() -> None:
         async with nri_world(sock_dir, plugins=plugins) as w:
@@ -59,15 +62,18 @@ def test_adjustment_carries_env_mounts_and_devices(sock_dir: Path) -> None:
                     "NVIDIA_VISIBLE_DEVICES": "5,4",
                     "CUDA_DEVICE_MEMORY_LIMIT": str(12 * 1024**3),
                     "CUDA_DEVICE_SM_LIMIT": "40",
-                    "LD_PRELOAD": "/usr/local/vgpu/libvgpu.so",
-                    "CUDA_DEVICE_MEMORY_SHARED_CACHE": "/usr/local/vgpu/uid-g_cuda.cache",
+                    "LD_PRELOAD": lib,
+                    "CUDA_DEVICE_MEMORY_SHARED_CACHE": f"{vgpu}/uid-g_cuda.cache",
                 }
                 mounts = [(m.destination, m.type, m.source, list(m.options)) for m in reply.adjust.mounts]
                 assert mounts == [
-                    ("/usr/local/vgpu/libvgpu.so", "bind", "/usr/local/vgpu/libvgpu.so", ["rbind"]),
+                    (lib, "bind", lib, ["rbind"]),
                     ("/tmp/vgpulock", "bind", "/tmp/vgpulock", ["rbind"]),
-                    ("/usr/local/vgpu", "bind", "/usr/local/vgpu/containers/uid-g_cuda", ["rbind"]),
+                    (str(vgpu), "bind", f"{vgpu}/containers/uid-g_cuda", ["rbind"]),
                 ]
+                # The monitor's host directory exists before the runtime would mount it, writable by all.
+                host_dir = vgpu / "containers" / "uid-g_cuda"
+                assert host_dir.is_dir() and host_dir.stat().st_mode & 0o777 == 0o777
                 devices = [(d.path, d.type, d.major, d.minor, d.file_mode.value) for d in reply.adjust.linux.devices]
                 assert devices == [
                     ("/dev/infiniband/rdma_cm", "c", 10, 58, 0o666),
@@ -107,3 +113,20 @@ def test_injected_reply_encoding_is_reused_only_for_equal_values() -> None:
     assert [(kv.key, kv.value) for kv in decoded.adjust.env] == [("NVIDIA_VISIBLE_DEVICES", "1,0")]
     assert decoded.adjust.mounts[0].destination == "/tmp/vgpulock"
     assert decoded.adjust.linux.resources.cpu.shares.value == 2
+
+
+def test_a_host_directory_that_cannot_be_made_drops_only_its_mount(tmp_path: Path) -> None:
+    from hookserver.hooks.outcome import ContainerMount
+    from hookserver.nri.hostmounts import prepare_mounts
+
+    lib = ContainerMount("/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so")
+    (tmp_path / "containers").mkdir()
+    (tmp_path / "containers" / "taken").write_text("a file, not a directory")
+    bad = ContainerMount("/usr/local/vgpu", str(tmp_path / "containers" / "taken"),
+                         create_under=str(tmp_path / "containers"))
+    escape = ContainerMount("/x", str(tmp_path / "containers" / ".." / "etc"), create_under=str(tmp_path / "containers"))
+    good = ContainerMount("/usr/local/vgpu", str(tmp_path / "containers" / "u_c"), create_under=str(tmp_path / "containers"))
+    assert prepare_mounts((lib, bad, escape, good)) == (lib, good)
+    assert (tmp_path / "containers" / "u_c").is_dir() and not (tmp_path / "etc").exists()
+    plain = (lib,)
+    assert prepare_mounts(plain) is plain  # nothing to prepare: the same tuple

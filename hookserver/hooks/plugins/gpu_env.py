@@ -17,8 +17,9 @@ decided the same way from the pod's `scheduling.koordinator.sh/device-allocated`
   `<library dir>/<pod uid>_<container>.cache`, and the host directory `<library dir>/containers/<pod uid>_<container>`
   bind-mounted at `<library dir>`, so the cache file HAMi-core writes inside the container is the one the
   node's vGPU monitor reads. koordlet creates that host directory inside its hook (mode 0777); a hook here
-  does no I/O, so the directory is named in the result's inputs (`hami_cache_host_dir`) for the door or the
-  daemon to create (see the branch report: not wired yet).
+  does no I/O, so the mount says `create_under` and the NRI door creates it before answering
+  (`hookserver.executor.hostdirs`); a pod UID or container name that is not a Kubernetes one (it becomes a
+  host path component) leaves the monitor's env and mount out, with the reason.
 
 The doors. NRI carries envs, mounts and devices in its ContainerAdjustment. koord-runtime-proxy's
 `ContainerResourceHookResponse` carries `container_envs` and no mounts: at the proxy door the envs are
@@ -42,6 +43,7 @@ the view's GPU inventory, which `hookserver.hooks.memo` keys on.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -84,6 +86,8 @@ ENV_CUDA_DEVICE_MEMORY_SHARED_CACHE = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
 HAMI_VGPU_LOCK_DIR = "/tmp/vgpulock"  # koordlet hard-codes it (HAMi issue 696)
 
 _GATE_OFF = HookResult.skip("feature gate GPUEnvInject is off")
+_SAFE_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")  # a Kubernetes UID (a UUID); no '.', no '/'
+_SAFE_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # a DNS-1123 label: a container's name
 _NO_ANNOTATION = HookResult.skip(f"no {ANNOTATION_DEVICE_ALLOCATED} annotation")
 _NO_GPU = HookResult.skip(f"{ANNOTATION_DEVICE_ALLOCATED} allocates no GPU")
 
@@ -185,10 +189,17 @@ class GPUEnvInjectPlugin:
         mounts: tuple[ContainerMount, ...] = self._hami_mounts
         why = f"HAMi-core vGPU: memory {memory} bytes" + (f", SM {core}%" if core is not None else "")
         if self.vgpu_monitor:
-            cache, host_dir = hami_cache_paths(lib, request.pod.uid, request.name)
+            uid, name = request.pod.uid, request.name
+            if not _SAFE_UID.fullmatch(uid) or not _SAFE_NAME.fullmatch(name):
+                # Both become one path component on the host: a crafted name must not climb out of it.
+                return mounts, why + f"; vGPU monitor cache left out: pod uid {uid!r} or container {name!r} " \
+                    "is not a Kubernetes UID/name"
+            cache, host_dir = hami_cache_paths(lib, uid, name)
             envs[ENV_CUDA_DEVICE_MEMORY_SHARED_CACHE] = cache
             inputs["hami_cache_host_dir"] = host_dir
-            mounts = (*mounts, ContainerMount(destination=posixpath.dirname(lib), source=host_dir))
+            mounts = (*mounts, ContainerMount(
+                destination=posixpath.dirname(lib), source=host_dir, create_under=posixpath.dirname(host_dir),
+            ))
             why += f"; vGPU monitor cache {cache} (host {host_dir})"
         return mounts, why
 
