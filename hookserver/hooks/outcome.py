@@ -15,9 +15,14 @@ from hookserver.fastinit import fast_frozen_init
 from hookserver.hooks.context import Resources
 from hookserver.hooks.stages import Stage
 
-__all__ = ["ContainerDevice", "ContainerMount", "FailurePolicy", "HookOutcome", "HookResult", "StageOutcome"]
+__all__ = [
+    "NO_RESOURCES", "ContainerDevice", "ContainerMount", "FailurePolicy", "HookOutcome", "HookResult", "StageOutcome",
+]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+# The one "no resources" value (frozen, so shared): a result that sets none is skipped by the runner's merge
+# by identity, so the stage keeps the other hook's value object (and its memoized encoding) as is.
+NO_RESOURCES = Resources()
 
 
 class FailurePolicy(enum.Enum):
@@ -64,7 +69,7 @@ class HookResult:
     to its adjustment; the proxy door cannot carry them (see `hookserver.hooks.plugins.gpu_env`).
     """
 
-    resources: Resources = field(default_factory=Resources)
+    resources: Resources = NO_RESOURCES
     envs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     applied: bool = True
     reason: str = ""

@@ -196,3 +196,16 @@ def test_default_plugins_build_the_injection_hooks_off_without_gate_values() -> 
     plugins = {getattr(p, "name"): p for p in default_plugins()}
     assert plugins["GPUEnvInject"].enabled is False  # type: ignore[attr-defined]
     assert plugins["RDMADeviceInject"].enabled is False  # type: ignore[attr-defined]
+
+
+def test_kept_decisions_follow_every_input_they_read() -> None:
+    plugin = GPUEnvInjectPlugin(vgpu_monitor=True)
+    a = plugin.pre_create_container(request(SHARED, HAMI, name="a"), VIEW)
+    b = plugin.pre_create_container(request(SHARED, HAMI, name="b"), VIEW)
+    assert a.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"].endswith("uid-9_a.cache")
+    assert b.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"].endswith("uid-9_b.cache")
+    assert plugin.pre_create_container(request(SHARED, HAMI, name="a"), VIEW) is a  # kept, not recomputed
+    sick = NodeView.build(gpus={2: NodeGpu(2, "GPU-c", healthy=False, reason="fell off the bus")})
+    assert "unhealthy: fell off the bus" in plugin.pre_create_container(request(SHARED, HAMI, name="a"), sick).reason
+    plain = plugin.pre_create_container(request(SHARED, None, name="a"), VIEW)
+    assert "LD_PRELOAD" not in plain.envs  # the isolation label is part of the key

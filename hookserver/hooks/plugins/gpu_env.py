@@ -90,6 +90,7 @@ _SAFE_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")  # a Kubernetes UID (a 
 _SAFE_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # a DNS-1123 label: a container's name
 _NO_ANNOTATION = HookResult.skip(f"no {ANNOTATION_DEVICE_ALLOCATED} annotation")
 _NO_GPU = HookResult.skip(f"{ANNOTATION_DEVICE_ALLOCATED} allocates no GPU")
+_MEMO_MAX = 4096
 
 
 class GpuEnvSettings(BaseModel, frozen=True):
@@ -124,6 +125,7 @@ class GPUEnvInjectPlugin:
         self.vgpu_monitor = vgpu_monitor
         self.settings = settings if settings is not None else GpuEnvSettings()
         lib = self.settings.hami_core_library_path
+        self._memo: dict[tuple[object, ...], tuple[object, HookResult]] = {}
         self._hami_mounts = (
             ContainerMount(destination=lib, source=lib),
             ContainerMount(destination=HAMI_VGPU_LOCK_DIR, source=HAMI_VGPU_LOCK_DIR),
@@ -136,6 +138,21 @@ class GPUEnvInjectPlugin:
         text = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
         if text is None:
             return _NO_ANNOTATION
+        # Decisions are kept by everything they read (quantities are exact fractions: ~10 us to recompute).
+        gpus_view = view.gpus
+        key = (text, pod.labels.get(LABEL_GPU_ISOLATION_PROVIDER), pod.uid, request.name, pod.source, id(gpus_view))
+        known = self._memo.get(key)
+        if known is not None and known[0] is gpus_view:
+            return known[1]
+        result = self._decide(request, view, text)
+        if not result.reason.startswith("error:"):  # errors are decided afresh, as in batchresource
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()  # a bound, not an LRU: a node runs a few hundred GPU containers
+            self._memo[key] = (gpus_view, result)
+        return result
+
+    def _decide(self, request: ContainerRequest, view: NodeView, text: str) -> HookResult:
+        pod = request.pod
         try:
             gpus = cached_device_allocations(text).get(DEVICE_GPU)
         except AnnotationError as exc:
