@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from hookserver.api import nri_pb2
 from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin, GpuEnvSettings
@@ -130,3 +131,32 @@ def test_a_host_directory_that_cannot_be_made_drops_only_its_mount(tmp_path: Pat
     assert (tmp_path / "containers" / "u_c").is_dir() and not (tmp_path / "etc").exists()
     plain = (lib,)
     assert prepare_mounts(plain) is plain  # nothing to prepare: the same tuple
+
+
+def test_the_protected_path_carries_the_same_mounts_and_devices(sock_dir: Path, monkeypatch: Any) -> None:
+    """While a hook is suspect the inline path hands calls to the worker path (`handlers.create_container`)."""
+    import hookserver.nri.handlers as handlers
+
+    built: list[int] = []
+    real = handlers.adjustment_for
+
+    def spy(*args: Any) -> nri_pb2.CreateContainerResponse:
+        built.append(len(args))
+        return real(*args)
+
+    monkeypatch.setattr(handlers, "adjustment_for", spy)
+    vgpu = sock_dir / "vgpu"
+    gpu = GPUEnvInjectPlugin(vgpu_monitor=True, settings=GpuEnvSettings(hami_core_library_path=f"{vgpu}/libvgpu.so"))
+
+    async def body() -> None:
+        async with nri_world(sock_dir, plugins=[gpu, RDMADeviceInjectPlugin(devices=TABLE)]) as w:
+            w.dispatcher.breakers.needs_guard = lambda: True  # type: ignore[method-assign]
+            conn = await w.runtime.ready_conn()
+            reply = await _create(conn, gpu_pod(json.dumps(ALLOC)), "cuda", "ctr-p")
+            assert {kv.key: kv.value for kv in reply.adjust.env}["NVIDIA_VISIBLE_DEVICES"] == "5,4"
+            assert [m.source for m in reply.adjust.mounts][-1] == f"{vgpu}/containers/uid-g_cuda"
+            assert (vgpu / "containers" / "uid-g_cuda").is_dir()
+            assert [d.path for d in reply.adjust.linux.devices] == ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"]
+            assert built == [4]  # the worker path built it, with mounts and devices
+
+    run(body())
