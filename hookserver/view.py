@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hookserver.koord_devices import NodeGpu
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import NodeRecord, PodRecord
 from hookserver.store.state import StoreSnapshot
@@ -44,7 +45,9 @@ class NodeView:
     * `pods`: pod records by UID (informer, kubelet, earlier hooks);
     * `cpu_normalization_ratio`: the node's `node.koordinator.sh/cpu-normalization-ratio`, None when absent
       or not a number (then no scaling applies, as in koordlet);
-    * `stale`: the informer lost its watch and the pods may be behind.
+    * `stale`: the informer lost its watch and the pods may be behind;
+    * `gpus`: the node's GPUs by minor (health included), or None where no inventory reached the view (no
+      GPU collector, or a build that does not feed it): the GPU injection hook then checks nothing.
     """
 
     node_slo: NodeSLOSpec
@@ -53,6 +56,7 @@ class NodeView:
     cpu_normalization_ratio: float | None = None
     stale: bool = False
     version: int = 0
+    gpus: Mapping[int, NodeGpu] | None = None
 
     @classmethod
     def build(
@@ -63,6 +67,7 @@ class NodeView:
         pods: Mapping[str, PodRecord] = _NO_PODS,
         stale: bool = False,
         version: int = 0,
+        gpus: Mapping[int, NodeGpu] | None = None,
     ) -> NodeView:
         return cls(
             node_slo=node_slo if node_slo is not None else default_node_slo(),
@@ -71,6 +76,7 @@ class NodeView:
             cpu_normalization_ratio=_ratio(node),
             stale=stale,
             version=version,
+            gpus=gpus,
         )
 
     @classmethod

@@ -523,7 +523,7 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class ContainerAdjustment(_message.Message):
-    __slots__ = ("annotations", "env", "linux")
+    __slots__ = ("annotations", "mounts", "env", "linux")
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -532,22 +532,62 @@ class ContainerAdjustment(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    MOUNTS_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     LINUX_FIELD_NUMBER: _ClassVar[int]
     annotations: _containers.ScalarMap[str, str]
+    mounts: _containers.RepeatedCompositeFieldContainer[Mount]
     env: _containers.RepeatedCompositeFieldContainer[KeyValue]
     linux: LinuxContainerAdjustment
-    def __init__(self, annotations: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., linux: _Optional[_Union[LinuxContainerAdjustment, _Mapping]] = ...) -> None: ...
+    def __init__(self, annotations: _Optional[_Mapping[str, str]] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., linux: _Optional[_Union[LinuxContainerAdjustment, _Mapping]] = ...) -> None: ...
+
+class Mount(_message.Message):
+    __slots__ = ("destination", "type", "source", "options")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    type: str
+    source: str
+    options: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, destination: _Optional[str] = ..., type: _Optional[str] = ..., source: _Optional[str] = ..., options: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LinuxDevice(_message.Message):
+    __slots__ = ("path", "type", "major", "minor", "file_mode", "uid", "gid")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAJOR_FIELD_NUMBER: _ClassVar[int]
+    MINOR_FIELD_NUMBER: _ClassVar[int]
+    FILE_MODE_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    GID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    type: str
+    major: int
+    minor: int
+    file_mode: OptionalFileMode
+    uid: OptionalUInt32
+    gid: OptionalUInt32
+    def __init__(self, path: _Optional[str] = ..., type: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., file_mode: _Optional[_Union[OptionalFileMode, _Mapping]] = ..., uid: _Optional[_Union[OptionalUInt32, _Mapping]] = ..., gid: _Optional[_Union[OptionalUInt32, _Mapping]] = ...) -> None: ...
+
+class OptionalFileMode(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: int
+    def __init__(self, value: _Optional[int] = ...) -> None: ...
 
 class LinuxContainerAdjustment(_message.Message):
-    __slots__ = ("resources", "cgroups_path", "oom_score_adj")
+    __slots__ = ("devices", "resources", "cgroups_path", "oom_score_adj")
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     CGROUPS_PATH_FIELD_NUMBER: _ClassVar[int]
     OOM_SCORE_ADJ_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[LinuxDevice]
     resources: LinuxResources
     cgroups_path: str
     oom_score_adj: OptionalInt
-    def __init__(self, resources: _Optional[_Union[LinuxResources, _Mapping]] = ..., cgroups_path: _Optional[str] = ..., oom_score_adj: _Optional[_Union[OptionalInt, _Mapping]] = ...) -> None: ...
+    def __init__(self, devices: _Optional[_Iterable[_Union[LinuxDevice, _Mapping]]] = ..., resources: _Optional[_Union[LinuxResources, _Mapping]] = ..., cgroups_path: _Optional[str] = ..., oom_score_adj: _Optional[_Union[OptionalInt, _Mapping]] = ...) -> None: ...
 
 class ContainerUpdate(_message.Message):
     __slots__ = ("container_id", "linux", "ignore_failure")

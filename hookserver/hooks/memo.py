@@ -2,7 +2,8 @@
 
 A plugin that sets `pure_decision = True` promises that its container hooks return a value that depends
 only on the request's pod (the `PodRequest` as a whole), the container's name and resources, and the
-view's NodeSLO and node (`view.node_slo`, `view.node`, `view.cpu_normalization_ratio`): no I/O, no state
+view's NodeSLO, node and GPU inventory (`view.node_slo`, `view.node`, `view.cpu_normalization_ratio`,
+`view.gpus`): no I/O, no state
 of its own, nothing else of the container (id, annotations, env, cgroup parent, attempt) and not the
 view's pod map. When every hook of a stage makes that promise, the same inputs give the same outcome,
 and running the hooks again (breaker admission, three clock reads, the outcome records) is ~4 us of a
@@ -25,8 +26,8 @@ from hookserver.view import NodeView
 
 __all__ = ["StageMemo"]
 
-# (pod, resources, node_slo, node, handlers, outcome)
-_Entry = tuple[object, object, object, object, object, StageOutcome]
+# (pod, resources, node_slo, node, handlers, outcome, gpus)
+_Entry = tuple[object, object, object, object, object, StageOutcome, object]
 
 
 class StageMemo:
@@ -44,7 +45,7 @@ class StageMemo:
         entry = self._entries.get((stage, id(pod), request.name, id(resources), id(slo), id(node)))
         if (
             entry is not None and entry[0] is pod and entry[1] is resources and entry[2] is slo and entry[3] is node
-            and entry[4] is handlers
+            and entry[4] is handlers and entry[6] is view.gpus
         ):
             self.hits += 1
             return entry[5]
@@ -61,7 +62,7 @@ class StageMemo:
             entries.clear()  # a bound, not an LRU: the working set is the node's pods x containers
         pod, resources, slo, node = request.pod, request.resources, view.node_slo, view.node
         entries[(stage, id(pod), request.name, id(resources), id(slo), id(node))] = (
-            pod, resources, slo, node, handlers, outcome,
+            pod, resources, slo, node, handlers, outcome, view.gpus,
         )
 
     def __len__(self) -> int:

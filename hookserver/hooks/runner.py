@@ -9,13 +9,20 @@ outcome is a not-applied result whose reason says why (see `hookserver.hooks.bre
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from hookserver.errors import HookTimeout, InputError
 from hookserver.hooks.breaker import HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest, Resources
-from hookserver.hooks.outcome import HookOutcome, HookResult, StageOutcome
+from hookserver.hooks.outcome import (
+    NO_RESOURCES,
+    ContainerDevice,
+    ContainerMount,
+    HookOutcome,
+    HookResult,
+    StageOutcome,
+)
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.stages import Stage
 from hookserver.view import NodeView
@@ -39,7 +46,10 @@ def run_stage(
     started = clock()
     outcomes: list[HookOutcome] = []
     merged: Resources | None = None
-    envs: dict[str, str] = {}
+    envs: Mapping[str, str] = _NO_ENVS  # the one contributor's own (read-only) map as is, so it keeps its identity
+    envs_merged: dict[str, str] | None = None  # once a second hook adds envs
+    mounts: tuple[ContainerMount, ...] = ()
+    devices: tuple[ContainerDevice, ...] = ()
     errors = 0
     hook_running = ""  # read by `hookserver.hooks.deadline` to interrupt only a hook, never the runner
     for name, handler in registry.handlers(stage):
@@ -83,16 +93,30 @@ def run_stage(
         outcomes.append(HookOutcome(name, stage, took, result))  # positional: the hot path's cheapest call
         if result.applied:
             # The first applying hook's value is taken as is (results are frozen); later ones merge over it.
-            merged = result.resources if merged is None else result.resources.merged_over(merged)
+            # A result with no resources (the shared NO_RESOURCES) changes nothing: skipped by identity.
+            res = result.resources
+            if res is not NO_RESOURCES:
+                merged = res if merged is None else res.merged_over(merged)
             if result.envs:
-                envs.update(result.envs)
-    return StageOutcome(  # (stage, outcomes, resources, envs, duration_s, error_count), positional as above
+                if envs_merged is not None:
+                    envs_merged.update(result.envs)
+                elif not envs:
+                    envs = result.envs if type(result.envs) is MappingProxyType else MappingProxyType(dict(result.envs))
+                else:
+                    envs_merged = {**envs, **result.envs}
+            if result.mounts:
+                mounts += result.mounts
+            if result.devices:
+                devices += result.devices
+    return StageOutcome(  # (stage, outcomes, resources, envs, duration_s, error_count, mounts, devices), as above
         stage,
         tuple(outcomes),
         _NOTHING if merged is None else merged,
-        MappingProxyType(envs) if envs else _NO_ENVS,
+        envs if envs_merged is None else MappingProxyType(envs_merged),
         clock() - started,
         errors,
+        mounts,
+        devices,
     )
 
 

@@ -41,6 +41,7 @@ from hookserver.nri.conn import Handler, InlineHandler
 from hookserver.nri.events import EVENT_STAGES, Event, mask_words, subscription_mask, valid_mask_for
 from hookserver.nri.status import NriStatus
 from hookserver.nri.sync import CatchUp, SyncProgress, SyncWork
+from hookserver.nri.hostmounts import prepare_mounts
 from hookserver.nri.hotpath import InlineHotPath, decode
 from hookserver.nri.translate import adjustment_for, container_request, pod_request, update_for
 from hookserver.nri.ttrpc import Code, StatusError
@@ -308,7 +309,10 @@ class PluginService:
             result = self._dispatcher.dispatch_container(
                 Stage.PRE_CREATE_CONTAINER, creq, door=DOOR, rpc="CreateContainer"
             )
-            return adjustment_for(result.resources, result.envs)
+            outcome = result.outcome
+            if outcome is None or (not outcome.mounts and not outcome.devices) or result.result != "ok":
+                return adjustment_for(result.resources, result.envs)
+            return adjustment_for(result.resources, result.envs, prepare_mounts(outcome.mounts), outcome.devices)
 
         reply = await self._guarded("CreateContainer", creq.pod.key, creq.name, work, budget)
         return reply if reply is not None else nri_pb2.CreateContainerResponse()

@@ -55,6 +55,7 @@ from hookserver.hooks.outcome import FailurePolicy
 from hookserver.hooks.stages import Stage
 from hookserver.nri.conn import InlineHandler
 from hookserver.nri.events import Event
+from hookserver.nri.hostmounts import prepare_mounts
 from hookserver.nri.status import NriStatus
 from hookserver.nri.translate import PodRequestCache, adjustment_bytes, container_request, update_for
 from hookserver.nri.ttrpc import Code, StatusError
@@ -204,6 +205,9 @@ class InlineHotPath:
         result = self._inline("CreateContainer", Stage.PRE_CREATE_CONTAINER, creq, deadline_s)
         if result is None:
             return b""  # "no change": an empty CreateContainerResponse
+        outcome = result.outcome  # mounts and devices ride on the stage outcome (DispatchResult has envs only)
+        if outcome is not None and (outcome.mounts or outcome.devices) and result.result == "ok":
+            return adjustment_bytes(result.resources, result.envs, prepare_mounts(outcome.mounts), outcome.devices)
         return adjustment_bytes(result.resources, result.envs)
 
     def update_container(self, payload: bytes, deadline_s: float | None) -> bytes | None:

@@ -112,6 +112,12 @@ class _Result(Protocol):
     def reason(self) -> str: ...
     @property
     def inputs(self) -> Mapping[str, str]: ...
+    @property
+    def envs(self) -> Mapping[str, str]: ...
+    @property
+    def mounts(self) -> tuple[Any, ...]: ...
+    @property
+    def devices(self) -> tuple[Any, ...]: ...
 
 
 class _Outcome(Protocol):
@@ -228,10 +234,30 @@ def _expand(raw: Iterable[_Decisions | DecisionRecord]) -> Iterable[DecisionReco
             yield DecisionRecord(
                 ts=ts, door=door, stage=stage, pod_key=pod_key, pod_uid=pod_uid, container=container,
                 plugin=o.plugin, applied=bool(res is not None and res.applied),
-                values=_values_of(res.resources) if res is not None else _NO_VALUES,
+                values=_result_values(res) if res is not None else _NO_VALUES,
                 reason=res.reason if res is not None else "", inputs=res.inputs if res is not None else _EMPTY,
                 error=o.error,
             )
+
+
+def _result_values(res: _Result) -> Mapping[str, int | str]:
+    """The resources' values, plus what a hook injects into a new container (GPU/RDMA hooks): each env as
+    `env:<NAME>`, each mount as `mount:<destination>` (`<source> (<type>, <options>)`), each device as
+    `device:<path>` (`<type> <major>:<minor> <mode>`), so `hookctl explain` shows what was injected; the
+    result's reason and inputs say where it came from."""
+    base = _values_of(res.resources)
+    envs, mounts, devices = res.envs, res.mounts, res.devices
+    if not envs and not mounts and not devices:
+        return base
+    out: dict[str, int | str] = dict(base)
+    for key in sorted(envs):
+        out[f"env:{key}"] = envs[key]
+    for m in mounts:
+        out[f"mount:{m.destination}"] = f"{m.source} ({m.type}, {','.join(m.options)})"
+    for d in devices:
+        mode = "" if d.file_mode is None else f" {d.file_mode:04o}"
+        out[f"device:{d.path}"] = f"{d.type} {d.major}:{d.minor}{mode}"
+    return MappingProxyType(out)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -298,6 +298,86 @@ def _in_process_rows() -> list[BenchRow]:
     ] + rows
 
 
+GPU_ALLOC = (
+    '{"gpu":[{"minor":1,"resources":{"koordinator.sh/gpu-core":50,"koordinator.sh/gpu-memory-ratio":50,'
+    '"koordinator.sh/gpu-memory":"8Gi"}},{"minor":0,"resources":{"koordinator.sh/gpu-core":50,'
+    '"koordinator.sh/gpu-memory-ratio":50,"koordinator.sh/gpu-memory":"8Gi"}}]}'
+)
+
+
+def gpu_env_rows(rounds: int = ROUNDS, per_round: int = 2000) -> list[BenchRow]:
+    """What GPU env injection adds to a CreateContainer in-process (decode -> dispatch -> encoded reply through
+    the inline handler), side by side: the same BE pod with and without a device-allocated annotation (two
+    GPUs, HAMi-core: five envs and two mounts), BatchResource and both injection hooks registered and on,
+    alternating batches so noise hits both. Target (issue 36): the difference of the p50s <= 10 us.
+    `python -m tests.bench nri` runs it (after the round trips); `gpu_env_rows()` alone is quick."""
+    from prometheus_client import CollectorRegistry
+
+    from hookserver.hooks.deadline import CallDeadline
+    from hookserver.hooks.outcome import FailurePolicy
+    from hookserver.hooks.plugins.cpuset import CPUSetAllocatorPlugin
+    from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin
+    from hookserver.hooks.plugins.rdma_inject import RDMADeviceInjectPlugin
+    from hookserver.koord_devices import ANNOTATION_DEVICE_ALLOCATED
+    from hookserver.nri.handlers import PluginService
+    from hookserver.nri.status import NriStatus
+    from hookserver.nri.watchdog import LoopWatchdog
+    from hookserver.system.topology import CpuInfo
+
+    def handler_for(cpuset: bool) -> Callable[[bytes, float | None], bytes | None]:
+        plugins: list[object] = [BatchResourcePlugin(), GPUEnvInjectPlugin(), RDMADeviceInjectPlugin()]
+        if cpuset:  # the daemon's default set: CPUSetAllocator reads other pods, so the stage is not memoized
+            cpus = tuple(CpuInfo(cpu=i, core=i, socket=0, numa_node=0, l3=0, online=True) for i in range(8))
+            plugins.append(CPUSetAllocatorPlugin(cpus=cpus))
+        registry = HookRegistry(plugins)  # type: ignore[arg-type]
+        dispatcher = HookDispatcher(
+            registry=registry, store=StateStore(), executor=None, metrics=HookMetrics(CollectorRegistry())
+        )
+        service = PluginService(
+            dispatcher=dispatcher, registry=registry, policy=FailurePolicy.IGNORE, status=NriStatus("bench", "-"),
+            pool=None, deadline=CallDeadline(), watchdog=LoopWatchdog(),  # type: ignore[arg-type]
+        )
+        handler: Callable[[bytes, float | None], bytes | None] = service.inline_methods()["CreateContainer"]
+        return handler
+
+    plain_pod = be_pod()
+    gpu_pod = be_pod()
+    gpu_pod.labels["koordinator.sh/gpu-isolation-provider"] = "HAMi-core"
+    gpu_pod.annotations[ANNOTATION_DEVICE_ALLOCATED] = GPU_ALLOC
+    rows: list[BenchRow] = []
+    for cpuset, label in ((False, "memoized stage"), (True, "with CPUSetAllocator: hooks run every call")):
+        rows += _gpu_env_pair(handler_for(cpuset), handler_for(cpuset), plain_pod, gpu_pod, label, rounds, per_round)
+    return rows
+
+
+def _gpu_env_pair(
+    plain: Callable[[bytes, float | None], bytes | None], gpu: Callable[[bytes, float | None], bytes | None],
+    plain_pod: nri_pb2.PodSandbox, gpu_pod: nri_pb2.PodSandbox, label: str, rounds: int, per_round: int,
+) -> list[BenchRow]:
+    kinds = {"without": (plain, plain_pod), "with": (gpu, gpu_pod)}
+    check = kinds["with"][0](_payloads(gpu_pod, 1)[0], None)
+    reply = nri_pb2.CreateContainerResponse.FromString(check or b"")
+    if {kv.key: kv.value for kv in reply.adjust.env}.get("NVIDIA_VISIBLE_DEVICES") != "1,0" or len(reply.adjust.mounts) != 2:
+        raise RuntimeError("GPU env injection answered wrongly")
+    streams = {k: itertools.cycle(_payloads(pod, DISTINCT_CONTAINERS)) for k, (_, pod) in kinds.items()}
+    for k, (handler, _) in kinds.items():
+        _time_inline(handler, streams[k], 2000)
+    gc.collect()
+    samples: dict[str, list[float]] = {"without": [], "with": []}
+    for r in range(rounds):
+        for k in (("without", "with") if r % 2 == 0 else ("with", "without")):
+            got, _ = _time_inline(kinds[k][0], streams[k], per_round)
+            samples[k] += got
+    stats = {k: summarize(v) for k, v in samples.items()}
+    added_us = (stats["with"]["p50_ms"] - stats["without"]["p50_ms"]) * 1000
+    return [
+        BenchRow("nri", f"CreateContainer in-process, GPU hooks on, no device-allocated ({label})",
+                 _us(stats["without"]), f"{len(samples['without'])} calls; the baseline of the next row"),
+        BenchRow("nri", f"CreateContainer in-process, 2 GPUs HAMi-core, 5 envs 2 mounts ({label})", _us(stats["with"]),
+                 f"{len(samples['with'])} calls; added p50 {added_us:.1f} us, target <= 10 us"),
+    ]
+
+
 def switch_interval_ms(environ: Mapping[str, str], default: float) -> float:
     """The plugin child's GIL switch interval: HOOKSERVER_BENCH_SWITCH_MS, else the daemon's default."""
     raw = environ.get("HOOKSERVER_BENCH_SWITCH_MS", "")
@@ -451,6 +531,7 @@ def run() -> list[BenchRow]:
             rows.append(_ratio_row(label, _pinned(client_cpu, child_cpu), f"pinned: runtime CPU {client_cpu}, "
                                    f"both plugins CPU {child_cpu}"))
     rows += _in_process_rows()
+    rows += gpu_env_rows()
     return rows
 
 

@@ -46,7 +46,9 @@ def test_gate_off_passes_every_stage_through_untouched() -> None:
 def test_the_daemon_registers_the_gate_and_honours_false(tmp_path: Path) -> None:
     from hookserver.daemon import Daemon
 
-    assert plugin_gates() == ["BatchResource", "CPUSetAllocator", "CPUNormalization"]
+    assert plugin_gates() == [
+        "BatchResource", "CPUSetAllocator", "CPUNormalization", "GPUEnvInject", "RDMADeviceInject",
+    ]
     (tmp_path / "cg").mkdir()
     settings = load_settings(overrides={
         "standalone": True, "state_dir": str(tmp_path / "state"), "feature_gates": "BatchResource=false",

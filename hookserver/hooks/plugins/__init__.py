@@ -5,15 +5,30 @@ from collections.abc import Callable
 from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
 from hookserver.hooks.plugins.cpunormalization import CPUNormalizationPlugin
 from hookserver.hooks.plugins.cpuset import CPUSetAllocatorPlugin
+from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin, GpuEnvSettings
+from hookserver.hooks.plugins.rdma_inject import RDMADeviceInjectPlugin
+from hookserver.system.rdma import RdmaDevices
 from hookserver.system.topology import CpuInfo
 
-__all__ = ["BatchResourcePlugin", "CPUNormalizationPlugin", "CPUSetAllocatorPlugin", "default_plugins", "plugin_gates"]
+__all__ = [
+    "BatchResourcePlugin",
+    "CPUNormalizationPlugin",
+    "CPUSetAllocatorPlugin",
+    "GPUEnvInjectPlugin",
+    "GpuEnvSettings",
+    "RDMADeviceInjectPlugin",
+    "default_plugins",
+    "plugin_gates",
+]
 
 
 def plugin_gates() -> list[str]:
     """The koordlet runtime-hook gates the default plugins implement (registered as implemented, so a
     `BatchResource=false` is honoured rather than reported as not implemented)."""
-    return [BatchResourcePlugin.feature_gate, CPUSetAllocatorPlugin.feature_gate, CPUNormalizationPlugin.feature_gate]
+    return [
+        BatchResourcePlugin.feature_gate, CPUSetAllocatorPlugin.feature_gate, CPUNormalizationPlugin.feature_gate,
+        GPUEnvInjectPlugin.feature_gate, RDMADeviceInjectPlugin.feature_gate,
+    ]
 
 
 def default_plugins(
@@ -21,11 +36,14 @@ def default_plugins(
     *,
     cpus: tuple[CpuInfo, ...] = (),
     unset_cpu_quota: bool = True,
+    gpu: GpuEnvSettings | None = None,
+    rdma: RdmaDevices | None = None,
 ) -> list[object]:
     """The plugins the daemon registers by default (koordlet's default gates that apply here), each told
     whether its gate is on (all on when no gate values are given). `cpus` is the node's CPU topology (the
     share pool and the check of a bound cpuset need it); `unset_cpu_quota` is koordlet's
-    `--disable-unset-cpu-quota` negated."""
+    `--disable-unset-cpu-quota` negated. `gpu` is the GPU injection's settings, `rdma` the node's RDMA device
+    table (`hookserver.system.rdma.read_rdma_devices`, read at start)."""
 
     def on(name: str) -> bool:
         return True if gate_enabled is None else gate_enabled(name)
@@ -33,6 +51,10 @@ def default_plugins(
     # CPUNormalization is off by default (koordlet's default) and stands down while CPUBurst owns LS quota
     # (koordinator#2306/#3176): with no gate values it is built off.
     normalization = gate_enabled is not None and gate_enabled("CPUNormalization") and not gate_enabled("CPUBurst")
+    # GPUEnvInject, RDMADeviceInject and HamiCoreVGPUMonitor are off by default in koordlet: built off too
+    # when no gate values are given. HamiCoreVGPUMonitor is an agent gate (catalog), read here, not claimed.
+    def off_by_default(name: str) -> bool:
+        return gate_enabled is not None and gate_enabled(name)
 
     return [
         BatchResourcePlugin(enabled=on(BatchResourcePlugin.feature_gate)),
@@ -40,4 +62,10 @@ def default_plugins(
         CPUSetAllocatorPlugin(
             enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota
         ),
+        GPUEnvInjectPlugin(
+            enabled=off_by_default(GPUEnvInjectPlugin.feature_gate),
+            vgpu_monitor=off_by_default("HamiCoreVGPUMonitor"),
+            settings=gpu,
+        ),
+        RDMADeviceInjectPlugin(enabled=off_by_default(RDMADeviceInjectPlugin.feature_gate), devices=rdma),
     ]
