@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from collectors.settings import CollectorSettings
 from hookserver.capacity.settings import CapacitySettings
+from hookserver.devices.settings import DeviceSettings
 from hookserver.executor.settings import CgroupSettings
 from hookserver.errors import ConfigError
 from hookserver.hooks.settings import HookServerSettings
@@ -80,6 +81,7 @@ class Settings(_Frozen):
     informer: InformerSettings = InformerSettings()
     predictor: PredictorSettings = PredictorSettings()
     qos: QoSSettings = QoSSettings()
+    devices: DeviceSettings = DeviceSettings()
     reconciler: ReconcilerSettings = ReconcilerSettings()
     capacity: CapacitySettings = CapacitySettings()
     topology: TopologySettings = TopologySettings()

@@ -22,10 +22,12 @@ from hookserver.aio.gcpacer import GcPacer
 from hookserver.aio.heapreserve import HeapReserve
 from hookserver.aio.hotgate import GATE
 from hookserver.aio.interpreter import InterpreterTuning
+from hookserver.aio.periodic import run_every
 from hookserver.aio.tasks import RootTasks
 from hookserver.capacity import CapacityPublisher
 from hookserver.config import Settings
 from hookserver.debug import DebugServer
+from hookserver.devices.publisher import DevicePublisher
 from hookserver.dispatch import HookDispatcher
 from hookserver.errors import RecorderUnavailable, SystemFileError
 from hookserver.executor import build_executor
@@ -46,6 +48,7 @@ from hookserver.recorder.wiring import build_recorder
 from hookserver.recorder.writer import FlightRecorder
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
+from hookserver.system.rdma import read_rdma_devices
 from hookserver.system.topology import CpuInfo, read_cpu_topology
 from hookserver.topology.publisher import TopologyPublisher
 from hookserver.wiring.gates import koordlet_compat_report, log_koordlet_compat, resolve_feature_gates
@@ -54,8 +57,10 @@ from hookserver.wiring.publishers import (
     build_predictor,
     build_topology,
     disabled_collectors_of,
+    koord_manager_evidence_of,
     prod_reclaimable_of,
 )
+from hookserver.wiring.devices import GpuInventory, build_devices
 from hookserver.wiring.qos import build_qos
 from hookserver.wiring.runtime import HotPathRuntime
 from hookserver.wiring.views import capacity_status, debug_providers, predictor_status, recorder_status
@@ -102,7 +107,11 @@ class Daemon:
         self.cpus = _node_cpus(self.roots)
         self.registry = HookRegistry(default_plugins(  # type: ignore[arg-type]
             self.gates.enabled, cpus=self.cpus, unset_cpu_quota=not settings.hook.disable_unset_cpu_quota,
+            gpu=settings.hook.gpu,
+            rdma=read_rdma_devices(self.roots) if self.gates.enabled("RDMADeviceInject") else None,
         ))
+        # The GPUs the injection hooks check allocations against, refreshed from the GPU collector's inventory.
+        self.gpus = GpuInventory(self.store)
         self.registry.disable(settings.hook.disable_stages)
         self.policy = FailurePolicy(settings.hook.failure_policy)
         hook = settings.hook
@@ -113,6 +122,7 @@ class Daemon:
                 stuck_s=hook.breaker_stuck_ms / 1000, cool_down_s=hook.breaker_cool_down_s,
                 max_cool_down_s=max(300.0, hook.breaker_cool_down_s),
             ),
+            gpus=self.gpus,
         )
         self.proxy = ProxyServer(settings.hook, dispatcher=self.dispatcher, registry=self.registry)
         self.nri: NriPlugin | None = None
@@ -166,6 +176,10 @@ class Daemon:
             self.topology = build_topology(
                 settings, store=self.store, roots=self.roots, informer=self.informer, gates=self.gates
             )
+        self.devices: DevicePublisher | None = build_devices(
+            settings, store=self.store, roots=self.roots, informer=self.informer, gates=self.gates,
+            koord_manager_evidence=koord_manager_evidence_of(self.informer, settings.node_name),
+        )
         self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         self.reconciler: Reconciler | None = None
         if settings.reconciler.enabled:
@@ -188,6 +202,9 @@ class Daemon:
     def koordlet_compat(self) -> dict[str, Any]:
         """For `hookctl status`: what of koordlet's command line and gates hookserver took, and what it did not."""
         return koordlet_compat_report(self.gates, self.koordlet_args)
+
+    async def _refresh_gpus(self) -> None:
+        self.gpus.refresh()
 
     def _nri_catch_up(self, uids: set[str], why: str) -> None:
         """What an NRI Synchronize could not finish in the runtime's budget: the reconciler, at once."""
@@ -282,6 +299,10 @@ class Daemon:
                 tasks.spawn("qos", self.qos.run(stop))
             if self.topology is not None:
                 tasks.spawn("topology", self.topology.run(stop))
+            if self.devices is not None:
+                tasks.spawn("devices", self.devices.run(stop))
+            tasks.spawn("gpu-inventory", run_every(
+                self.settings.collectors.gpu.interval_s, self._refresh_gpus, stop, name="gpu inventory"))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",
                 __version__, self.proxy.address, ",".join(self.registry.stage_names()), self.debug.address,

@@ -7,7 +7,7 @@ a hook sees every input it may use, and mypy checks the hot path end to end.
 
 Building a view is cheap and memoized: `NodeViews.of(snapshot)` returns the same object while the node,
 the NodeSLO, the pod map and the stale flag are the same objects (a container-only store change keeps
-them), so on the hot path it is four identity compares.
+them, and the GPU source's mapping is the same), so on the hot path it is five identity compares.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 from hookserver.koord_devices import NodeGpu
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import NodeRecord, PodRecord
 from hookserver.store.state import StoreSnapshot
 
-__all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "NodeView", "NodeViews", "default_node_slo"]
+__all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "GpuSource", "NodeView", "NodeViews", "default_node_slo"]
 
 ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 _NO_PODS: Mapping[str, PodRecord] = MappingProxyType({})
@@ -80,12 +81,12 @@ class NodeView:
         )
 
     @classmethod
-    def of(cls, snap: StoreSnapshot) -> NodeView:
+    def of(cls, snap: StoreSnapshot, *, gpus: Mapping[int, NodeGpu] | None = None) -> NodeView:
         slo = snap.node_slo
         if slo is not None and not isinstance(slo, NodeSLOSpec):
             # The informer and the standalone loader store a NodeSLOSpec; anything else is a wiring bug.
             raise TypeError(f"the store's NodeSLO is a {type(slo).__name__}, not a NodeSLOSpec")
-        return cls.build(node_slo=slo, node=snap.node, pods=snap.pods, stale=snap.stale, version=snap.version)
+        return cls.build(node_slo=slo, node=snap.node, pods=snap.pods, stale=snap.stale, version=snap.version, gpus=gpus)
 
     def pod(self, uid: str) -> PodRecord | None:
         return self.pods.get(uid)
@@ -101,19 +102,30 @@ def _ratio(node: NodeRecord | None) -> float | None:
         return None
 
 
+class GpuSource(Protocol):
+    """The node's GPUs as the hooks see them: `current` is the same mapping object while nothing changed (the
+    daemon refreshes it off the hot path from the GPU collector's inventory), None where none is known."""
+
+    @property
+    def current(self) -> Mapping[int, NodeGpu] | None: ...
+
+
 class NodeViews:
     """Hands out `NodeView`s for snapshots, rebuilding only when what the view holds changed."""
 
-    __slots__ = ("_entry",)
+    __slots__ = ("_entry", "_gpus")
 
-    def __init__(self) -> None:
-        # (node_slo, node, pods, stale, view): one attribute, so a thread never pairs a key with another's view.
-        self._entry: tuple[object, object, object, bool, NodeView] | None = None
+    def __init__(self, gpus: GpuSource | None = None) -> None:
+        # (node_slo, node, pods, stale, gpus, view): one attribute, so a thread never pairs a key with another's view.
+        self._entry: tuple[object, object, object, bool, object, NodeView] | None = None
+        self._gpus = gpus
 
     def of(self, snap: StoreSnapshot) -> NodeView:
         e = self._entry
-        if e is not None and e[0] is snap.node_slo and e[1] is snap.node and e[2] is snap.pods and e[3] == snap.stale:
-            return e[4]
-        view = NodeView.of(snap)
-        self._entry = (snap.node_slo, snap.node, snap.pods, snap.stale, view)
+        gpus = self._gpus.current if self._gpus is not None else None
+        if (e is not None and e[0] is snap.node_slo and e[1] is snap.node and e[2] is snap.pods and e[3] == snap.stale
+                and e[4] is gpus):
+            return e[5]
+        view = NodeView.of(snap, gpus=gpus)
+        self._entry = (snap.node_slo, snap.node, snap.pods, snap.stale, gpus, view)
         return view

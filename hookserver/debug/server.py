@@ -58,7 +58,7 @@ _MISSING: Mapping[str, str] = {
     "version": "no 'version' provider is registered",
     "capacity": "the capacity publisher is not running (capacity.enabled: false)",
     "topology": "the NodeResourceTopology report is not running (topology.enabled: false)",
-    "devices": "the Device report is not running (devices.enabled and devices.rdma: false)",
+    "devices": "the Device report is not running (the Accelerators and RDMADevices gates are off, and devices.enabled and devices.rdma are false)",
 }
 PROVIDER_NAMES = frozenset(_MISSING)
 

@@ -36,7 +36,7 @@ from hookserver.hooks.runner import run_stage
 from hookserver.hooks.stages import Stage
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.state import StateStore, StoreSnapshot
-from hookserver.view import NodeView, NodeViews
+from hookserver.view import GpuSource, NodeView, NodeViews
 
 __all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
 
@@ -55,14 +55,16 @@ class HookDispatcher:
         perf_clock: Callable[[], float] = time.perf_counter,
         breakers: HookBreakers | None = None,
         breaker_settings: BreakerSettings | None = None,
+        gpus: GpuSource | None = None,
     ) -> None:
+        """`gpus`: the node's GPU inventory for the hooks' view (GPUEnvInject checks allocations against it)."""
         self.registry = registry
         self.store = store
         self.executor = executor
         self.policy = policy
         self.metrics = metrics
         self._perf = perf_clock
-        self._views = NodeViews()
+        self._views = NodeViews(gpus)
         self.breakers = (
             breakers if breakers is not None else HookBreakers(breaker_settings, on_change=self._breaker_changed)
         )

@@ -6,13 +6,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["HookServerSettings"]
+__all__ = ["GpuEnvSettings", "HookServerSettings"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GpuEnvSettings(_Frozen):
+    """GPU injection (`hook.gpu`; hookserver/hooks/plugins/gpu_env.py). koordlet's flag:
+    `--hami-core-library-directory-path` (despite the name, the library file's path)."""
+
+    hami_core_library_path: str = "/usr/local/vgpu/libvgpu.so"
+
+    @field_validator("hami_core_library_path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or "\x00" in value or value.rstrip("/") == "" or ".." in value.split("/"):
+            raise ValueError(f"must be an absolute file path without '..' (got {value!r})")
+        return value
 
 
 class HookServerSettings(_Frozen):
@@ -62,6 +76,8 @@ class HookServerSettings(_Frozen):
     # Heap kept warm for the NRI sync's large buffers (`hookserver.aio.heapreserve`): a sync chunk is read, joined
     # and decoded without page faults (8 MiB covers a 500-pod sync). Resident memory; 0 leaves glibc's own thresholds.
     heap_reserve_mib: int = Field(default=8, ge=0, le=32)
+    # GPUEnvInject's HAMi-core library (koordlet's --hami-core-library-directory-path).
+    gpu: GpuEnvSettings = GpuEnvSettings()
 
     @model_validator(mode="after")
     def _stuck_over_budget(self) -> HookServerSettings:

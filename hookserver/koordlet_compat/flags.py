@@ -186,6 +186,8 @@ _FLAGS: list[KoordletFlag] = [
     _mapped("runtime-hooks-nri-plugin-name", "string", "nri.plugin_name"),
     _mapped("runtime-hooks-nri-plugin-index", "string", "nri.plugin_idx"),
     _mapped("runtime-hooks-reconcile-interval", "duration", "reconciler.interval_s", _seconds),
+    # despite its name, the HAMi-core library file's path (koordlet's util/system/config.go)
+    _mapped("hami-core-library-directory-path", "string", "hook.gpu.hami_core_library_path"),
     *_ignored("runtime-hooks-network", "string", "hookserver serves hooks on a unix socket"),
     *_ignored("runtime-hooks-plugin-failure-policy", "string",
               "per-hook policy: under Fail the chain stops at the first failing hook"),
@@ -224,7 +226,7 @@ _FLAGS: list[KoordletFlag] = [
     *_ignored("configmap-name configmap-namespace", "string", "koordlet's own ConfigMap is not read"),
     # paths and endpoints of features hookserver does not have, or finds by itself
     *_ignored("sys-fs-root-dir var-run-root-dir var-lib-kubelet-dir run-root-dir containerd-endpoint "
-              "docker-endpoint pouch-endpoint hami-core-library-directory-path pod-resources-proxy-path "
+              "docker-endpoint pouch-endpoint pod-resources-proxy-path "
               "xpu-device-infos-dir", "string", "koordlet-only path or endpoint"),
     # states informer, collectors, metric cache, audit
     *_ignored("kubelet-preferred-address-type", "string", "see informer.kubelet_* settings"),

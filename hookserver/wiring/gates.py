@@ -10,6 +10,7 @@ from hookserver.config import Settings
 from hookserver.featuregates import GateValues, koordlet_catalog
 from hookserver.hooks.plugins import plugin_gates
 from hookserver.koordlet_compat.flags import KoordletArgs
+from hookserver.wiring.devices import DEVICE_GATES
 from qos.framework.reconciler import Reconciler
 from qos.registry import build_reconcilers, gate_registry
 
@@ -17,8 +18,9 @@ __all__ = ["AGENT_GATES", "koordlet_compat_report", "log_koordlet_compat", "reso
 
 log = logging.getLogger("hookserver.daemon")
 
-# Gates of parts that are neither a reconciler nor a hook plugin, with koordlet's defaults.
-AGENT_GATES = ("NodeTopologyReport",)
+# Gates of parts that are neither a reconciler nor a hook plugin, with koordlet's defaults: the NRT report and
+# the Device report (hookserver/wiring/devices.py).
+AGENT_GATES = ("NodeTopologyReport", *DEVICE_GATES)
 
 
 def resolve_feature_gates(settings: Settings) -> tuple[list[Reconciler], GateValues]:

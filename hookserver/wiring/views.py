@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from collectors import query_report, top_report
 from hookserver.capacity import CapacityPublisher
 from hookserver.config import Settings
+from hookserver.devices.publisher import DevicePublisher
 from hookserver.informer import Informer
 from hookserver.nri import NriPlugin
 from hookserver.predictor import NodeMetricReporter, PredictorService, predict_view, reclaimable_view
@@ -41,6 +42,7 @@ class AgentParts(Protocol):
     reporter: NodeMetricReporter | None
     capacity: CapacityPublisher | None
     topology: TopologyPublisher | None
+    devices: DevicePublisher | None
 
 
 def _node_labels(store: StateStore) -> Callable[[], dict[str, str]]:
@@ -82,6 +84,9 @@ def debug_providers(parts: AgentParts) -> dict[str, Provider]:
     topology = parts.topology
     if topology is not None:
         providers["topology"] = lambda args: topology.view()
+    devices = parts.devices
+    if devices is not None:
+        providers["devices"] = lambda args: devices.view()
     providers["version"] = lambda args: server_version(
         node=settings.node_name, started_at=parts.started_at,
         nri_status=nri.status() if nri is not None else None,

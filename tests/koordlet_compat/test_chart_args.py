@@ -109,23 +109,25 @@ def test_the_charts_koordlet_arguments_start_and_serve(tmp_path: Path, capsys: p
         assert "overridden" not in mapped[f"-addr=:{port}"]
         ignored = {i["flag"] for i in compat["flags"]["ignored"]}
         assert ignored == {"-logtostderr=true", "-v=4"}
-        assert {"name": "Accelerators", "value": True, "source": "flag --feature-gates"} in compat["gates_not_implemented"]
+        # Every gate of the v1.8 chart is implemented now; Accelerators was the last (the Device report).
+        assert compat["gates_not_implemented"] == []
 
         assert hookctl.main(["--socket", str(debug), "qos", "-o", "json"]) == 0
         gates = {g["name"]: g for g in json.loads(capsys.readouterr().out)["gates"]}
         for name in ("BECPUEvict", "BEMemoryEvict", "CgroupReconcile"):
             assert (gates[name]["enabled"], gates[name]["implemented"], gates[name]["source"]) == (
                 True, True, "flag --feature-gates")
-        assert (gates["Accelerators"]["enabled"], gates["Accelerators"]["implemented"]) == (True, False)
-        assert hookctl.main(["--socket", str(debug), "qos"]) == 0
-        text = capsys.readouterr().out
-        assert "feature gates accepted, not implemented" in text
-        assert any(line.split()[:3] == ["Accelerators", "true", "flag"] for line in text.splitlines())
+        assert (gates["Accelerators"]["enabled"], gates["Accelerators"]["implemented"]) == (True, True)
+        # The chart's Accelerators=true starts the Device report: standalone, a Device with no GPU on this machine.
+        assert hookctl.main(["--socket", str(debug), "devices", "-o", "json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert (report["document"]["kind"], report["document"]["spec"], report["target"]) == ("Device", {}, "file")
+        assert json.loads((tmp_path / "state" / "device.json").read_text())["kind"] == "Device"
     finally:
         proc.terminate()
         code = proc.wait(timeout=20)
         log.close()
     assert code == 0
     text = (tmp_path / "agent.log").read_text()
-    assert text.count("accepted, not implemented: Accelerators=true (flag --feature-gates)") == 1
+    assert "Accelerators=true (flag --feature-gates)" not in text  # implemented: not in "accepted, not implemented"
     assert text.count("koordlet flags accepted, ignored: -logtostderr=true") == 1

@@ -47,11 +47,10 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from pydantic import BaseModel, field_validator
-
 from hookserver.errors import AnnotationError
 from hookserver.hooks.context import ContainerRequest, RequestSource
 from hookserver.hooks.outcome import ContainerMount, HookResult
+from hookserver.hooks.settings import GpuEnvSettings
 from hookserver.koord_devices import (
     ANNOTATION_DEVICE_ALLOCATED,
     DEVICE_GPU,
@@ -91,20 +90,6 @@ _SAFE_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # a DNS-1123 lab
 _NO_ANNOTATION = HookResult.skip(f"no {ANNOTATION_DEVICE_ALLOCATED} annotation")
 _NO_GPU = HookResult.skip(f"{ANNOTATION_DEVICE_ALLOCATED} allocates no GPU")
 _MEMO_MAX = 4096
-
-
-class GpuEnvSettings(BaseModel, frozen=True):
-    """GPU injection settings (hang under `hook.gpu` in hookserver.config). koordlet's flag:
-    `--hami-core-library-directory-path` (despite the name, the library file's path)."""
-
-    hami_core_library_path: str = "/usr/local/vgpu/libvgpu.so"
-
-    @field_validator("hami_core_library_path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or "\x00" in value or value.rstrip("/") == "" or ".." in value.split("/"):
-            raise ValueError(f"must be an absolute file path without '..' (got {value!r})")
-        return value
 
 
 def hami_cache_paths(library_path: str, pod_uid: str, container: str) -> tuple[str, str]:
