@@ -19,53 +19,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hookserver.aio.periodic import run_every
 from hookserver.devices.node_resources import NodeDeviceResources
 from hookserver.devices.rdma import RdmaDiscovery
 from hookserver.devices.report import GpuInfo, build_device, canonical
 from hookserver.system.atomicfile import write_json_atomically
+from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink
 
 __all__ = ["DeviceDelivery", "DevicePublisher", "DeviceSink", "LocalDeviceSink", "rfc3339"]
 
 log = logging.getLogger(__name__)
 
 
-class DeviceDelivery(Protocol):
-    @property
-    def result(self) -> str: ...
-
-    @property
-    def detail(self) -> str: ...
-
-
-class DeviceSink(Protocol):
-    target: str
-    where: str
-
-    def apply(self, document: Mapping[str, Any]) -> DeviceDelivery: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _LocalDelivery:
-    result: str
-    detail: str = ""
-
-
-class LocalDeviceSink:
-    """Standalone: the document goes to the state dir only."""
-
-    target = "file"
-
-    def __init__(self, path: str) -> None:
-        self.where = path
-
-    def apply(self, document: Mapping[str, Any]) -> DeviceDelivery:
-        problem = write_json_atomically(self.where, document, indent=1, sort_keys=False)
-        return _LocalDelivery("error", problem) if problem else _LocalDelivery("ok")
+# The sink contract and the local sink are shared with the other node documents (hookserver/system/docsink.py).
+DeviceDelivery = Delivery
+DeviceSink = DocumentSink
+LocalDeviceSink = LocalDocumentSink
 
 
 def rfc3339(ts: float) -> str:

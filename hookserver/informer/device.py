@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from hookserver.informer.ssa import APPLY_PATCH, ApplyTransport, Reply, apply_conflicts, describe_failure, send
-from hookserver.informer.ssa import is_apply_conflict, status_message
+from hookserver.informer.apply_object import ApplyDelivery, ObjectApplier
+from hookserver.informer.ssa import ApplyTransport
 
 __all__ = ["DEVICE_RESOURCE_PATH", "DeviceWriter", "NodeLabelWriter", "SsaDelivery"]
 
@@ -27,89 +26,39 @@ DEVICE_RESOURCE_PATH = "/apis/scheduling.koordinator.sh/v1alpha1/devices"
 GPU_NODE_LABELS = ("node.koordinator.sh/gpu-vendor", "node.koordinator.sh/gpu-model",
                    "node.koordinator.sh/gpu-driver-version")
 
-
-@dataclass(frozen=True, slots=True)
-class SsaDelivery:
-    """`result`: ok | conflict | crd_missing | not_found | forbidden | error."""
-
-    result: str
-    detail: str = ""
-    attempts: int = 1
-    conflicts: tuple[tuple[str, str], ...] = ()
+SsaDelivery = ApplyDelivery
 
 
-def _conflict(reply: Reply) -> SsaDelivery:
-    conflicts = apply_conflicts(reply.body)
-    owners = "; ".join(f"{manager} owns {path}" for manager, path in conflicts) or status_message(reply.body)
-    return SsaDelivery("conflict", f"conflict: {owners}", reply.attempts, conflicts)
-
-
-class DeviceWriter:
-    target = "apiserver"
-
-    def __init__(
-        self,
-        transport: ApplyTransport,
-        *,
-        node_name: str,
-        field_manager: str = "hookserver",
-        timeout_s: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._transport = transport
-        self._path = f"{DEVICE_RESOURCE_PATH}/{node_name}"
-        self.where = self._path
-        self.field_manager = field_manager
-        self._timeout_s = timeout_s
-        self._sleep = sleep
-
-    def apply(self, document: Mapping[str, Any]) -> SsaDelivery:
-        params = {"fieldManager": self.field_manager, "force": "false"}
-        reply = send(self._transport, "PATCH", self._path, dict(document), timeout_s=self._timeout_s,
-                     sleep=self._sleep, content_type=APPLY_PATCH, params=params)
-        if reply.status in (200, 201):
-            return SsaDelivery("ok", "", reply.attempts)
-        if reply.status == 409 and is_apply_conflict(reply.body):
-            return _conflict(reply)
-        if reply.status == 404:
-            return SsaDelivery(
-                "crd_missing",
-                "the Device CRD (devices.scheduling.koordinator.sh, v1alpha1) is not installed: koord-scheduler's "
-                "DeviceShare plugin sees no GPU or RDMA device on this node (deploy/crds/device.yaml)",
-                reply.attempts,
-            )
-        if reply.status == 403:
-            return SsaDelivery(
-                "forbidden",
-                "forbidden: the agent's ClusterRole must allow create/patch on devices.scheduling.koordinator.sh "
-                f"(deploy/hookserver.yaml): {status_message(reply.body)}",
-                reply.attempts,
-            )
-        return SsaDelivery("error", describe_failure("PATCH", self._path, reply), reply.attempts)
+class DeviceWriter(ObjectApplier):
+    def __init__(self, transport: ApplyTransport, *, node_name: str, field_manager: str = "hookserver",
+                 timeout_s: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(
+            transport, path=f"{DEVICE_RESOURCE_PATH}/{node_name}", field_manager=field_manager, timeout_s=timeout_s,
+            sleep=sleep,
+            missing=("crd_missing", "the Device CRD (devices.scheduling.koordinator.sh, v1alpha1) is not installed: "
+                                    "koord-scheduler's DeviceShare plugin sees no GPU or RDMA device on this node "
+                                    "(deploy/crds/scheduling.koordinator.sh_devices.yaml)"),
+            grant="create/patch on devices.scheduling.koordinator.sh",
+        )
 
 
 class NodeLabelWriter:
     """The GPU labels on the Node; give it its own field manager (the one GPU capacity uses), so that
     withdrawing them never touches labels another part of the agent applies."""
 
-    def __init__(
-        self,
-        transport: ApplyTransport,
-        *,
-        node_name: str,
-        field_manager: str,
-        timeout_s: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._transport = transport
-        self._node_name = node_name
-        self._path = f"/api/v1/nodes/{node_name}"
-        self.where = self._path
-        self.field_manager = field_manager
-        self._timeout_s = timeout_s
-        self._sleep = sleep
+    target = "apiserver"
 
-    def apply(self, labels: Mapping[str, str]) -> SsaDelivery:
+    def __init__(self, transport: ApplyTransport, *, node_name: str, field_manager: str, timeout_s: float = 10.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._node_name = node_name
+        self._applier = ObjectApplier(
+            transport, path=f"/api/v1/nodes/{node_name}", field_manager=field_manager, timeout_s=timeout_s,
+            sleep=sleep, missing=("not_found", f"node {node_name} does not exist"), grant="`patch nodes`",
+        )
+        self.where = self._applier.where
+        self.field_manager = field_manager
+
+    def apply(self, labels: Mapping[str, str]) -> ApplyDelivery:
         """Make `labels` (a subset of the three GPU keys) this manager's whole share of the Node's labels."""
         stray = sorted(set(labels) - set(GPU_NODE_LABELS))
         if stray:
@@ -117,21 +66,8 @@ class NodeLabelWriter:
         metadata: dict[str, Any] = {"name": self._node_name}
         if labels:
             metadata["labels"] = dict(labels)
-        body = {"apiVersion": "v1", "kind": "Node", "metadata": metadata}
-        params = {"fieldManager": self.field_manager, "force": "false"}
-        reply = send(self._transport, "PATCH", self._path, body, timeout_s=self._timeout_s, sleep=self._sleep,
-                     content_type=APPLY_PATCH, params=params)
-        if reply.status in (200, 201):
-            return SsaDelivery("ok", "", reply.attempts)
-        if reply.status == 409 and is_apply_conflict(reply.body):
-            return _conflict(reply)
-        if reply.status == 404:
-            return SsaDelivery("not_found", f"node {self._node_name} does not exist", reply.attempts)
-        if reply.status == 403:
-            return SsaDelivery("forbidden", "forbidden: the agent's ClusterRole must allow `patch nodes` "
-                                            f"(deploy/hookserver.yaml): {status_message(reply.body)}", reply.attempts)
-        return SsaDelivery("error", describe_failure("PATCH", self._path, reply), reply.attempts)
+        return self._applier.apply({"apiVersion": "v1", "kind": "Node", "metadata": metadata})
 
-    def withdraw(self) -> SsaDelivery:
+    def withdraw(self) -> ApplyDelivery:
         """Take back the labels this manager owns (another manager's stay, with its value)."""
         return self.apply({})

@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from hookserver.aio.periodic import run_every
 from hookserver.errors import SystemFileError
 from hookserver.store.state import StateStore
 from hookserver.system.cpu_basic import read_cpu_basic_info
 from hookserver.system.atomicfile import write_json_atomically
+from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink
 from hookserver.system.roots import SystemRoots
 from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
 from hookserver.topology.pools import CpuPools, compute_pools
@@ -34,38 +34,9 @@ __all__ = ["Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink"]
 log = logging.getLogger(__name__)
 
 
-class Delivery(Protocol):
-    @property
-    def result(self) -> str: ...
-
-    @property
-    def detail(self) -> str: ...
-
-
-class TopologySink(Protocol):
-    target: str
-    where: str
-
-    def apply(self, document: Mapping[str, Any]) -> Delivery: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _LocalDelivery:
-    result: str
-    detail: str = ""
-
-
-class LocalTopologySink:
-    """No apiserver (or the NodeTopologyReport gate off): the document goes to the state dir only."""
-
-    target = "file"
-
-    def __init__(self, path: str) -> None:
-        self.where = path
-
-    def apply(self, document: Mapping[str, Any]) -> Delivery:
-        problem = write_json_atomically(self.where, document, indent=1, sort_keys=False)
-        return _LocalDelivery("error", problem) if problem else _LocalDelivery("ok")
+# The sink contract and the local sink are shared with the other node documents (hookserver/system/docsink.py).
+TopologySink = DocumentSink
+LocalTopologySink = LocalDocumentSink
 
 
 class TopologyPublisher:
