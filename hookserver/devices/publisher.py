@@ -27,7 +27,7 @@ from hookserver.devices.node_resources import NodeDeviceResources
 from hookserver.devices.rdma import RdmaDiscovery
 from hookserver.devices.report import GpuInfo, build_device, canonical
 from hookserver.system.atomicfile import write_json_atomically
-from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink
+from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink, log_delivery
 
 __all__ = ["DeviceDelivery", "DevicePublisher", "DeviceSink", "LocalDeviceSink", "rfc3339"]
 
@@ -139,16 +139,8 @@ class DevicePublisher:
 
     def _record(self, result: str, detail: str) -> str:
         self.last_result, self.last_detail = result, detail
-        shown = "ok" if result == "unchanged" else result
-        state = (shown, detail if result not in ("ok", "unchanged") else "")
-        if state != self._state:
-            previous = self._state[0]
-            self._state = state
-            if result in ("ok", "unchanged"):
-                if previous and previous not in ("ok", "waiting"):
-                    log.info("Device %s: delivered again (%s)", self._node_name, self.sink.where)
-            elif result != "waiting":
-                log.warning("Device %s not delivered (%s): %s", self._node_name, result, detail)
+        self._state = log_delivery(self._state, result, detail, what=f"Device {self._node_name}",
+                                   where=self.sink.where, logger=log)
         return result
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -6,13 +6,14 @@ the document to the state dir atomically.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hookserver.system.atomicfile import write_json_atomically
 
-__all__ = ["Delivery", "DocumentSink", "LocalDelivery", "LocalDocumentSink"]
+__all__ = ["Delivery", "DocumentSink", "LocalDelivery", "LocalDocumentSink", "log_delivery"]
 
 
 class Delivery(Protocol):
@@ -49,3 +50,22 @@ class LocalDocumentSink:
     def apply(self, document: Mapping[str, Any]) -> Delivery:
         problem = write_json_atomically(self.where, document, indent=1, sort_keys=False)
         return LocalDelivery("error", problem) if problem else LocalDelivery("ok")
+
+
+def log_delivery(
+    state: tuple[str, str], result: str, detail: str, *, what: str, where: str, logger: logging.Logger
+) -> tuple[str, str]:
+    """Log a document's delivery when its state changes, not at every tick (a missing CRD is one warning, its
+    recovery one line); returns the new state. "unchanged" counts as "ok"; "waiting" (before the first sync) is
+    quiet."""
+    shown = "ok" if result == "unchanged" else result
+    new = (shown, detail if result not in ("ok", "unchanged") else "")
+    if new == state:
+        return state
+    previous = state[0]
+    if result in ("ok", "unchanged"):
+        if previous and previous not in ("ok", "waiting"):
+            logger.info("%s: delivered again (%s)", what, where)
+    elif result != "waiting":
+        logger.warning("%s not delivered (%s): %s", what, result, detail)
+    return new

@@ -23,7 +23,7 @@ from hookserver.errors import SystemFileError
 from hookserver.store.state import StateStore
 from hookserver.system.cpu_basic import read_cpu_basic_info
 from hookserver.system.atomicfile import write_json_atomically
-from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink
+from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink, log_delivery
 from hookserver.system.roots import SystemRoots
 from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
 from hookserver.topology.pools import CpuPools, compute_pools
@@ -103,16 +103,8 @@ class TopologyPublisher:
 
     def _record(self, result: str, detail: str) -> str:
         self.last_result, self.last_detail = result, detail
-        shown = "ok" if result == "unchanged" else result
-        state = (shown, detail if result not in ("ok", "unchanged") else "")
-        if state != self._state:
-            previous = self._state[0]
-            self._state = state
-            if result in ("ok", "unchanged"):
-                if previous and previous not in ("ok", "waiting"):
-                    log.info("NodeResourceTopology %s: delivered again (%s)", self._node_name, self.sink.where)
-            elif result != "waiting":
-                log.warning("NodeResourceTopology %s not delivered (%s): %s", self._node_name, result, detail)
+        self._state = log_delivery(self._state, result, detail, what=f"NodeResourceTopology {self._node_name}",
+                                   where=self.sink.where, logger=log)
         return result
 
     async def run(self, stop: asyncio.Event) -> None:
