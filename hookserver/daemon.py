@@ -63,7 +63,13 @@ from hookserver.wiring.publishers import (
 from hookserver.wiring.devices import GpuInventory, build_devices
 from hookserver.wiring.qos import build_qos
 from hookserver.wiring.runtime import HotPathRuntime
-from hookserver.wiring.views import capacity_status, debug_providers, predictor_status, recorder_status
+from hookserver.wiring.views import (
+    capacity_status,
+    debug_providers,
+    devices_status,
+    predictor_status,
+    recorder_status,
+)
 from qos.cpu.burst_metrics import BurstMetricsCollector
 
 __all__ = ["Daemon", "resolve_feature_gates"]
@@ -250,6 +256,7 @@ class Daemon:
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
             "capacity": capacity_status(self.capacity),
+            "devices": devices_status(self.devices),
             "recorder": recorder_status(self.recorder, self.recorder_problem),
             "gc": self.gc_pauses.status(),
             "interpreter": self.interpreter.status() if self.interpreter is not None else {},

@@ -23,7 +23,7 @@ from qos.framework.debug import QoSProviders
 from qos.framework.runner import QoSRunner
 from qos.snapshot import SnapshotBuilder
 
-__all__ = ["AgentParts", "capacity_status", "debug_providers", "predictor_status", "recorder_status"]
+__all__ = ["AgentParts", "capacity_status", "debug_providers", "devices_status", "predictor_status", "recorder_status"]
 
 Provider = Callable[[dict[str, Any]], Any]
 
@@ -120,3 +120,13 @@ def predictor_status(predictor: PredictorService | None, reporter: NodeMetricRep
         out |= {"nodemetric_target": reporter.sink.target, "nodemetric_where": reporter.sink.where,
                 "nodemetric_last_result": reporter.last_result or None}
     return out
+
+
+def devices_status(devices: DevicePublisher | None) -> dict[str, Any]:
+    """`hookctl status`'s line on the Device report: where it goes and how the last delivery went."""
+    if devices is None:
+        return {"state": "disabled"}
+    view = devices.view()
+    spec = view.get("document", {}).get("spec", {}) if isinstance(view.get("document"), dict) else {}
+    return {"state": view["last_result"] or "starting", "detail": view["last_detail"] or None,
+            "target": view["target"], "where": view["where"], "devices": len(spec.get("devices", []))}

@@ -122,6 +122,9 @@ def test_the_charts_koordlet_arguments_start_and_serve(tmp_path: Path, capsys: p
         assert hookctl.main(["--socket", str(debug), "devices", "-o", "json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert (report["document"]["kind"], report["document"]["spec"], report["target"]) == ("Device", {}, "file")
+        assert hookctl.main(["--socket", str(debug), "status", "-o", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["devices"] == {
+            "state": "ok", "detail": None, "target": "file", "where": str(tmp_path / "state" / "device.json"), "devices": 0}
         assert json.loads((tmp_path / "state" / "device.json").read_text())["kind"] == "Device"
     finally:
         proc.terminate()
