@@ -192,10 +192,14 @@ def test_stage_merges_envs_mounts_and_devices_from_both_plugins() -> None:
         "/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs1", "/dev/infiniband/uverbs3"]
 
 
-def test_default_plugins_build_the_injection_hooks_off_without_gate_values() -> None:
-    plugins = {getattr(p, "name"): p for p in default_plugins()}
-    assert plugins["GPUEnvInject"].enabled is False  # type: ignore[attr-defined]
-    assert plugins["RDMADeviceInject"].enabled is False  # type: ignore[attr-defined]
+def test_injection_hooks_with_their_gates_off_are_not_registered() -> None:
+    """Off (koordlet's default, and without gate values) they cost a CPU node's CreateContainer nothing."""
+    for gates in (None, {"GPUEnvInject": False, "RDMADeviceInject": False}.get):
+        names = {getattr(p, "name") for p in default_plugins(gates)}  # type: ignore[arg-type]
+        assert "GPUEnvInject" not in names and "RDMADeviceInject" not in names
+    on = {getattr(p, "name"): p for p in default_plugins(lambda name: name != "HamiCoreVGPUMonitor")}
+    assert on["GPUEnvInject"].enabled and on["RDMADeviceInject"].enabled  # type: ignore[attr-defined]
+    assert on["GPUEnvInject"].vgpu_monitor is False  # type: ignore[attr-defined]
 
 
 def test_kept_decisions_follow_every_input_they_read() -> None:

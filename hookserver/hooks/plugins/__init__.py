@@ -51,21 +51,21 @@ def default_plugins(
     # CPUNormalization is off by default (koordlet's default) and stands down while CPUBurst owns LS quota
     # (koordinator#2306/#3176): with no gate values it is built off.
     normalization = gate_enabled is not None and gate_enabled("CPUNormalization") and not gate_enabled("CPUBurst")
-    # GPUEnvInject, RDMADeviceInject and HamiCoreVGPUMonitor are off by default in koordlet: built off too
-    # when no gate values are given. HamiCoreVGPUMonitor is an agent gate (catalog), read here, not claimed.
+    # GPUEnvInject, RDMADeviceInject and HamiCoreVGPUMonitor are off by default in koordlet: off too when no gate
+    # values are given. An injection hook whose gate is off is not registered at all: subscribed, it would run on
+    # every CreateContainer of a CPU node (the default plugin set is not memoizable) to say "off".
     def off_by_default(name: str) -> bool:
         return gate_enabled is not None and gate_enabled(name)
 
-    return [
+    plugins: list[object] = [
         BatchResourcePlugin(enabled=on(BatchResourcePlugin.feature_gate)),
         CPUNormalizationPlugin(enabled=normalization),
         CPUSetAllocatorPlugin(
             enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota
         ),
-        GPUEnvInjectPlugin(
-            enabled=off_by_default(GPUEnvInjectPlugin.feature_gate),
-            vgpu_monitor=off_by_default("HamiCoreVGPUMonitor"),
-            settings=gpu,
-        ),
-        RDMADeviceInjectPlugin(enabled=off_by_default(RDMADeviceInjectPlugin.feature_gate), devices=rdma),
     ]
+    if off_by_default(GPUEnvInjectPlugin.feature_gate):
+        plugins.append(GPUEnvInjectPlugin(vgpu_monitor=off_by_default("HamiCoreVGPUMonitor"), settings=gpu))
+    if off_by_default(RDMADeviceInjectPlugin.feature_gate):
+        plugins.append(RDMADeviceInjectPlugin(devices=rdma))
+    return plugins
