@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hookserver.debug.encoding import format_age
-from hookserver.debug.render_top_gpu import gpu_container_rows, gpu_node_lines, gpu_pod_cells
+from hookserver.debug.render_gpu import gpu_container_rows, gpu_node_lines, gpu_pod_cells, nodemetric_gpu_rows
 
 __all__ = ["render", "render_nodemetric", "render_predict", "render_reclaimable", "render_table", "render_top"]
 
@@ -161,7 +161,7 @@ def _now_p95(stat: Any, fmt: Any) -> tuple[str, str]:
 
 def render_top(doc: Any) -> str:
     """`hookctl top` for people: a node line, then one row per pod with CPU and memory now and at p95. On a GPU
-    node also a line per GPU, the pods' GPU use, and the containers on each GPU (render_top_gpu.py).
+    node also a line per GPU, the pods' GPU use, and the containers on each GPU (render_gpu.py).
 
     Falls back to the generic rendering for a document of another shape (an older or newer server)."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("node"), Mapping) or not isinstance(doc.get("pods"), list):
@@ -380,6 +380,10 @@ def render_nodemetric(doc: Any) -> str:
         lines.extend("    " + line for line in render_table(pods))
     else:
         lines.append("  pods: (none with samples)")
+    gpus = nodemetric_gpu_rows(status)
+    if gpus:
+        lines.append("  GPUs (usage devices; core %, memory, memory %):")
+        lines.extend("    " + line for line in render_table(gpus))
     apps = [{"app": _mapping(a).get("name"), "usage": _rm_cell(_mapping(a).get("usage")),
              "priority": _mapping(a).get("priority"), "qos": _mapping(a).get("qos")}
             for a in status.get("hostApplicationMetric") or []]

@@ -1,5 +1,6 @@
-"""The GPU part of `hookctl top` as text (collectors/top_gpu.py builds it): a line per GPU under the node line,
-GPU columns in the pod table, and a table of containers on each GPU. A document without GPUs renders as before.
+"""GPUs in `hookctl top` and `hookctl nodemetric` as text. For top (collectors/top_gpu.py builds it): a line per
+GPU under the node line, GPU columns in the pod table, and a table of containers on each GPU. For the NodeMetric:
+a row per GPU entry of the node's and the pods' usage `devices`. A document without GPUs renders as before.
 
 Sizes are formatted by the caller's formatter (render.py's), so both halves of `top` print memory alike."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["gpu_container_rows", "gpu_node_lines", "gpu_pod_cells"]
+__all__ = ["gpu_container_rows", "gpu_node_lines", "gpu_pod_cells", "nodemetric_gpu_rows"]
 
 Format = Callable[[Any], str]
 
@@ -74,4 +75,30 @@ def gpu_container_rows(pods: list[Any], size: Format) -> list[dict[str, str]]:
                     "memory": size(_stat(container, "memory_bytes", "now")),
                     "memory_p95": size(_stat(container, "memory_bytes", "p95")),
                 })
+    return rows
+
+
+def _device_rows(scope: str, usage: Any) -> list[dict[str, str]]:
+    devices = _entries(usage.get("devices")) if isinstance(usage, Mapping) else []
+    rows = []
+    for device in devices:
+        resources = device.get("resources")
+        res = resources if isinstance(resources, Mapping) else {}
+        rows.append({
+            "usage": scope, "gpu": _text(device.get("minor")), "id": _text(device.get("id")),
+            "health": "true" if device.get("health") is True else "false",
+            "core": _text(res.get("koordinator.sh/gpu-core", "-")),
+            "memory": _text(res.get("koordinator.sh/gpu-memory", "-")),
+            "memory_ratio": _text(res.get("koordinator.sh/gpu-memory-ratio", "-")),
+        })
+    return rows
+
+
+def nodemetric_gpu_rows(status: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A row per GPU entry of the status's node usage, then of each pod's usage (the averages over the report
+    window; the aggregated usages' devices are in `-o json`)."""
+    node = status.get("nodeMetric")
+    rows = _device_rows("node", node.get("nodeUsage") if isinstance(node, Mapping) else None)
+    for pod in _entries(status.get("podsMetric")):
+        rows += _device_rows(f"{_text(pod.get('namespace'))}/{_text(pod.get('name'))}", pod.get("podUsage"))
     return rows
