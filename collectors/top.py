@@ -1,15 +1,20 @@
 """`hookctl top`: node and pod CPU and memory, now (the newest sample) and at p95 over a window.
 
 Pods are listed by current CPU, busiest first, with names from the store snapshot (a pod that has left
-the snapshot but still has samples shows with empty names). Everything is JSON-ready.
+the snapshot but still has samples shows with empty names). On a GPU node, `node.gpus` lists each GPU's core %
+and memory, and a pod that uses a GPU has `gpus` (per device, with its containers): see top_gpu.py. A node
+without GPU series gets neither key. Everything is JSON-ready.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from hookserver.store.state import StateStore
 from hookserver.store.timeseries import SeriesKey, TimeSeriesStore
+
+from collectors.top_gpu import gpu_top
 
 __all__ = ["top_report"]
 
@@ -36,6 +41,9 @@ def top_report(store: StateStore, window_s: float = 300.0, *, limit: int = 0) ->
     total = _first(series, "node_memory_total")
     last_total = series.last(total) if total is not None else None
     node["memory_total_bytes"] = None if last_total is None else last_total[1]
+    node_gpus, pod_gpus = gpu_top(series, snap, partial(_stat, series, window_s=window_s, now=now))
+    if node_gpus:
+        node["gpus"] = node_gpus
     pods: list[dict[str, Any]] = []
     memory_keys = {k.label("pod"): k for k in series.keys("pod_memory_usage")}
     cpu_keys = {k.label("pod"): k for k in series.keys("pod_cpu_usage")}
@@ -46,17 +54,18 @@ def top_report(store: StateStore, window_s: float = 300.0, *, limit: int = 0) ->
         mem = _stat(series, memory_keys.get(uid), window_s, now)
         if cpu["now"] is None and mem["now"] is None:
             continue
-        pods.append(
-            {
-                "uid": uid,
-                "namespace": pod.namespace if pod else "",
-                "name": pod.name if pod else "",
-                "qos": any_key.label("qos"),
-                "priority_class": any_key.label("priority"),
-                "cpu_cores": cpu,
-                "memory_bytes": mem,
-            }
-        )
+        entry: dict[str, Any] = {
+            "uid": uid,
+            "namespace": pod.namespace if pod else "",
+            "name": pod.name if pod else "",
+            "qos": any_key.label("qos"),
+            "priority_class": any_key.label("priority"),
+            "cpu_cores": cpu,
+            "memory_bytes": mem,
+        }
+        if uid in pod_gpus:
+            entry["gpus"] = pod_gpus[uid]
+        pods.append(entry)
     pods.sort(key=lambda p: (-(p["cpu_cores"]["now"] or 0.0), p["uid"]))
     return {
         "at": now,

@@ -15,7 +15,7 @@ import re
 
 from hookserver.errors import InputError
 
-__all__ = ["cpu_quantity", "format_go_duration", "iso_time", "memory_quantity", "parse_go_duration"]
+__all__ = ["cpu_quantity", "decimal_quantity", "format_go_duration", "iso_time", "memory_quantity", "parse_go_duration"]
 
 _DECIMAL_SUFFIX = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -32,6 +32,11 @@ def _decimal(value: int, exponent: int) -> str:
 
 def cpu_quantity(milli: int) -> str:
     return _decimal(int(milli), -3)
+
+
+def decimal_quantity(value: int) -> str:
+    """`NewQuantity(value, DecimalSI)`: a plain count such as koordlet's GPU core use ("35", "0", "1k")."""
+    return _decimal(int(value), 0)
 
 
 def memory_quantity(num_bytes: int) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hookserver.debug.encoding import format_age
+from hookserver.debug.render_gpu import gpu_container_rows, gpu_node_lines, gpu_pod_cells, nodemetric_gpu_rows
 
 __all__ = ["render", "render_nodemetric", "render_predict", "render_reclaimable", "render_table", "render_top"]
 
@@ -159,7 +160,8 @@ def _now_p95(stat: Any, fmt: Any) -> tuple[str, str]:
 
 
 def render_top(doc: Any) -> str:
-    """`hookctl top` for people: a node line, then one row per pod with CPU and memory now and at p95.
+    """`hookctl top` for people: a node line, then one row per pod with CPU and memory now and at p95. On a GPU
+    node also a line per GPU, the pods' GPU use, and the containers on each GPU (render_gpu.py).
 
     Falls back to the generic rendering for a document of another shape (an older or newer server)."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("node"), Mapping) or not isinstance(doc.get("pods"), list):
@@ -174,8 +176,10 @@ def render_top(doc: Any) -> str:
         f"node: cpu {cpu} cores (p95 {cpu95}), memory {mem} (p95 {mem95}) of {_bytes(node.get('memory_total_bytes'))}",
         f"      system cpu {sys_cpu} (p95 {sys_cpu95}), best-effort cpu {be_cpu} (p95 {be_cpu95}); "
         f"p95 over {_scalar(window)}s",
+        *gpu_node_lines(node, _bytes),
         "",
     ]
+    gpu_pods = any(isinstance(pod, Mapping) and pod.get("gpus") for pod in doc["pods"])
     rows = []
     for pod in doc["pods"]:
         if not isinstance(pod, Mapping):
@@ -183,11 +187,13 @@ def render_top(doc: Any) -> str:
         pcpu, pcpu95 = _now_p95(pod.get("cpu_cores"), _cores)
         pmem, pmem95 = _now_p95(pod.get("memory_bytes"), _bytes)
         name = f"{pod.get('namespace')}/{pod.get('name')}" if pod.get("name") else str(pod.get("uid", "?"))
-        rows.append(
-            {"pod": name, "qos": pod.get("qos") or "-", "priority": pod.get("priority_class") or "-",
-             "cpu": pcpu, "cpu_p95": pcpu95, "memory": pmem, "memory_p95": pmem95}
-        )
+        row = {"pod": name, "qos": pod.get("qos") or "-", "priority": pod.get("priority_class") or "-",
+               "cpu": pcpu, "cpu_p95": pcpu95, "memory": pmem, "memory_p95": pmem95}
+        rows.append(row | gpu_pod_cells(pod, _bytes) if gpu_pods else row)
     lines.extend(render_table(rows) if rows else ["(no pod samples yet)"])
+    containers = gpu_container_rows(doc["pods"], _bytes)
+    if containers:
+        lines.extend(["", "GPU use by container:", *render_table(containers)])
     return "\n".join(lines)
 
 
@@ -374,6 +380,10 @@ def render_nodemetric(doc: Any) -> str:
         lines.extend("    " + line for line in render_table(pods))
     else:
         lines.append("  pods: (none with samples)")
+    gpus = nodemetric_gpu_rows(status)
+    if gpus:
+        lines.append("  GPUs (usage devices; core %, memory, memory %):")
+        lines.extend("    " + line for line in render_table(gpus))
     apps = [{"app": _mapping(a).get("name"), "usage": _rm_cell(_mapping(a).get("usage")),
              "priority": _mapping(a).get("priority"), "qos": _mapping(a).get("qos")}
             for a in status.get("hostApplicationMetric") or []]

@@ -8,18 +8,20 @@ Field names and shapes follow koordinator's types exactly: `updateTime`; `nodeMe
 
 As in koordlet: usages are averages over `aggregateDurationSeconds` (floored at 60 s); aggregated usages are
 left empty (`{}`) while their window holds less than half its duration of samples (cold start); empty lists
-are omitted (the reporter turns omissions into deletions when it patches).
+are omitted (the reporter turns omissions into deletions when it patches). On a GPU node the node's and the
+pods' ResourceMaps also carry koordlet's per-GPU `devices` (see nodemetric_gpu.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hookserver.errors import InputError
 from hookserver.predictor.histogram import format_go_time
+from hookserver.predictor.nodemetric_gpu import GpuDeviceUsage, GpuInventoryEntry
 from hookserver.predictor.predictors import ReclaimableReport
 from hookserver.podclass import pod_priority_class, pod_qos_class
 from hookserver.seriesnames import (
@@ -145,12 +147,26 @@ def _memory_metric(policy: ReportPolicy, *, pod: bool) -> str:
     return POD_MEMORY if pod else NODE_MEMORY  # usageWithHotPageCache needs cold-page data: degrade as koordlet does
 
 
-def _aggregated(reader: _Reader, cpu_metric: str, memory_metric: str, policy: ReportPolicy) -> list[dict[str, Any]]:
+Devices = Callable[[float, str], list[dict[str, Any]]]
+
+
+def _with_devices(usage: dict[str, Any], devices: Devices | None, window_s: float, aggregation: str) -> dict[str, Any]:
+    """koordlet's queryNodeMetric: the GPUs are added only to a ResourceMap that has resources."""
+    if usage and devices is not None:
+        listed = devices(window_s, aggregation)
+        if listed:
+            usage["devices"] = listed
+    return usage
+
+
+def _aggregated(reader: _Reader, cpu_metric: str, memory_metric: str, policy: ReportPolicy,
+                devices: Devices | None = None) -> list[dict[str, Any]]:
     out = []
     for duration in policy.durations_s:
         cpu = reader.node(cpu_metric, duration)
         memory = reader.node(memory_metric, duration)
-        usage = {agg: _pair(cpu, memory, agg, cold_window_s=duration) for agg in AGGREGATIONS}
+        usage = {agg: _with_devices(_pair(cpu, memory, agg, cold_window_s=duration), devices, duration, agg)
+                 for agg in AGGREGATIONS}
         out.append({"usage": usage, "duration": format_go_duration(duration)})
     return out
 
@@ -203,14 +219,20 @@ def build_status(
     now: float,
     policy: ReportPolicy,
     reclaimable: ReclaimableReport | None,
+    gpus: Sequence[GpuInventoryEntry] = (),
 ) -> dict[str, Any]:
+    """The status document. `gpus` is the node's GPU inventory (`nodemetric_gpu.gpu_inventory`); with none,
+    no ResourceMap has `devices` (a CPU node's document)."""
     reader = _Reader(series, now)
+    gpu_usage = GpuDeviceUsage(series, gpus, reader.stats) if gpus else None
+    node_devices = gpu_usage.node if gpu_usage is not None else None
     window = policy.aggregate_s
     node_memory_metric = _memory_metric(policy, pod=False)
     node_cpu = reader.node(NODE_CPU, window)
     node_memory = reader.node(node_memory_metric, window)
-    node_metric: dict[str, Any] = {"nodeUsage": _pair(node_cpu, node_memory, "avg")}
-    aggregated = _aggregated(reader, NODE_CPU, node_memory_metric, policy)
+    node_metric: dict[str, Any] = {"nodeUsage": _with_devices(_pair(node_cpu, node_memory, "avg"), node_devices,
+                                                              window, "avg")}
+    aggregated = _aggregated(reader, NODE_CPU, node_memory_metric, policy, node_devices)
     if aggregated:
         node_metric["aggregatedNodeUsages"] = aggregated
     node_metric["systemUsage"] = _pair(reader.node(SYSTEM_CPU, window), reader.node(SYSTEM_MEMORY, window), "avg")
@@ -230,8 +252,12 @@ def build_status(
         memory = reader.stats(pod_memory.get(pod.uid, ()), window)
         if cpu is None or memory is None:
             continue  # koordlet skips a pod whose metrics it cannot query
-        entry: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace,
-                                 "podUsage": _resources(cpu.avg, memory.avg)}
+        pod_usage = _resources(cpu.avg, memory.avg)
+        if gpu_usage is not None:
+            pod_devices = gpu_usage.pod(pod.uid, window)
+            if pod_devices:
+                pod_usage["devices"] = pod_devices
+        entry: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "podUsage": pod_usage}
         priority, qos = pod_priority_class(pod), pod_qos_class(pod)
         if priority:
             entry["priority"] = priority

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from hookserver.aio.periodic import sleep_or_stop
 from hookserver.predictor.metrics import PredictorMetrics
+from hookserver.predictor.nodemetric_gpu import GPU_DEVICES_STATIC, gpu_inventory
 from hookserver.predictor.nodemetric_status import ReportPolicy, build_status, report_policy
 from hookserver.predictor.predictors import ReclaimableReport
 from hookserver.predictor.service import PredictorService
@@ -120,8 +121,9 @@ class NodeMetricReporter:
             log.debug("NodeMetric spec: %s", problem)
         reclaimable = self.service.reclaimable(window_s=policy.aggregate_s, now=now)
         self.last_reclaimable = reclaimable
-        status = build_status(self.service.store.snapshot(), self.service.store.series, now=now, policy=policy,
-                              reclaimable=reclaimable)
+        series = self.service.store.series
+        status = build_status(self.service.store.snapshot(), series, now=now, policy=policy,
+                              reclaimable=reclaimable, gpus=gpu_inventory(series.get_static(GPU_DEVICES_STATIC)))
         if self.metrics is not None:
             published = reclaimable.published
             self.metrics.record_prod_reported(published.cpu_milli, published.memory_bytes, ok=published.ok)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -113,3 +115,52 @@ def test_top_report(world: tuple[StateStore, Clock]) -> None:
     clock.now = T0 + 10_000  # all samples older than the window: nothing is "now"
     stale = top_report(store, window_s=60.0)
     assert stale["node"]["cpu_cores"]["now"] is None and stale["pods"] == []
+
+
+def test_top_on_a_cpu_node_has_no_gpu_keys(world: tuple[StateStore, Clock]) -> None:
+    store, _clock = world
+    report = top_report(store, window_s=300.0)
+    assert "gpus" not in report["node"] and all("gpus" not in pod for pod in report["pods"])
+
+
+def test_top_gpu_per_device_pod_and_container(world: tuple[StateStore, Clock]) -> None:
+    """GPUs sorted by minor as a number (2 before 10); per pod, each GPU with its containers; now = the newest
+    sample, p95 over the window."""
+    store, clock = world
+    from tests.collectors.fakehost import make_container
+
+    store.upsert_container(make_container("c-train", "uid-a", name="trainer"))
+    g2 = {"device": "GPU-two", "minor": "2", "node": "n1"}
+    g10 = {"device": "GPU-ten", "minor": "10", "node": "n1"}
+    pod_a = {"pod": "uid-a", "qos": "LS"}
+    for i in range(20):  # T0+580 .. T0+599, inside the 300 s window
+        ts = T0 + 580 + i
+        store.series.append_many(ts, [
+            (series_key("node_gpu_core_usage", **g2), float(i)),  # 0..19: now 19, p95 = 18 + 0.05 = 18.05
+            (series_key("node_gpu_memory_usage", **g2), 4.0 * 2**30),
+            (series_key("gpu_utilization", **g2), 50.0),
+            (series_key("node_gpu_memory_total", **g2), 80.0 * 2**30),
+            (series_key("node_gpu_core_usage", **g10), 7.0),
+            (series_key("node_gpu_memory_usage", **g10), 1.0 * 2**30),
+            (series_key("pod_gpu_core_usage", **g2, **pod_a), 12.0),
+            (series_key("pod_gpu_memory_usage", **g2, **pod_a), 3.0 * 2**30),
+            (series_key("container_gpu_core_usage", **g2, **pod_a, container="c-train"), 12.0),
+            (series_key("container_gpu_memory_usage", **g2, **pod_a, container="c-train"), 3.0 * 2**30),
+        ])
+    report = top_report(store, window_s=300.0)
+    assert json.loads(json.dumps(report)) == report  # `hookctl top -o json` prints it as is
+    gpus = report["node"]["gpus"]
+    assert [(g["minor"], g["device"]) for g in gpus] == [(2, "GPU-two"), (10, "GPU-ten")]
+    assert gpus[0]["core_percent"]["now"] == 19.0 and gpus[0]["core_percent"]["p95"] == pytest.approx(18.05)
+    assert gpus[0]["memory_bytes"]["now"] == 4.0 * 2**30 and gpus[0]["memory_total_bytes"] == 80.0 * 2**30
+    assert gpus[0]["utilization_percent"]["now"] == 50.0
+    assert gpus[1]["memory_total_bytes"] is None and gpus[1]["utilization_percent"]["now"] is None
+    pods = {p["uid"]: p for p in report["pods"]}
+    assert "gpus" not in pods["uid-b"]
+    (a_gpu,) = pods["uid-a"]["gpus"]
+    assert (a_gpu["device"], a_gpu["minor"], a_gpu["core_percent"]["now"]) == ("GPU-two", 2, 12.0)
+    assert a_gpu["containers"] == [{"id": "c-train", "name": "trainer",
+                                    "core_percent": {"now": 12.0, "p95": 12.0, "age_s": 0.0},
+                                    "memory_bytes": {"now": 3.0 * 2**30, "p95": 3.0 * 2**30, "age_s": 0.0}}]
+    clock.now = T0 + 10_000  # every GPU sample is out of the window: no GPU rows
+    assert "gpus" not in top_report(store, window_s=60.0)["node"]

@@ -122,3 +122,41 @@ def test_top_renders_a_node_line_and_a_pod_table() -> None:
     assert lines[4].split() == ["batch/spark-1", "BE", "koord-batch", "0.500", "0.750", "512.0", "MiB", "600.0", "MiB"]
     assert lines[5].split()[:4] == ["u2", "-", "-", "-"]
     assert render_top({"unexpected": 1}) == "unexpected: 1"  # another shape falls back to the generic view
+
+
+def test_top_renders_gpus_per_node_pod_and_container() -> None:
+    from hookserver.debug.render import render_top
+
+    stat = lambda now, p95: {"now": now, "p95": p95}  # noqa: E731
+    doc = {
+        "window_s": 300.0,
+        "node": {"cpu_cores": stat(1.0, 1.0), "memory_bytes": stat(2**30, 2**30), "memory_total_bytes": 2**34,
+                 "gpus": [{"device": "GPU-aaa", "minor": 0, "core_percent": stat(60.0, 72.4),
+                           "memory_bytes": stat(30 * 2**30, 31 * 2**30), "utilization_percent": stat(75.0, 80.0),
+                           "memory_total_bytes": 80 * 2**30}]},
+        "pods": [
+            {"uid": "u1", "namespace": "ml", "name": "train-0", "qos": "LS", "priority_class": "koord-prod",
+             "cpu_cores": stat(0.5, 0.5), "memory_bytes": stat(2**20, 2**20),
+             "gpus": [{"device": "GPU-aaa", "minor": 0, "core_percent": stat(55.0, 60.0),
+                       "memory_bytes": stat(22 * 2**30, 22 * 2**30),
+                       "containers": [{"id": "c1", "name": "trainer", "core_percent": stat(55.0, 60.0),
+                                       "memory_bytes": stat(22 * 2**30, 23 * 2**30)}]},
+                      {"device": "GPU-bbb", "minor": 1, "core_percent": stat(5.0, 5.0),
+                       "memory_bytes": stat(2 * 2**30, 2 * 2**30), "containers": []}]},
+            {"uid": "u2", "namespace": "web", "name": "api", "qos": "LS", "priority_class": "",
+             "cpu_cores": stat(0.1, 0.1), "memory_bytes": stat(2**20, 2**20)},
+        ],
+    }
+    lines = render_top(doc).splitlines()
+    assert lines[2] == ("gpu 0 GPU-aaa: core 60% (p95 72%), memory 30.0 GiB (p95 31.0 GiB) of 80.0 GiB, "
+                        "device utilisation 75%")
+    header = lines[4].split()
+    assert header[-2:] == ["GPU_CORE", "GPU_MEMORY"]
+    assert lines[5].split()[-3:] == ["60%", "24.0", "GiB"]  # summed over the pod's two GPUs: 55 + 5, 22 + 2 GiB
+    assert lines[6].split()[-2:] == ["-", "-"]  # a pod without GPUs
+    assert lines[8] == "GPU use by container:"
+    assert lines[9].split() == ["POD", "CONTAINER", "GPU", "CORE", "CORE_P95", "MEMORY", "MEMORY_P95"]
+    assert lines[10].split() == ["ml/train-0", "trainer", "0", "55%", "60%", "22.0", "GiB", "23.0", "GiB"]
+    cpu_only = render_top({**doc, "node": {k: v for k, v in doc["node"].items() if k != "gpus"},
+                           "pods": [doc["pods"][1]]})
+    assert "gpu" not in cpu_only.lower()  # a CPU node: nothing new

@@ -3,7 +3,9 @@
 A real `hookserver serve --standalone` (tests/e2e/test_serve.Agent) gets one best-effort pod through
 its hook socket, with the pod cgroup in a private subtree of the real cgroup v1 hierarchy, so the
 collectors, the hook histograms and the usage-by-QoS series all have data; then every metric name in
-every panel query must appear among the samples of its /metrics.
+every panel query must appear among the samples of its /metrics. The GPU panels' series exist only on a node
+with NVIDIA GPUs: they must be GPU series of collectors/names.py, whose export (names and device/minor labels)
+tests/collectors/test_gpu_reports.py checks through the same exporter with a fake NVML.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from collectors.names import METRICS
 from tests.e2e.pod_cgroup import pod_cgroup_subtree
 from tests.e2e.test_serve import Agent, be_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "hookserver.json"
 METRIC = re.compile(r"\b(?:koordlet|hookserver)_[A-Za-z0-9_:]+")
+# Exported only where the GPU collector runs (a node with NVIDIA GPUs and NVML).
+GPU_ONLY = {spec.prom for name, spec in METRICS.items() if "gpu" in name}
 
 def _dashboard() -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
@@ -67,6 +72,21 @@ def test_dashboard_is_well_formed() -> None:
             assert target["datasource"]["uid"] == "${datasource}"
 
 
+def test_gpu_panels_query_the_gpu_collectors_series() -> None:
+    queried = _queried()
+    gpu_queried = {name for name in queried if "gpu" in name}
+    assert gpu_queried <= GPU_ONLY, sorted(gpu_queried - GPU_ONLY)
+    for wanted in ("hookserver_node_gpu_core_usage_percent", "hookserver_node_gpu_memory_usage_bytes",
+                   "hookserver_pod_gpu_memory_usage_bytes"):
+        assert wanted in gpu_queried
+    titles = {p["title"] for p in _dashboard()["panels"]}
+    assert {"GPU core use per device", "GPU memory use per device", "Top pods by GPU memory"} <= titles
+    for name in gpu_queried:  # every GPU panel breaks down by device or by pod, never one anonymous line
+        for title in queried[name]:
+            panel = next(p for p in _dashboard()["panels"] if p["title"] == title)
+            assert all(("minor" in t["expr"]) or ("pod_name" in t["expr"]) for t in panel["targets"]), title
+
+
 def _scrape(port: int) -> set[str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
@@ -86,7 +106,7 @@ def test_every_metric_the_dashboard_queries_is_exported_by_a_running_agent(
         assert code == 0
         port = json.loads(out)["metrics_port"]
         agent.stub().PreRunPodSandboxHook(be_pod(pod_cgroup), timeout=10)
-        wanted = set(queried)
+        wanted = set(queried) - GPU_ONLY  # this host has no GPU: see test_gpu_panels_query_the_gpu_collectors_series
         deadline = time.monotonic() + 20
         exported = _scrape(port)
         while not wanted <= exported and time.monotonic() < deadline:

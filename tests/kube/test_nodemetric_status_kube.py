@@ -26,16 +26,22 @@ CRD_FILE = Path(__file__).parent / "crds" / "nodemetrics.yaml"
 GROUP = "slo.koordinator.sh"
 PRIVATE_GROUP = "slo-i8-schema.hookserver.test"
 
+# koordlet's GPU entry in a ResourceMap's `devices` (hookserver/predictor/nodemetric_gpu.py).
+GPU = {"type": "gpu", "id": "GPU-0d1e", "minor": 1, "health": True,
+       "resources": {"koordinator.sh/gpu-core": "35", "koordinator.sh/gpu-memory": "10752Mi",
+                     "koordinator.sh/gpu-memory-ratio": "13"}}
+
 STATUS: dict[str, Any] = {
     "updateTime": "2026-11-23T08:00:00Z",
     "nodeMetric": {
-        "nodeUsage": {"resources": {"cpu": "1500m", "memory": "2Gi"}},
+        "nodeUsage": {"resources": {"cpu": "1500m", "memory": "2Gi"}, "devices": [GPU]},
         "aggregatedNodeUsages": [{"usage": {a: {"resources": {"cpu": "1", "memory": "1Gi"}} for a in
                                             ("avg", "p50", "p90", "p95", "p99")}, "duration": "5m0s"},
                                  {"usage": {a: {} for a in ("avg", "p50", "p90", "p95", "p99")}, "duration": "30m0s"}],
         "systemUsage": {"resources": {"cpu": "250m", "memory": "512Mi"}},
     },
-    "podsMetric": [{"name": "web", "namespace": "i8", "podUsage": {"resources": {"cpu": "1", "memory": "1Gi"}},
+    "podsMetric": [{"name": "web", "namespace": "i8", "podUsage": {"resources": {"cpu": "1", "memory": "1Gi"},
+                                                                  "devices": [GPU]},
                     "priority": "koord-prod", "qos": "LS"}],
     "hostApplicationMetric": [{"name": "nginx", "usage": {"resources": {"cpu": "100m", "memory": "100Mi"}},
                                "priority": "koord-prod", "qos": "LS"}],
@@ -148,8 +154,11 @@ def test_every_field_survives_a_schema_written_from_koordinators_types(kube: Any
     assert _get(kube, PRIVATE_GROUP, node_name)["status"] == STATUS  # nothing was pruned
     wrong = copy.deepcopy(STATUS)
     wrong["prodReclaimableMetrics"] = wrong.pop("prodReclaimableMetric")  # a misspelt field is pruned
+    wrong["nodeMetric"]["nodeUsage"]["devices"][0]["uuid"] = "GPU-0d1e"  # DeviceInfo's UUID is `id` on the wire
     assert _writer(node_name, PRIVATE_GROUP).deliver(wrong).result == "ok"
-    assert "prodReclaimableMetrics" not in _get(kube, PRIVATE_GROUP, node_name)["status"]
+    written = _get(kube, PRIVATE_GROUP, node_name)["status"]
+    assert "prodReclaimableMetrics" not in written
+    assert written["nodeMetric"]["nodeUsage"]["devices"] == [GPU]
 
 
 def test_a_write_between_read_and_patch_conflicts_and_is_retried(kube: Any, node_name: str) -> None:

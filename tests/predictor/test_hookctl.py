@@ -150,3 +150,28 @@ def test_nodemetric_renders_the_numa_usages() -> None:
     assert lines[at + 3].split() == ["1", "500m/1Gi", "-"]
     no_numa = dict(doc, status={"nodeMetric": {"nodeUsage": {}}})
     assert "NUMA usage" not in render_nodemetric(no_numa)
+
+
+def test_nodemetric_renders_the_gpu_devices_of_node_and_pods() -> None:
+    from hookserver.debug.render import render_nodemetric
+
+    def gpu(uuid: str, minor: int, core: str, memory: str, ratio: str | None, health: bool = True) -> dict:
+        resources = {"koordinator.sh/gpu-core": core, "koordinator.sh/gpu-memory": memory}
+        if ratio is not None:
+            resources["koordinator.sh/gpu-memory-ratio"] = ratio
+        return {"type": "gpu", "id": uuid, "minor": minor, "health": health, "resources": resources}
+
+    doc = {"target": "file", "where": "/x", "policy": {}, "status": {
+        "nodeMetric": {"nodeUsage": {"resources": {"cpu": "2", "memory": "8Gi"},
+                                     "devices": [gpu("GPU-aaa", 0, "35", "10752Mi", "13"),
+                                                 gpu("GPU-ccc", 2, "100", "1Gi", None, health=False)]}},
+        "podsMetric": [{"namespace": "ml", "name": "train", "podUsage": {
+            "resources": {"cpu": "1", "memory": "1Gi"}, "devices": [gpu("GPU-aaa", 0, "22", "4Gi", "5")]}}]}}
+    lines = render_nodemetric(doc).splitlines()
+    at = lines.index("  GPUs (usage devices; core %, memory, memory %):")
+    assert lines[at + 1].split() == ["USAGE", "GPU", "ID", "HEALTH", "CORE", "MEMORY", "MEMORY_RATIO"]
+    assert lines[at + 2].split() == ["node", "0", "GPU-aaa", "true", "35", "10752Mi", "13"]
+    assert lines[at + 3].split() == ["node", "2", "GPU-ccc", "false", "100", "1Gi", "-"]
+    assert lines[at + 4].split() == ["ml/train", "0", "GPU-aaa", "true", "22", "4Gi", "5"]
+    cpu_node = dict(doc, status={"nodeMetric": {"nodeUsage": {"resources": {"cpu": "2", "memory": "8Gi"}}}})
+    assert "GPU" not in render_nodemetric(cpu_node)
