@@ -85,10 +85,22 @@ def pack_region(
     return bytes(buf)
 
 
-def write_entry(directory: Path, pod_uid: str, container: str, data: bytes) -> Path:
-    """Write `data` where GPUEnvInject's mount puts it: `<dir>/<uid>_<container>/<uid>_<container>.cache`."""
+def write_entry(directory: Path, pod_uid: str, container: str, data: bytes, *, sparse: bool = False) -> Path:
+    """Write `data` where GPUEnvInject's mount puts it: `<dir>/<uid>_<container>/<uid>_<container>.cache`.
+    `sparse` writes only the blocks that are not zero, as HAMi-core's ftruncate'd file is on disk (the bench's
+    100 files then take kilobytes, not 200 MB)."""
     entry = directory / f"{pod_uid}_{container}"
     entry.mkdir(parents=True, exist_ok=True)
     path = entry / f"{pod_uid}_{container}.cache"
-    path.write_bytes(data)
+    if not sparse:
+        path.write_bytes(data)
+        return path
+    block = 4096
+    with path.open("wb") as f:
+        f.truncate(len(data))
+        for start in range(0, len(data), block):
+            chunk = data[start:start + block]
+            if chunk.count(0) != len(chunk):
+                f.seek(start)
+                f.write(chunk)
     return path
