@@ -66,6 +66,7 @@ __all__ = [
     "MAGIC",
     "PROCESS_MAX",
     "REGION_SIZE",
+    "SLOT_SIZE",
     "VgpuCacheError",
     "VgpuDevice",
     "VgpuRegion",
