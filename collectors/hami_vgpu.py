@@ -66,13 +66,15 @@ _LOG_KEYS_MAX = 4096
 
 
 def with_hami_vgpu_gate(settings: CollectorSettings, *, gate_on: bool, library_path: str) -> CollectorSettings:
-    """The collector settings with `hami_vgpu` on exactly when the gate `HamiCoreVGPUMonitor` is, reading the
-    directory GPUEnvInject mounts from: `<dirname(library_path)>/containers` (`hook.gpu.hami_core_library_path`).
-    The gate decides, as in koordlet: without it no container gets a cache file, so there is nothing to read."""
-    directory = f"{posixpath.dirname(library_path).rstrip('/')}/containers"
+    """The collector settings with the gate `HamiCoreVGPUMonitor` folded in, as `hookserver.wiring.devices`
+    folds its gates: the gate turns `hami_vgpu` on (without it koordlet's hook gives no container a cache file);
+    `collectors.hami_vgpu.enabled: true` alone also turns it on (HAMi's own device plugin lays out the same
+    directory). Unless `hami_vgpu_dir` was set explicitly, it is where GPUEnvInject mounts from:
+    `<dirname(library_path)>/containers` (`hook.gpu.hami_core_library_path`)."""
     data = settings.model_dump()
-    data["hami_vgpu"] = {**data["hami_vgpu"], "enabled": gate_on}
-    data["hami_vgpu_dir"] = directory
+    data["hami_vgpu"] = {**data["hami_vgpu"], "enabled": settings.hami_vgpu.enabled or gate_on}
+    if "hami_vgpu_dir" not in settings.model_fields_set:
+        data["hami_vgpu_dir"] = f"{posixpath.dirname(library_path).rstrip('/')}/containers"
     return CollectorSettings.model_validate(data)
 
 

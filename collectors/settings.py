@@ -60,9 +60,9 @@ class CollectorSettings(_Frozen):
     node_info: CollectorToggle = CollectorToggle(interval_s=60.0)
     gpu: CollectorToggle = CollectorToggle()
     # HAMi-core vGPU use from its shared cache files: koordlet's gate HamiCoreVGPUMonitor (alpha, off by default),
-    # so off here too; the daemon turns it on with the gate (`collectors.hami_vgpu.with_hami_vgpu_gate`).
+    # so off here too; the gate turns it on (`collectors.hami_vgpu.with_hami_vgpu_gate`), and so may this toggle.
     hami_vgpu: CollectorToggle = CollectorToggle(enabled=False)
-    # The host directory GPUEnvInject mounts the per-container cache directories from: the HAMi-core
+    # The host directory GPUEnvInject mounts the per-container cache directories from: unless set, the HAMi-core
     # library's directory + `/containers` (koordlet's DaemonSet mounts /usr/local/vgpu/containers).
     hami_vgpu_dir: str = "/usr/local/vgpu/containers"
     # Time series: how long samples are kept (ring size = retention / interval) and the series cap.

@@ -270,9 +270,12 @@ def test_the_gate_sets_the_toggle_and_the_directory() -> None:
     on = with_hami_vgpu_gate(base, gate_on=True, library_path="/opt/hami/lib/libvgpu.so")
     assert (on.hami_vgpu.enabled, on.hami_vgpu_dir) == (True, "/opt/hami/lib/containers")
     assert on.gpu == base.gpu
-    explicit = CollectorSettings.model_validate({"hami_vgpu": {"enabled": True}})
-    off = with_hami_vgpu_gate(explicit, gate_on=False, library_path="/usr/local/vgpu/libvgpu.so")
+    off = with_hami_vgpu_gate(base, gate_on=False, library_path="/usr/local/vgpu/libvgpu.so")
     assert (off.hami_vgpu.enabled, off.hami_vgpu_dir) == (False, "/usr/local/vgpu/containers")
+    # Enabled in the file without the gate (HAMi's own device plugin), with a directory of its own: both kept.
+    explicit = CollectorSettings.model_validate({"hami_vgpu": {"enabled": True}, "hami_vgpu_dir": "/var/hami/containers"})
+    kept = with_hami_vgpu_gate(explicit, gate_on=False, library_path="/opt/hami/lib/libvgpu.so")
+    assert (kept.hami_vgpu.enabled, kept.hami_vgpu_dir) == (True, "/var/hami/containers")
     for bad in ("relative/dir", "/a/../b", "/a\x00b"):
         with pytest.raises(ValidationError, match="hami_vgpu_dir"):
             CollectorSettings.model_validate({"hami_vgpu_dir": bad})
