@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 # normal states of a node (a container without a CUDA process yet, a pod that went away).
 ERROR_KINDS = frozenset({
     "symlink", "not_regular", "truncated", "bad_magic", "unsupported_version", "corrupt", "unreadable",
-    "bad_name", "bad_device",
+    "bad_name", "bad_device", "ambiguous",
 })
 QUIET_KINDS = frozenset({"absent", "uninitialised", "unknown_pod", "vanished"})
 _LOG_KEYS_MAX = 4096

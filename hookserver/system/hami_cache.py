@@ -6,7 +6,9 @@ container in that file, mmap'ed by every CUDA process of the container: the limi
 process slot, the memory and SM use it accounts. koordlet's hook points the file at
 `<library dir>/<pod uid>_<container>.cache` and bind-mounts the host directory
 `<library dir>/containers/<pod uid>_<container>` there, so on the host the file is
-`<containers dir>/<pod uid>_<container>/<pod uid>_<container>.cache`.
+`<containers dir>/<pod uid>_<container>/<pod uid>_<container>.cache`. HAMi's own device plugin mounts the same
+directory but names the file `<random uuid>.cache`; an entry without koordlet's name is read from its one
+`*.cache` file, as HAMi's monitor does (`pkg/monitor/nvidia/cudevshr.go`).
 
 The layout (x86-64/arm64 LP64, little-endian, natural alignment), from HAMi-core
 `src/multiprocess/multiprocess_memory_limit.h` (Project-HAMi/HAMi-core, read at 8f3a89c, MAJOR_VERSION 1,
@@ -113,8 +115,8 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 class VgpuCacheError(SystemFileError):
     """A cache file that cannot be used. `kind` is what the collector counts: `vanished` (gone while read),
-    `absent` (no CUDA process has created it yet), `symlink`, `not_regular`, `uninitialised` (HAMi-core has
-    not finished setting it up), `truncated`,
+    `absent` (no CUDA process has created it yet), `ambiguous` (more than one cache file and none named for
+    the entry), `symlink`, `not_regular`, `uninitialised` (HAMi-core has not finished setting it up), `truncated`,
     `bad_magic`, `unsupported_version`, `corrupt`, `unreadable`."""
 
     def __init__(self, kind: str, message: str, *, path: str = "") -> None:
@@ -227,8 +229,30 @@ def _pread(fd: int, n: int, offset: int, path: str) -> bytes:
         raise VgpuCacheError("unreadable", f"read: {exc.strerror}", path=path) from exc
 
 
+def _cache_name(dir_fd: int, entry: str, path: str) -> str:
+    """koordlet's `<entry>.cache`, else the one `*.cache` file there (HAMi's own device plugin names it
+    `<random uuid>.cache`; HAMi's monitor takes the one it finds). Two or more: `ambiguous`."""
+    named = cache_file_name(entry)
+    try:
+        os.stat(named, dir_fd=dir_fd, follow_symlinks=False)
+        return named
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise VgpuCacheError("unreadable", f"stat: {exc.strerror}", path=path) from exc
+    try:
+        names = [n for n in os.listdir(dir_fd) if n.endswith(".cache")]
+    except OSError as exc:
+        raise VgpuCacheError("unreadable", f"cannot list: {exc.strerror}", path=path) from exc
+    if not names:
+        raise VgpuCacheError("absent", "no cache file yet (no CUDA process has started)", path=path)
+    if len(names) > 1:
+        raise VgpuCacheError("ambiguous", f"{len(names)} cache files: {', '.join(sorted(names)[:4])}", path=path)
+    return names[0]
+
+
 def read_entry(directory: str, entry: str) -> VgpuRegion:
-    """Read `<directory>/<entry>/<entry>.cache` without following a symlink at either step."""
+    """Read the cache file of `<directory>/<entry>` (`_cache_name`) without following a symlink at any step."""
     path = f"{directory}/{entry}/{cache_file_name(entry)}"
     try:
         dir_fd = os.open(f"{directory}/{entry}", _DIR_FLAGS)
@@ -238,10 +262,12 @@ def read_entry(directory: str, entry: str) -> VgpuRegion:
         kind = "symlink" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else "unreadable"  # a link, or a file there
         raise VgpuCacheError(kind, f"entry: {exc.strerror}", path=path) from exc
     try:
+        name = _cache_name(dir_fd, entry, path)
+        path = f"{directory}/{entry}/{name}"
         try:
-            fd = os.open(cache_file_name(entry), _FILE_FLAGS, dir_fd=dir_fd)
+            fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
         except FileNotFoundError as exc:
-            raise VgpuCacheError("absent", "no cache file yet (no CUDA process has started)", path=path) from exc
+            raise VgpuCacheError("vanished", "cache file is gone", path=path) from exc
         except OSError as exc:
             kind = "symlink" if exc.errno == errno.ELOOP else "unreadable"
             raise VgpuCacheError(kind, f"open: {exc.strerror}", path=path) from exc

@@ -165,6 +165,22 @@ def test_vanished_and_absent_files(tmp_path: Path) -> None:
     assert hami_cache.list_entries(str(tmp_path / "not-yet")) == []
 
 
+def test_hamis_own_file_name_is_read_and_two_files_are_ambiguous(tmp_path: Path) -> None:
+    """HAMi's device plugin names the file `<random uuid>.cache` in the same directory layout."""
+    entry = tmp_path / f"{UID_A}_infer"
+    entry.mkdir()
+    (entry / "libvgpu.so").write_bytes(b"\x7fELF")  # not a cache file
+    (entry / "5d2c6f1e-0e4b-4f7e-9a55-2f1b7b8c9d00.cache").write_bytes(pack_region([UUID0], procs=[Proc(1, used={0: GiB})]))
+    assert read_entry(str(tmp_path), f"{UID_A}_infer").devices[0].memory_used_bytes == GiB
+    (entry / "second.cache").write_bytes(pack_region([UUID0]))
+    with pytest.raises(VgpuCacheError) as err:
+        read_entry(str(tmp_path), f"{UID_A}_infer")
+    assert err.value.kind == "ambiguous"
+    # koordlet's own name wins over any other.
+    (entry / f"{UID_A}_infer.cache").write_bytes(pack_region([UUID0], procs=[Proc(1, used={0: 3 * GiB})]))
+    assert read_entry(str(tmp_path), f"{UID_A}_infer").devices[0].memory_used_bytes == 3 * GiB
+
+
 # -- the collector -------------------------------------------------------------------------------------------
 
 
