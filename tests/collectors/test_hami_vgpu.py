@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
 from collectors.settings import CollectorSettings
@@ -39,9 +42,10 @@ def _last(store: StateStore, metric: str, **labels: str) -> float | None:
     return None if last is None else last[1]
 
 
-def _scheduler(host: FakeHost, clock: FakeClock, store: StateStore, directory: Path, *, gpu: bool = True):  # type: ignore[no-untyped-def]
+def _scheduler(host: FakeHost, clock: FakeClock, store: StateStore, directory: Path, *, gpu: bool = True,
+               registry: CollectorRegistry | None = None):  # type: ignore[no-untyped-def]
     return make_scheduler(
-        host, clock, store, nvml=_two_gpus() if gpu else None,
+        host, clock, store, nvml=_two_gpus() if gpu else None, registry=registry,
         hami_vgpu={"enabled": True}, hami_vgpu_dir=str(directory),
     )
 
@@ -128,6 +132,34 @@ def test_truncated_files_are_refused(tmp_path: Path) -> None:
         parse_region(head[:100], b"", tail)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    head=st.binary(min_size=1856, max_size=1856),
+    nslots=st.integers(min_value=0, max_value=3),
+    slot_bytes=st.binary(min_size=0, max_size=3 * 1960),
+    tail=st.binary(min_size=24, max_size=24),
+    ndev=st.integers(min_value=0, max_value=16),
+    valid_header=st.booleans(),
+)
+def test_any_bytes_give_a_region_or_a_named_error(
+    head: bytes, nslots: int, slot_bytes: bytes, tail: bytes, ndev: int, valid_header: bool
+) -> None:
+    if valid_header:  # past the magic, version and count checks: the UUIDs and slots are what is fuzzed
+        head = (19920718).to_bytes(4, "little") + (1).to_bytes(4, "little") + head[8:56] + ndev.to_bytes(8, "little") + head[64:]
+        tail = nslots.to_bytes(4, "little") + tail[4:]
+        slot_bytes = slot_bytes.ljust(nslots * 1960, b"\x01")
+    try:
+        region = parse_region(head, slot_bytes, tail)
+    except VgpuCacheError as exc:
+        assert not valid_header
+        assert exc.kind in {"bad_magic", "uninitialised", "unsupported_version", "corrupt", "truncated"}
+    else:
+        if valid_header:
+            assert len(region.devices) + len(region.skipped_devices) == ndev
+        assert 0 <= region.processes <= 1024
+        assert all(d.uuid.isprintable() and d.uuid for d in region.devices)
+
+
 def test_a_uuid_that_is_not_text_leaves_that_device_out(tmp_path: Path) -> None:
     raw = b"\xff\xfe-not-a-uuid".ljust(96, b"\0") + UUID1.encode().ljust(96, b"\0")
     procs = [Proc(1, used={0: GiB, 1: 2 * GiB})]
@@ -195,7 +227,8 @@ def test_series_per_container_and_pod_with_the_gpu_minor(
     ))
     write_entry(root, UID_A, "sidecar", pack_region([UUID0], limits=[2 * GiB], procs=[Proc(7, used={0: GiB}, sm={0: 4})]))
     write_entry(root, UID_B, "batch", pack_region([UUID1], limits=[4 * GiB], procs=[]))
-    sched = _scheduler(host_v2, clock, store, root)
+    registry = CollectorRegistry()
+    sched = _scheduler(host_v2, clock, store, root, registry=registry)
     sched.run_once()
     state = sched.status()["collectors"]["hami_vgpu"]
     assert (state["enabled"], state["failures"], state["read_errors_total"]) == (True, 0, 0)
@@ -214,6 +247,12 @@ def test_series_per_container_and_pod_with_the_gpu_minor(
     b = {"pod": UID_B, "qos": "BE"}
     assert _last(store, "container_vgpu_memory_usage", container="cb1", **b, **d1) == 0.0
     assert _last(store, "container_vgpu_memory_limit", container="cb1", **b, **d1) == 4 * GiB
+    text = generate_latest(registry).decode()
+    line = next(x for x in text.splitlines()
+                if x.startswith("hookserver_container_vgpu_memory_usage_bytes{") and 'container_id="ca1"' in x
+                and f'device="{UUID0}"' in x)
+    assert 'container_name="infer"' in line and 'minor="0"' in line and f'pod_uid="{UID_A}"' in line
+    assert float(line.rsplit(" ", 1)[1]) == 4 * GiB
 
 
 def test_without_the_gpu_inventory_the_minor_label_is_left_out(
