@@ -22,6 +22,7 @@ from collectors.base import Collector
 from collectors.be_resource import BEResourceCollector
 from collectors.export import StoreExporter
 from collectors.gpu import GpuCollector
+from collectors.hami_vgpu import HamiVgpuCollector
 from collectors.host_application import HostApplicationCollector
 from collectors.node_info import NodeInfoCollector
 from collectors.node_resource import NodeResourceCollector
@@ -96,6 +97,7 @@ def build_collectors(
         PageCacheCollector(roots, reader),
         PSICollector(roots, reader, cgroup_windows=cs.psi_cgroup_windows, containers=cs.psi_containers),
         GpuCollector(roots, nvml if nvml is not None else PynvmlApi(roots)),
+        HamiVgpuCollector(cs.hami_vgpu_dir, inventory=store.series.get_static),
     ]
     scheduler = CollectorScheduler(
         collectors,

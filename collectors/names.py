@@ -131,6 +131,21 @@ _ALL = (
        "SM utilisation of a container's processes on a device.", "container_gpu_core_usage"),
     _m("container_gpu_memory_usage", "bytes", "hookserver_container_gpu_memory_usage_bytes",
        "GPU memory of a container's processes on a device.", "container_gpu_memory_usage"),
+    # hami_vgpu: HAMi-core's own accounting from its shared cache files (HamiCoreVGPUMonitor); koordlet reads
+    # none (HAMi's vGPU monitor does: hami_vgpu_memory_used_bytes, ...). Labels as the gpu series.
+    _m("container_vgpu_memory_usage", "bytes", "hookserver_container_vgpu_memory_usage_bytes",
+       "GPU memory a container's HAMi-core processes allocated on a device (HAMi's hami_vgpu_memory_used_bytes)."),
+    _m("container_vgpu_core_usage", "percent", "hookserver_container_vgpu_core_usage_percent",
+       "SM utilisation of a container's HAMi-core processes on a device "
+       "(HAMi's hami_container_device_utilization_ratio)."),
+    _m("container_vgpu_memory_limit", "bytes", "hookserver_container_vgpu_memory_limit_bytes",
+       "GPU memory limit HAMi-core enforces for a container on a device (CUDA_DEVICE_MEMORY_LIMIT)."),
+    _m("container_vgpu_core_limit", "percent", "hookserver_container_vgpu_core_limit_percent",
+       "SM limit HAMi-core enforces for a container on a device (CUDA_DEVICE_SM_LIMIT); absent when unlimited."),
+    _m("pod_vgpu_memory_usage", "bytes", "hookserver_pod_vgpu_memory_usage_bytes",
+       "GPU memory a pod's HAMi-core processes allocated on a device (its containers' sum)."),
+    _m("pod_vgpu_core_usage", "percent", "hookserver_pod_vgpu_core_usage_percent",
+       "SM utilisation of a pod's HAMi-core processes on a device (its containers' sum)."),
 )
 
 METRICS: Mapping[str, MetricSpec] = MappingProxyType({m.name: m for m in _ALL})

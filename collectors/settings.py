@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import posixpath
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["COLLECTOR_NAMES", "CollectorSettings", "CollectorToggle"]
 
@@ -26,6 +28,7 @@ COLLECTOR_NAMES = (
     "page_cache",
     "psi",
     "gpu",
+    "hami_vgpu",
 )
 
 
@@ -56,10 +59,23 @@ class CollectorSettings(_Frozen):
     page_cache: CollectorToggle = CollectorToggle(enabled=False)
     node_info: CollectorToggle = CollectorToggle(interval_s=60.0)
     gpu: CollectorToggle = CollectorToggle()
+    # HAMi-core vGPU use from its shared cache files: koordlet's gate HamiCoreVGPUMonitor (alpha, off by default),
+    # so off here too; the gate turns it on (`collectors.hami_vgpu.with_hami_vgpu_gate`), and so may this toggle.
+    hami_vgpu: CollectorToggle = CollectorToggle(enabled=False)
+    # The host directory GPUEnvInject mounts the per-container cache directories from: unless set, the HAMi-core
+    # library's directory + `/containers` (koordlet's DaemonSet mounts /usr/local/vgpu/containers).
+    hami_vgpu_dir: str = "/usr/local/vgpu/containers"
     # Time series: how long samples are kept (ring size = retention / interval) and the series cap.
     retention_s: float = Field(default=1800.0, gt=0, le=30 * 86400)
     max_series: int = Field(default=200_000, ge=1)
     gc_interval_s: float = Field(default=300.0, gt=0)
+
+    @field_validator("hami_vgpu_dir")
+    @classmethod
+    def _absolute_dir(cls, value: str) -> str:
+        if not value.startswith("/") or "\x00" in value or posixpath.normpath(value) != value.rstrip("/"):
+            raise ValueError(f"hami_vgpu_dir {value!r} must be an absolute, normalised path")
+        return value.rstrip("/") or "/"
 
     def toggle(self, name: str) -> CollectorToggle:
         value = getattr(self, name, None)
