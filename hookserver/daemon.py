@@ -60,7 +60,7 @@ from hookserver.wiring.publishers import (
     koord_manager_evidence_of,
     prod_reclaimable_of,
 )
-from hookserver.wiring.devices import GpuInventory, build_devices
+from hookserver.wiring.devices import GpuInventory, build_devices, collector_settings
 from hookserver.wiring.qos import build_qos
 from hookserver.wiring.runtime import HotPathRuntime
 from hookserver.wiring.views import (
@@ -140,7 +140,7 @@ class Daemon:
         self.informer: Informer = build_informer(settings, store=self.store, registry=self.prometheus)
         self._gate_readiness_on_first_sync()
         self.collectors: CollectorScheduler = build_collectors(
-            settings, store=self.store, roots=self.roots, registry=self.prometheus
+            collector_settings(settings, self.gates), store=self.store, roots=self.roots, registry=self.prometheus
         )
         self.predictor: PredictorService | None = None
         self.reporter: NodeMetricReporter | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from collectors.hami_vgpu import with_hami_vgpu_gate
 from hookserver.config import Settings
 from hookserver.devices.node_resources import NodeLabelSink, NodeResourceSink
 from hookserver.devices.publisher import DevicePublisher, DeviceSink
@@ -21,10 +22,11 @@ from hookserver.koord_devices import NodeGpu
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
 
-__all__ = ["DEVICE_GATES", "GpuInventory", "build_devices", "device_settings"]
+__all__ = ["DEVICE_GATES", "GpuInventory", "build_devices", "collector_settings", "device_settings"]
 
-# The agent gates the Device report implements (koordlet's names; both off by default there).
-DEVICE_GATES = ("Accelerators", "RDMADevices")
+# The agent gates of GPU and RDMA nodes (koordlet's names; all off by default there): the Device report's two,
+# and the HAMi-core vGPU monitor (its hook half is GPUEnvInject's cache env and mount, its collector hami_vgpu).
+DEVICE_GATES = ("Accelerators", "RDMADevices", "HamiCoreVGPUMonitor")
 
 
 def device_settings(settings: Settings, gates: GateValues) -> DeviceSettings:
@@ -35,6 +37,14 @@ def device_settings(settings: Settings, gates: GateValues) -> DeviceSettings:
         "enabled": ds.enabled or gates.enabled("Accelerators"),
         "rdma": ds.rdma or gates.enabled("RDMADevices"),
     })
+
+
+def collector_settings(settings: Settings, gates: GateValues) -> Settings:
+    """The settings the collectors are built from: `HamiCoreVGPUMonitor` turns the HAMi-core vGPU collector on,
+    reading where GPUEnvInject mounts from (`hook.gpu.hami_core_library_path`'s directory + `/containers`)."""
+    collectors = with_hami_vgpu_gate(settings.collectors, gate_on=gates.enabled("HamiCoreVGPUMonitor"),
+                                     library_path=settings.hook.gpu.hami_core_library_path)
+    return settings.model_copy(update={"collectors": collectors})
 
 
 def build_devices(
