@@ -60,7 +60,7 @@ from hookserver.wiring.publishers import (
     koord_manager_evidence_of,
     prod_reclaimable_of,
 )
-from hookserver.wiring.devices import GpuInventory, build_devices, collector_settings
+from hookserver.wiring.devices import GpuInventory, build_allocation_warnings, build_devices, collector_settings
 from hookserver.wiring.qos import build_qos
 from hookserver.wiring.runtime import HotPathRuntime
 from hookserver.wiring.views import (
@@ -186,6 +186,7 @@ class Daemon:
             settings, store=self.store, roots=self.roots, informer=self.informer, gates=self.gates,
             koord_manager_evidence=koord_manager_evidence_of(self.informer, settings.node_name),
         )
+        self.gpu_warnings = build_allocation_warnings(settings, store=self.store, informer=self.informer, gates=self.gates)
         self.prometheus.register(BurstMetricsCollector(lambda: self.qos.state_of("CPUBurst"), node=settings.node_name))
         self.reconciler: Reconciler | None = None
         if settings.reconciler.enabled:
@@ -308,6 +309,8 @@ class Daemon:
                 tasks.spawn("topology", self.topology.run(stop))
             if self.devices is not None:
                 tasks.spawn("devices", self.devices.run(stop))
+            if self.gpu_warnings is not None:
+                tasks.spawn("gpu-allocation-warnings", self.gpu_warnings.run(stop))
             tasks.spawn("gpu-inventory", run_every(
                 self.settings.collectors.gpu.interval_s, self._refresh_gpus, stop, name="gpu inventory"))
             log.info(

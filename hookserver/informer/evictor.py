@@ -19,13 +19,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from hookserver.errors import InformerError
 from hookserver.eviction import EvictionRequest, EvictionResult, EvictionStatus
+from hookserver.informer.pod_events import PodEventWriter
 
 __all__ = ["ApiEvictor", "KubeWriter", "POLICY_V1", "POLICY_V1BETA1"]
 
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 POLICY_V1 = "policy/v1"
 POLICY_V1BETA1 = "policy/v1beta1"
 EVENT_REASON_SUCCESS = "evictPodSuccess"
-COMPONENT = "hookserver"
 # A 429 without a retry-after: wait this long before asking again (one reconciler round is ~1-10 s).
 DEFAULT_RETRY_AFTER_S = 5.0
 _MAX_RETRY_AFTER_S = 600.0
@@ -60,10 +58,6 @@ def _retry_after_s(body: Any, default: float) -> float:
     return default
 
 
-def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class ApiEvictor:
     """Implements `hookserver.eviction.EvictionBackend` over the informer's apiserver transport."""
 
@@ -86,6 +80,7 @@ class ApiEvictor:
         self.refused = 0  # 429s the apiserver answered
         self.held = 0  # refusals answered here, inside the server's retry-after, without a request
         self.events_failed = 0
+        self._events = PodEventWriter(transport, node_name=node_name, timeout_s=timeout_s, clock=clock)
         # pod key -> (monotonic-free wall time until which the server asked us to wait, refusals in a row)
         self._refused_until: dict[str, tuple[float, int]] = {}
 
@@ -190,31 +185,12 @@ class ApiEvictor:
         """A core/v1 Event on the pod. A failure is logged and counted; the eviction stands."""
         meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
         assert isinstance(meta, Mapping)
-        now = _rfc3339(self._clock())
-        ns, name = request.namespace, request.name
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
-            "involvedObject": {
-                "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name,
-                "uid": str(meta.get("uid") or request.pod_uid), "resourceVersion": str(meta.get("resourceVersion") or ""),
-            },
-            "reason": EVENT_REASON_SUCCESS,
-            "message": f"evict Pod:{name}, reason: {request.reason}, message: {request.message}",
-            "type": "Warning",
-            "source": {"component": COMPONENT, "host": self.node_name},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.node_name,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        try:
-            status, reply = self._transport.request_json("POST", f"/api/v1/namespaces/{ns}/events", event,
-                                                         timeout_s=self.timeout_s)
-        except InformerError as exc:
-            status, reply = 0, {"message": str(exc)}
-        if status in (200, 201):
-            return True
-        with self._lock:
-            self.events_failed += 1
-        log.warning("event for the eviction of %s not created: HTTP %s %s", request.key, status, _status_message(reply))
-        return False
+        ok = self._events.post(
+            namespace=request.namespace, name=request.name, uid=str(meta.get("uid") or request.pod_uid),
+            resource_version=str(meta.get("resourceVersion") or ""), reason=EVENT_REASON_SUCCESS,
+            message=f"evict Pod:{request.name}, reason: {request.reason}, message: {request.message}",
+        )
+        if not ok:
+            with self._lock:
+                self.events_failed += 1
+        return ok

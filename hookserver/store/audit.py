@@ -182,6 +182,24 @@ class AuditLog:
         items = list(_expand(raw))
         return items[-limit:] if limit else items
 
+    def decisions_of(self, plugin: str, *, since: float = 0.0, reason_contains: str = "") -> list[DecisionRecord]:
+        """`plugin`'s decisions recorded after `since` whose reason contains `reason_contains`, oldest first; the
+        other entries are skipped before a record is built (a background reader scans the whole ring)."""
+        out: list[DecisionRecord] = []
+        for entry in self._decisions.copy():
+            if isinstance(entry, DecisionRecord):
+                if entry.ts > since and entry.plugin == plugin and reason_contains in entry.reason:
+                    out.append(entry)
+                continue
+            if entry[0] <= since:
+                continue
+            for o in entry[6]:
+                res = o.result
+                if o.plugin == plugin and res is not None and reason_contains in res.reason:
+                    out.extend(r for r in _expand((entry,)) if r.plugin == plugin)
+                    break
+        return out
+
     def events(self, *, limit: int = 0) -> list[HookEventRecord]:
         raw = list(self._events.copy())
         if limit:

@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from collectors.hami_vgpu import with_hami_vgpu_gate
 from hookserver.config import Settings
+from hookserver.devices.allocation_warnings import AllocationWarnings, LogEventSink, PodEventSink
 from hookserver.devices.node_resources import NodeLabelSink, NodeResourceSink
 from hookserver.devices.publisher import DevicePublisher, DeviceSink
 from hookserver.devices.settings import DeviceSettings
@@ -22,7 +23,14 @@ from hookserver.koord_devices import NodeGpu
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
 
-__all__ = ["DEVICE_GATES", "GpuInventory", "build_devices", "collector_settings", "device_settings"]
+__all__ = [
+    "DEVICE_GATES",
+    "GpuInventory",
+    "build_allocation_warnings",
+    "build_devices",
+    "collector_settings",
+    "device_settings",
+]
 
 # The agent gates of GPU and RDMA nodes (koordlet's names; all off by default there): the Device report's two,
 # and the HAMi-core vGPU monitor (its hook half is GPUEnvInject's cache env and mount, its collector hami_vgpu).
@@ -110,3 +118,19 @@ class GpuInventory:
             return False
         self._current = MappingProxyType(gpus)
         return True
+
+
+def build_allocation_warnings(
+    settings: Settings, *, store: StateStore, informer: Informer, gates: GateValues
+) -> AllocationWarnings | None:
+    """With GPUEnvInject on: Events on pods whose GPU allocation names a missing or unhealthy device (to the log
+    when there is no apiserver)."""
+    if not gates.enabled("GPUEnvInject"):
+        return None
+    transport = informer.transport
+    sink: PodEventSink = LogEventSink()
+    if transport is not None and informer.mode != "standalone":
+        from hookserver.informer.pod_events import PodEventWriter
+
+        sink = PodEventWriter(transport, node_name=settings.node_name)
+    return AllocationWarnings(store, sink)
