@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hookserver.debug.render_topology import delivery_lines
+
 __all__ = ["render_devices"]
 
 
@@ -29,13 +31,7 @@ def _device_line(device: Any) -> str:
 def render_devices(doc: Any) -> str:
     if not isinstance(doc, dict):
         return str(doc)
-    lines = [
-        f"node: {doc.get('node', '')}",
-        f"report: {doc.get('last_result', '')} -> {doc.get('target', '')} {doc.get('where', '')}",
-    ]
-    if doc.get("last_detail"):
-        lines.append(f"  {doc['last_detail']}")
-    lines.append(f"writes: {doc.get('writes', 0)} in {doc.get('ticks', 0)} rounds (unchanged documents are not re-sent)")
+    lines = delivery_lines(doc)
     document = doc.get("document") or {}
     devices = (document.get("spec") or {}).get("devices") or []
     lines.append("devices:" if devices else "devices: none")

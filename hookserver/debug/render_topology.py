@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_topology"]
+__all__ = ["delivery_lines", "render_topology"]
 
 
 def _zone_line(zone: Any) -> str:
@@ -13,9 +13,8 @@ def _zone_line(zone: Any) -> str:
     return f"  {zone.get('name')}: cpu {resources.get('cpu', '?')}, memory {resources.get('memory', '?')}"
 
 
-def render_topology(doc: Any) -> str:
-    if not isinstance(doc, dict):
-        return str(doc)
+def delivery_lines(doc: dict[str, Any]) -> list[str]:
+    """A node document's delivery (`DocumentDelivery.view`): where it went, how, and how often."""
     lines = [
         f"node: {doc.get('node', '')}",
         f"report: {doc.get('last_result', '')} -> {doc.get('target', '')} {doc.get('where', '')}",
@@ -23,6 +22,13 @@ def render_topology(doc: Any) -> str:
     if doc.get("last_detail"):
         lines.append(f"  {doc['last_detail']}")
     lines.append(f"writes: {doc.get('writes', 0)} in {doc.get('ticks', 0)} rounds (unchanged documents are not re-sent)")
+    return lines
+
+
+def render_topology(doc: Any) -> str:
+    if not isinstance(doc, dict):
+        return str(doc)
+    lines = delivery_lines(doc)
     pools = doc.get("pools") or {}
     if pools:
         lines.append("pools:")

@@ -26,8 +26,7 @@ from hookserver.aio.periodic import run_every
 from hookserver.devices.node_resources import NodeDeviceResources
 from hookserver.devices.rdma import RdmaDiscovery
 from hookserver.devices.report import GpuInfo, build_device, canonical
-from hookserver.system.atomicfile import write_json_atomically
-from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink, log_delivery
+from hookserver.system.docsink import Delivery, DocumentDelivery, DocumentSink, LocalDocumentSink
 
 __all__ = ["DeviceDelivery", "DevicePublisher", "DeviceSink", "LocalDeviceSink", "rfc3339"]
 
@@ -71,31 +70,32 @@ class DevicePublisher:
         self._node_uid = node_uid
         self.node_resources = node_resources
         self.interval_s = interval_s
-        self._document_path = document_path
         self._ready = ready
         self._clock = clock
-        self._sent = ""  # the text the sink last accepted
-        self._filed = ""  # the text in document_path
-        self._file_problem = ""
+        self.delivery = DocumentDelivery(sink, what=f"Device {node_name}", logger=log, document_path=document_path,
+                                         clock=clock)
         self._unhealthy_since: dict[str, str] = {}
-        self._state = ("", "")
         self._problems: tuple[str, ...] = ()
         self.document: dict[str, Any] = {}
-        self.writes = 0
         self.ticks = 0
-        self.last_result = "pending"
-        self.last_detail = ""
-        self.last_write_at = 0.0
+
+    @property
+    def last_result(self) -> str:
+        return self.delivery.last_result
+
+    @property
+    def last_detail(self) -> str:
+        return self.delivery.last_detail
 
     def tick(self) -> str:
         """One round; returns: ok | unchanged | waiting | crd_missing | conflict | forbidden | error."""
         self.ticks += 1
         if not self._ready():
-            return self._record("waiting", "informer's first sync not done")
+            return self.delivery.record("waiting", "informer's first sync not done")
         try:
             return self._tick()
         except Exception as exc:  # noqa: BLE001 - a failed round is shown and logged once; the next one tries again
-            return self._record("error", f"round failed: {type(exc).__name__}: {exc}")
+            return self.delivery.record("error", f"round failed: {type(exc).__name__}: {exc}")
 
     def _tick(self) -> str:
         now = self._clock()
@@ -110,23 +110,7 @@ class DevicePublisher:
                                 driver_version=self._driver_version(), rdma=discovery.devices,
                                 unhealthy_since=self._unhealthy_since)
         self.document = document
-        text = canonical(document)
-        if self._document_path and self.sink.target != "file" and text != self._filed:
-            problem = write_json_atomically(self._document_path, document, indent=1, sort_keys=False)
-            if not problem:
-                self._filed = text
-            elif problem != self._file_problem:
-                log.warning("Device %s: cannot keep %s: %s", self._node_name, self._document_path, problem)
-            self._file_problem = problem
-        if text == self._sent:
-            result = self._record("unchanged", "")
-        else:
-            delivery = self.sink.apply(document)
-            if delivery.result == "ok":
-                self._sent = text
-                self.writes += 1
-                self.last_write_at = now
-            result = self._record(delivery.result, delivery.detail)
+        result = self.delivery.deliver(document, canonical(document))
         if self.node_resources is not None:
             self.node_resources.step(document)
         return result
@@ -136,12 +120,6 @@ class DevicePublisher:
             self._problems = problems
             for problem in problems:
                 log.warning("RDMA device left out of the Device report: %s", problem)
-
-    def _record(self, result: str, detail: str) -> str:
-        self.last_result, self.last_detail = result, detail
-        self._state = log_delivery(self._state, result, detail, what=f"Device {self._node_name}",
-                                   where=self.sink.where, logger=log)
-        return result
 
     async def run(self, stop: asyncio.Event) -> None:
         async def tick() -> None:
@@ -153,13 +131,8 @@ class DevicePublisher:
         """`hookctl devices`: the document, the last delivery, the Node's share and what was left out."""
         return {
             "node": self._node_name,
-            "target": self.sink.target,
-            "where": self.sink.where,
-            "last_result": self.last_result,
-            "last_detail": self.last_detail,
-            "writes": self.writes,
+            **self.delivery.view(),
             "ticks": self.ticks,
-            "last_write_at": self.last_write_at,
             "problems": list(self._problems),
             "node_resources": self.node_resources.view() if self.node_resources is not None else None,
             "document": self.document,

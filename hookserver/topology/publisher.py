@@ -22,8 +22,7 @@ from hookserver.aio.periodic import run_every
 from hookserver.errors import SystemFileError
 from hookserver.store.state import StateStore
 from hookserver.system.cpu_basic import read_cpu_basic_info
-from hookserver.system.atomicfile import write_json_atomically
-from hookserver.system.docsink import Delivery, DocumentSink, LocalDocumentSink, log_delivery
+from hookserver.system.docsink import Delivery, DocumentDelivery, DocumentSink, LocalDocumentSink
 from hookserver.system.roots import SystemRoots
 from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
 from hookserver.topology.pools import CpuPools, compute_pools
@@ -59,53 +58,39 @@ class TopologyPublisher:
         self.sink = sink
         self.interval_s = interval_s
         self._policy = kubelet_cpu_manager_policy
-        self._document_path = document_path
         self._ready = ready
-        self._clock = clock
-        self._sent = ""  # the text the sink last accepted
-        self._state = ("", "")
+        self.delivery = DocumentDelivery(sink, what=f"NodeResourceTopology {node_name}", logger=log,
+                                         document_path=document_path, clock=clock)
         self.document: dict[str, Any] = {}
         self.pools: CpuPools | None = None
-        self.writes = 0
         self.ticks = 0
-        self.last_result = "pending"
-        self.last_detail = ""
-        self.last_write_at = 0.0
+
+    @property
+    def last_result(self) -> str:
+        return self.delivery.last_result
+
+    @property
+    def last_detail(self) -> str:
+        return self.delivery.last_detail
 
     def tick(self) -> str:
         """One round; returns the result: ok | unchanged | waiting | crd_missing | conflict | forbidden | error."""
         self.ticks += 1
         if not self._ready():
-            return self._record("waiting", "informer's first sync not done")
+            return self.delivery.record("waiting", "informer's first sync not done")
         try:
             cpus = read_cpu_topology(self._roots)
             numa = read_numa_meminfo(self._roots)
             basic = read_cpu_basic_info(self._roots)
         except SystemFileError as exc:
-            return self._record("error", f"topology unreadable: {exc}")
+            return self.delivery.record("error", f"topology unreadable: {exc}")
         snap = self._store.snapshot()
         annotations = snap.node.annotations if snap.node is not None else {}
         pools = compute_pools(cpus, snap.pods, annotations)
         document = build_report(node_name=self._node_name, cpus=cpus, numa=numa, basic=basic, pools=pools,
                                 node_annotations=annotations, kubelet_cpu_manager_policy=self._policy)
         self.document, self.pools = document, pools
-        text = canonical(document)
-        if text == self._sent:
-            return self._record("unchanged", "")
-        if self._document_path and self.sink.target != "file":
-            write_json_atomically(self._document_path, document, indent=1, sort_keys=False)
-        delivery = self.sink.apply(document)
-        if delivery.result == "ok":
-            self._sent = text
-            self.writes += 1
-            self.last_write_at = self._clock()
-        return self._record(delivery.result, delivery.detail)
-
-    def _record(self, result: str, detail: str) -> str:
-        self.last_result, self.last_detail = result, detail
-        self._state = log_delivery(self._state, result, detail, what=f"NodeResourceTopology {self._node_name}",
-                                   where=self.sink.where, logger=log)
-        return result
+        return self.delivery.deliver(document, canonical(document))
 
     async def run(self, stop: asyncio.Event) -> None:
         async def tick() -> None:
@@ -117,13 +102,8 @@ class TopologyPublisher:
         """`hookctl topology`: the document, the pools and the last delivery."""
         return {
             "node": self._node_name,
-            "target": self.sink.target,
-            "where": self.sink.where,
-            "last_result": self.last_result,
-            "last_detail": self.last_detail,
-            "writes": self.writes,
+            **self.delivery.view(),
             "ticks": self.ticks,
-            "last_write_at": self.last_write_at,
             "pools": self.pools.describe() if self.pools is not None else {},
             "document": self.document,
         }

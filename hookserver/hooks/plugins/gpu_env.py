@@ -50,6 +50,7 @@ from types import MappingProxyType
 from hookserver.errors import AnnotationError
 from hookserver.hooks.context import ContainerRequest, RequestSource
 from hookserver.hooks.outcome import ContainerMount, HookResult
+from hookserver.hooks.plugins.allocation_results import NO_ANNOTATION, allocation_error
 from hookserver.hooks.settings import GpuEnvSettings
 from hookserver.koord_devices import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -87,7 +88,6 @@ HAMI_VGPU_LOCK_DIR = "/tmp/vgpulock"  # koordlet hard-codes it (HAMi issue 696)
 _GATE_OFF = HookResult.skip("feature gate GPUEnvInject is off")
 _SAFE_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")  # a Kubernetes UID (a UUID); no '.', no '/'
 _SAFE_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")  # a DNS-1123 label: a container's name
-_NO_ANNOTATION = HookResult.skip(f"no {ANNOTATION_DEVICE_ALLOCATED} annotation")
 _NO_GPU = HookResult.skip(f"{ANNOTATION_DEVICE_ALLOCATED} allocates no GPU")
 _MEMO_MAX = 4096
 
@@ -122,7 +122,7 @@ class GPUEnvInjectPlugin:
         pod = request.pod
         text = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
         if text is None:
-            return _NO_ANNOTATION
+            return NO_ANNOTATION
         # Decisions are kept by everything they read (quantities are exact fractions: ~10 us to recompute).
         gpus_view = view.gpus
         key = (text, pod.labels.get(LABEL_GPU_ISOLATION_PROVIDER), pod.uid, request.name, pod.source, id(gpus_view))
@@ -141,7 +141,7 @@ class GPUEnvInjectPlugin:
         try:
             gpus = cached_device_allocations(text).get(DEVICE_GPU)
         except AnnotationError as exc:
-            return _error(str(exc), text)
+            return allocation_error(str(exc), text)
         if not gpus:
             return _NO_GPU
         minors = ",".join(str(d.minor) for d in gpus)
@@ -154,7 +154,7 @@ class GPUEnvInjectPlugin:
             inputs[LABEL_GPU_ISOLATION_PROVIDER] = provider
             hami = self._hami(request, gpus[0], envs, inputs)
             if isinstance(hami, str):
-                return _error(hami, text)
+                return allocation_error(hami, text)
             mounts, hami_why = hami
             why.append(hami_why)
         warning = _check_inventory(gpus, view.gpus)
@@ -217,12 +217,3 @@ def _check_inventory(gpus: tuple[DeviceAllocation, ...], inventory: Mapping[int,
         elif not gpu.healthy:
             problems.append(f"minor {d.minor} ({gpu.uuid}) is unhealthy: {gpu.reason or 'no reason given'}")
     return "; ".join(problems)
-
-
-def _error(message: str, text: str) -> HookResult:
-    """Not applied, and said loudly: the reason starts with `error:`; the container is still created."""
-    return HookResult(
-        applied=False,
-        reason=f"error: {message}; nothing injected",
-        inputs=MappingProxyType({"error": message, "device-allocated": text}),
-    )

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from hookserver.errors import AnnotationError
 from hookserver.hooks.context import ContainerRequest, RequestSource
 from hookserver.hooks.outcome import ContainerDevice, HookResult
+from hookserver.hooks.plugins.allocation_results import NO_ANNOTATION, allocation_error
 from hookserver.koord_devices import ANNOTATION_DEVICE_ALLOCATED, DEVICE_RDMA, cached_device_allocations
 from hookserver.system.rdma import CharDevice, RdmaDevices
 from hookserver.view import NodeView
@@ -32,7 +33,6 @@ from hookserver.view import NodeView
 __all__ = ["RDMADeviceInjectPlugin"]
 
 _GATE_OFF = HookResult.skip("feature gate RDMADeviceInject is off")
-_NO_ANNOTATION = HookResult.skip(f"no {ANNOTATION_DEVICE_ALLOCATED} annotation")
 _NO_RDMA = HookResult.skip(f"{ANNOTATION_DEVICE_ALLOCATED} allocates no RDMA device")
 
 
@@ -55,16 +55,16 @@ class RDMADeviceInjectPlugin:
         pod = request.pod
         text = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
         if text is None:
-            return _NO_ANNOTATION
+            return NO_ANNOTATION
         try:
             allocated = cached_device_allocations(text).get(DEVICE_RDMA)
         except AnnotationError as exc:
-            return _error(str(exc), text)
+            return allocation_error(str(exc), text)
         if not allocated:
             return _NO_RDMA
         cm = self.devices.rdma_cm
         if cm is None:
-            return _error("the node has no /dev/infiniband/rdma_cm (no RDMA CM in sysfs)", text)
+            return allocation_error("the node has no /dev/infiniband/rdma_cm (no RDMA CM in sysfs)", text)
         table = self.devices.uverbs_by_bus_id
         devices = [_device(cm)]
         bus_ids: list[str] = []
@@ -73,7 +73,7 @@ class RDMADeviceInjectPlugin:
             for bus_id in wanted:
                 uverbs = table.get(bus_id)
                 if uverbs is None:
-                    return _error(f"rdma[{i}]: PCI function {bus_id!r} has no uverbs device on this node", text)
+                    return allocation_error(f"rdma[{i}]: PCI function {bus_id!r} has no uverbs device on this node", text)
                 devices.append(_device(uverbs))
                 bus_ids.append(bus_id)
         paths = ", ".join(d.path for d in devices)
@@ -84,12 +84,3 @@ class RDMADeviceInjectPlugin:
                 reason=f"proxy door: koord-runtime-proxy's response has no devices; not injected: {paths}",
             )
         return HookResult(reason=f"RDMA devices {paths}", inputs=inputs, devices=tuple(devices))
-
-
-def _error(message: str, text: str) -> HookResult:
-    """Not applied, and said loudly: the reason starts with `error:`; the container is still created."""
-    return HookResult(
-        applied=False,
-        reason=f"error: {message}; nothing injected",
-        inputs=MappingProxyType({"error": message, "device-allocated": text}),
-    )
