@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from hookserver.gpu_inventory import GPU_DEVICES_STATIC, GPU_DRIVER_VERSION_STATIC
 from hookserver.store.timeseries import Labels, make_labels
 from hookserver.system.procfs import read_pid_cgroup
 from hookserver.system.roots import SystemRoots
@@ -30,9 +31,9 @@ __all__ = ["GPU_DEVICES_KEY", "GPU_DRIVER_VERSION_KEY", "GpuCollector", "owner_o
 
 log = logging.getLogger(__name__)
 
-GPU_DEVICES_KEY = "gpu_devices"
+GPU_DEVICES_KEY = GPU_DEVICES_STATIC
 # The driver's version string (`550.54.15`): koordlet's `node.koordinator.sh/gpu-driver-version` label.
-GPU_DRIVER_VERSION_KEY = "gpu_driver_version"
+GPU_DRIVER_VERSION_KEY = GPU_DRIVER_VERSION_STATIC
 
 
 def _with(labels: Labels, **extra: str) -> Labels:

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from hookserver.errors import HookServerError
+from hookserver.gpu_inventory import sysfs_bus_id
 from hookserver.system.roots import SystemRoots
 
 __all__ = [
@@ -112,22 +113,6 @@ class NvmlApi(Protocol):
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def sysfs_bus_id(bus_id: str) -> str:
-    """NVML's bus id (`00000000:17:00.0`, 8-hex-digit domain) as sysfs names the device (`0000:17:00.0`).
-
-    sysfs and koordlet's Device topology (`busID`, from NVML's `busIdLegacy`) use a 4-digit domain, lower case;
-    a domain wider than 16 bits keeps its digits. '' when `bus_id` is not a PCI address.
-    """
-    parts = bus_id.strip().lower().split(":")
-    if len(parts) != 3 or "." not in parts[2]:
-        return ""
-    try:
-        domain = int(parts[0], 16)
-    except ValueError:
-        return ""
-    return f"{domain:04x}:{parts[1]}:{parts[2]}"
 
 
 def pcie_root_of(roots: SystemRoots, bdf: str) -> str:

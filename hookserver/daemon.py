@@ -60,7 +60,8 @@ from hookserver.wiring.publishers import (
     koord_manager_evidence_of,
     prod_reclaimable_of,
 )
-from hookserver.wiring.devices import GpuInventory, build_allocation_warnings, build_devices, collector_settings
+from hookserver.devices.inventory import GpuInventory
+from hookserver.wiring.devices import build_allocation_warnings, build_devices, collector_settings
 from hookserver.wiring.qos import build_qos
 from hookserver.wiring.runtime import HotPathRuntime
 from hookserver.wiring.views import (
@@ -116,8 +117,9 @@ class Daemon:
             gpu=settings.hook.gpu,
             rdma=read_rdma_devices(self.roots) if self.gates.enabled("RDMADeviceInject") else None,
         ))
-        # The GPUs the injection hooks check allocations against, refreshed from the GPU collector's inventory.
-        self.gpus = GpuInventory(self.store)
+        # The GPUs GPUEnvInject checks allocations against, refreshed from the GPU collector's inventory; without
+        # the hook nothing reads them, and the hooks' view skips the source altogether.
+        self.gpus = GpuInventory(self.store) if self.gates.enabled("GPUEnvInject") else None
         self.registry.disable(settings.hook.disable_stages)
         self.policy = FailurePolicy(settings.hook.failure_policy)
         hook = settings.hook
@@ -211,7 +213,8 @@ class Daemon:
         return koordlet_compat_report(self.gates, self.koordlet_args)
 
     async def _refresh_gpus(self) -> None:
-        self.gpus.refresh()
+        if self.gpus is not None:
+            self.gpus.refresh()
 
     def _nri_catch_up(self, uids: set[str], why: str) -> None:
         """What an NRI Synchronize could not finish in the runtime's budget: the reconciler, at once."""
@@ -311,8 +314,9 @@ class Daemon:
                 tasks.spawn("devices", self.devices.run(stop))
             if self.gpu_warnings is not None:
                 tasks.spawn("gpu-allocation-warnings", self.gpu_warnings.run(stop))
-            tasks.spawn("gpu-inventory", run_every(
-                self.settings.collectors.gpu.interval_s, self._refresh_gpus, stop, name="gpu inventory"))
+            if self.gpus is not None:
+                tasks.spawn("gpu-inventory", run_every(
+                    self.settings.collectors.gpu.interval_s, self._refresh_gpus, stop, name="gpu inventory"))
             log.info(
                 "hookserver %s serving: hooks on %s (%s), debug on %s, metrics on port %s, nri %s",
                 __version__, self.proxy.address, ",".join(self.registry.stage_names()), self.debug.address,

@@ -11,7 +11,6 @@ from hookserver.devices.publisher import DevicePublisher, LocalDeviceSink
 from hookserver.devices.rdma import RdmaDevice, RdmaDiscovery, discover_rdma
 from hookserver.devices.report import DEVICE_API_VERSION, DEVICE_KIND, GpuInfo, build_device
 from hookserver.devices.settings import DeviceSettings
-from hookserver.devices.wiring import build_device_publisher
 
 __all__ = [
     "DEVICE_API_VERSION",
@@ -24,7 +23,6 @@ __all__ = [
     "RdmaDevice",
     "RdmaDiscovery",
     "build_device",
-    "build_device_publisher",
     "discover_rdma",
     "node_labels",
     "node_resources",

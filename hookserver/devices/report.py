@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from hookserver.devices.rdma import RdmaDevice
+from hookserver.gpu_inventory import GpuInfo, sysfs_bus_id
 from hookserver.kubewire import memory_quantity
 
 __all__ = [
@@ -51,55 +52,11 @@ GPU_VENDOR_NVIDIA = "nvidia"
 CONDITION_HEALTHY = "Healthy"
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_BUS_ID = re.compile(r"^([0-9a-f]+):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _REASON = re.compile(r"^(Xid\d+|DeviceHealthCheckNotSupported)\b[:\s]*(.*)$", re.S)
-
-
-class GpuInfo(Protocol):
-    """What the report reads of a GPU: `collectors.nvml.GpuDevice`'s fields (the collectors sit beside this
-    area, so the shape is named here, not imported)."""
-
-    @property
-    def uuid(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def minor(self) -> int: ...
-
-    @property
-    def memory_total_bytes(self) -> int: ...
-
-    @property
-    def bus_id(self) -> str: ...
-
-    @property
-    def numa_node(self) -> int | None: ...
-
-    @property
-    def pcie_root(self) -> str: ...
-
-    @property
-    def healthy(self) -> bool: ...
-
-    @property
-    def unhealthy_reason(self) -> str: ...
 
 
 def canonical(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def sysfs_bus_id(bus_id: str) -> str:
-    """NVML's `00000000:3B:00.0` as sysfs (and koordlet, which reads the nvidia driver's directory) writes it:
-    lower case, a 4-digit domain. Text that is no bus id comes back lower-cased, unchanged otherwise."""
-    text = bus_id.strip().lower()
-    match = _BUS_ID.match(text)
-    if match is None:
-        return text
-    domain = match.group(1)[-4:].rjust(4, "0")
-    return f"{domain}:{match.group(2)}:{match.group(3)}.{match.group(4)}"
 
 
 def gpu_model_label(names: Iterable[str]) -> str:

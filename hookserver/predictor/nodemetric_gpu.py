@@ -25,8 +25,9 @@ memory NVML does not give has no `gpu-memory-ratio` (koordlet would divide by ze
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from hookserver.gpu_inventory import GPU_DEVICES_STATIC, GpuInfo, gpu_inventory
 from hookserver.koord_devices import DEVICE_GPU, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
 from hookserver.kubewire import decimal_quantity, memory_quantity
 from hookserver.seriesnames import NODE_GPU_CORE, NODE_GPU_MEMORY, POD_GPU_CORE, POD_GPU_MEMORY
@@ -34,40 +35,11 @@ from hookserver.store.timeseries import SeriesKey, TimeSeriesStore, WindowStats
 
 __all__ = ["GPU_DEVICES_STATIC", "GpuDeviceUsage", "GpuInventoryEntry", "gpu_inventory"]
 
-# The store static the GPU collector keeps its inventory under (collectors.gpu.GPU_DEVICES_KEY; the
-# predictor sits beside the collectors and may not import them, so a test keeps the two in step).
-GPU_DEVICES_STATIC = "gpu_devices"
-
 Stats = Callable[[Iterable[SeriesKey], float], WindowStats | None]
 
 
-@runtime_checkable
-class GpuInventoryEntry(Protocol):
-    """What the report reads of a GPU in the inventory: `collectors.nvml.GpuDevice`'s fields."""
-
-    @property
-    def index(self) -> int: ...
-
-    @property
-    def uuid(self) -> str: ...
-
-    @property
-    def minor(self) -> int: ...
-
-    @property
-    def memory_total_bytes(self) -> int: ...
-
-    @property
-    def healthy(self) -> bool: ...
-
-
-def gpu_inventory(value: Any) -> tuple[GpuInventoryEntry, ...]:
-    """The inventory static as the report reads it, in NVML index order (koordlet's device order); anything
-    that is not a GPU entry is ignored, and no inventory (a CPU node) is ()."""
-    if not isinstance(value, (tuple, list)):
-        return ()
-    entries = [entry for entry in value if isinstance(entry, GpuInventoryEntry)]
-    return tuple(sorted(entries, key=lambda entry: (entry.index, entry.minor)))
+# What the report reads of a GPU: the shared inventory shape.
+GpuInventoryEntry = GpuInfo
 
 
 def _device_key(key: SeriesKey) -> tuple[str, str]:

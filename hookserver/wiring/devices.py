@@ -1,5 +1,5 @@
 """GPU and RDMA nodes: the Device report and the Node's GPU/RDMA share (koordlet's `Accelerators` and
-`RDMADevices`), and the GPU inventory the injection hooks check allocations against.
+`RDMADevices`), the HAMi-core vGPU collector, and the Events on pods whose GPU allocation is wrong.
 
 The report runs when its gate is on (koordinator's chart turns `Accelerators` on) or `devices.enabled` /
 `devices.rdma` say so; to the apiserver through the informer's writers, standalone to `state_dir/device.json`.
@@ -7,26 +7,28 @@ The report runs when its gate is on (koordinator's chart turns `Accelerators` on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+import os
+from collections.abc import Callable
+from functools import partial
 
 from collectors.hami_vgpu import with_hami_vgpu_gate
 from hookserver.config import Settings
 from hookserver.devices.allocation_warnings import AllocationWarnings, LogEventSink, PodEventSink
-from hookserver.devices.node_resources import NodeLabelSink, NodeResourceSink
-from hookserver.devices.publisher import DevicePublisher, DeviceSink
+from hookserver.devices.node_resources import NodeDeviceResources, NodeLabelSink, NodeResourceSink
+from hookserver.devices.publisher import DevicePublisher, DeviceSink, LocalDeviceSink
+from hookserver.devices.rdma import discover_rdma
+from hookserver.devices.inventory import store_driver_version, store_gpus
 from hookserver.devices.settings import DeviceSettings
-from hookserver.devices.wiring import GPU_DEVICES_STATIC, build_device_publisher
 from hookserver.featuregates import GateValues
 from hookserver.informer import Informer
-from hookserver.koord_devices import NodeGpu
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
 
 __all__ = [
+    "DEVICE_DOCUMENT",
     "DEVICE_GATES",
-    "GpuInventory",
     "build_allocation_warnings",
+    "build_device_publisher",
     "build_devices",
     "collector_settings",
     "device_settings",
@@ -35,6 +37,7 @@ __all__ = [
 # The agent gates of GPU and RDMA nodes (koordlet's names; all off by default there): the Device report's two,
 # and the HAMi-core vGPU monitor (its hook half is GPUEnvInject's cache env and mount, its collector hami_vgpu).
 DEVICE_GATES = ("Accelerators", "RDMADevices", "HamiCoreVGPUMonitor")
+DEVICE_DOCUMENT = "device.json"
 
 
 def device_settings(settings: Settings, gates: GateValues) -> DeviceSettings:
@@ -53,6 +56,55 @@ def collector_settings(settings: Settings, gates: GateValues) -> Settings:
     collectors = with_hami_vgpu_gate(settings.collectors, gate_on=gates.enabled("HamiCoreVGPUMonitor"),
                                      library_path=settings.hook.gpu.hami_core_library_path)
     return settings.model_copy(update={"collectors": collectors})
+
+
+def _node_uid(store: StateStore) -> str:
+    node = store.snapshot().node
+    return node.uid if node is not None else ""
+
+
+def build_device_publisher(
+    settings: DeviceSettings,
+    *,
+    store: StateStore,
+    roots: SystemRoots,
+    node_name: str,
+    state_dir: str,
+    device_sink: DeviceSink | None = None,
+    resource_sink: NodeResourceSink | None = None,
+    label_sink: NodeLabelSink | None = None,
+    koord_manager_evidence: Callable[[], str] = str,
+    ready: Callable[[], bool] = lambda: True,
+) -> DevicePublisher | None:
+    """None when neither GPUs nor RDMA are reported (settings.enabled and settings.rdma both off).
+
+    Standalone: no sinks; the Device goes to `state_dir/device.json`. Apiserver mode: `device_sink` is the
+    informer's DeviceWriter (agent field manager), `resource_sink` a NodeCapacityWriter with field manager
+    `<agent>{settings.field_manager_suffix}`, `label_sink` a NodeLabelWriter with `<that manager>-labels`, only
+    with `settings.node_labels` (kube-apiserver before 1.22 keeps one managedFields entry per manager for an
+    object and its status subresource together: one manager for both would lose track of its status fields)."""
+    if not settings.enabled and not settings.rdma:
+        return None
+    document_path = os.path.join(state_dir, DEVICE_DOCUMENT) if state_dir else ""
+    sink: DeviceSink = device_sink if device_sink is not None else LocalDeviceSink(document_path)
+    share = NodeDeviceResources(
+        resources=resource_sink,
+        labels=label_sink if settings.node_labels else None,
+        publisher=settings.publisher,
+        koord_manager_evidence=koord_manager_evidence,
+    )
+    return DevicePublisher(
+        node_name=node_name,
+        sink=sink,
+        gpus=partial(store_gpus, store) if settings.enabled else tuple,
+        driver_version=partial(store_driver_version, store),
+        rdma=partial(discover_rdma, roots) if settings.rdma else None,
+        node_uid=partial(_node_uid, store),
+        node_resources=share,
+        interval_s=settings.interval_s,
+        document_path=document_path,
+        ready=ready,
+    )
 
 
 def build_devices(
@@ -84,40 +136,6 @@ def build_devices(
         device_sink=device_sink, resource_sink=resource_sink, label_sink=label_sink,
         koord_manager_evidence=koord_manager_evidence, ready=informer.first_sync_done,
     )
-
-
-class GpuInventory:
-    """The GPU collector's inventory as the hooks' view wants it (minor -> `NodeGpu`), refreshed off the hot
-    path (`refresh`, every collector interval): `current` stays the same object while the GPUs and their health
-    are the same, so the hooks' view and the decision memo are not rebuilt for nothing."""
-
-    def __init__(self, store: StateStore) -> None:
-        self._store = store
-        self._seen: object = None
-        self._current: Mapping[int, NodeGpu] | None = None
-
-    @property
-    def current(self) -> Mapping[int, NodeGpu] | None:
-        return self._current
-
-    def refresh(self) -> bool:
-        """Read the inventory again; True when what the hooks see changed."""
-        devices = self._store.series.get_static(GPU_DEVICES_STATIC)
-        if devices is self._seen:
-            return False
-        self._seen = devices
-        if not isinstance(devices, (tuple, list)):
-            changed = self._current is not None
-            self._current = None
-            return changed
-        gpus = {
-            int(d.minor): NodeGpu(int(d.minor), str(d.uuid), bool(d.healthy), str(d.unhealthy_reason))
-            for d in devices if int(getattr(d, "minor", -1)) >= 0
-        }
-        if self._current is not None and dict(self._current) == gpus:
-            return False
-        self._current = MappingProxyType(gpus)
-        return True
 
 
 def build_allocation_warnings(

@@ -23,7 +23,7 @@ from hookserver.informer.pod_events import PodEventWriter
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration
 from hookserver.koord_devices import ANNOTATION_DEVICE_ALLOCATED
 from hookserver.store import StateStore
-from hookserver.wiring.devices import GpuInventory
+from hookserver.devices.inventory import GpuInventory
 from tests.informer.fake_apiserver import FakeApiServer
 
 

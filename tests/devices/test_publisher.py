@@ -14,10 +14,10 @@ from collectors.nvml import GpuDevice
 from hookserver.devices.publisher import DevicePublisher, LocalDeviceSink, rfc3339
 from hookserver.devices.rdma import RdmaDiscovery
 from hookserver.devices.settings import DeviceSettings
-from hookserver.devices.wiring import build_device_publisher
 from hookserver.informer.device import DEVICE_RESOURCE_PATH, DeviceWriter
 from hookserver.store import StateStore
 from hookserver.system.roots import SystemRoots
+from hookserver.wiring.devices import build_device_publisher
 from tests.devices.apiserver import SsaApiserver
 from tests.devices.sysfs import pci_function, rdma_device
 from tests.devices.test_report import gpu
@@ -133,7 +133,7 @@ def test_rdma_problems_are_logged_once(tmp_path: Path, caplog: pytest.LogCapture
 
 
 def test_the_wiring_reads_the_collectors_key() -> None:
-    from hookserver.devices.wiring import GPU_DEVICES_STATIC
+    from hookserver.devices.inventory import GPU_DEVICES_STATIC
 
     # the area cannot import the collectors (sibling areas): the key is spelled twice, and this keeps them one
     assert GPU_DEVICES_STATIC == GPU_DEVICES_KEY

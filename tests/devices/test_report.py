@@ -124,3 +124,16 @@ def test_eight_gpus_and_two_rdma_pfs_match_the_hand_written_document() -> None:
                        driver_version="550.90.07", rdma=rdma, unhealthy_since={"GPU-0006": "2026-11-29T04:00:00Z"})
     assert doc == expected
     assert canonical(doc) == canonical(expected)  # key order too: the text is what "unchanged" compares
+
+
+def test_a_bus_id_in_a_pci_domain_past_16_bits_keeps_its_domain_and_a_bad_one_gives_no_topology() -> None:
+    """The report and the collector spell bus ids one way (hookserver.gpu_inventory.sysfs_bus_id): a domain over
+    0xffff keeps its digits (sysfs writes `10000:05:00.0`), and text that is no PCI address leaves the topology
+    out instead of publishing it as a bus id."""
+    from dataclasses import replace
+
+    wide = replace(gpu(0), bus_id="00010000:05:00.0")
+    junk = replace(gpu(1), bus_id="not-a-bus-id")
+    devices = build_device(node_name="n1", gpus=[wide, junk])["spec"]["devices"]
+    assert devices[0]["topology"]["busID"] == "10000:05:00.0"
+    assert "topology" not in devices[1]

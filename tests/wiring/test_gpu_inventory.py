@@ -13,7 +13,7 @@ from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.stages import Stage
 from hookserver.koord_devices import ANNOTATION_DEVICE_ALLOCATED
 from hookserver.store import StateStore
-from hookserver.wiring.devices import GpuInventory
+from hookserver.devices.inventory import GpuInventory
 
 from collectors.gpu import GPU_DEVICES_KEY
 from collectors.nvml import GpuDevice
