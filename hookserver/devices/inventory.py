@@ -47,10 +47,8 @@ class GpuInventory:
             changed = self.current is not None
             self.current = None
             return changed
-        gpus = {
-            int(d.minor): NodeGpu(int(d.minor), str(d.uuid), bool(d.healthy), str(d.unhealthy_reason))
-            for d in devices if int(getattr(d, "minor", -1)) >= 0
-        }
+        gpus = {d.minor: NodeGpu(d.minor, d.uuid, d.healthy, d.unhealthy_reason)
+                for d in gpu_inventory(devices) if d.minor >= 0}
         if self.current is not None and dict(self.current) == gpus:
             return False
         self.current = MappingProxyType(gpus)
