@@ -74,3 +74,28 @@ def test_the_daemon_reserves_the_heap_on_its_loops_thread(tmp_path: Path) -> Non
     assert isinstance(status, dict)
     assert status["heap_reserve"] == {"applied": True, "reserved_mib": 4.0, "mmap_threshold_mib": 4.0,
                                       "trim_threshold_mib": 8.0, "detail": ""}
+
+
+def test_finding_glibc_spawns_no_process_and_opens_nothing_for_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make soak` traces every path the agent opens for writing: ctypes.util.find_library's `ldconfig -p` child
+    opened /dev/null. The C library is the process's own, found without a child."""
+    import os
+
+    from hookserver.aio import heapreserve
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a child process: {args}")
+
+    real_open = os.open
+    written: list[str] = []
+
+    def tracing_open(path: str, flags: int, *rest: int) -> int:
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            written.append(path)
+        return real_open(path, flags, *rest)
+
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    monkeypatch.setattr(os, "open", tracing_open)
+    libc = heapreserve._glibc()
+    assert libc is not None and libc.gnu_get_libc_version() is not None
+    assert written == []

@@ -24,7 +24,6 @@ own behaviour). Without glibc (musl) nothing is done, and the status says why.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 from dataclasses import dataclass
 
@@ -64,13 +63,17 @@ class HeapReserve:
 
 
 def _glibc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (and the mallopt parameters used here)
-    except (OSError, AttributeError):
-        return None
-    return libc
+    """The C library the process already runs on: its own symbols (`CDLL(None)`), else `libc.so.6` by name.
+    Never `ctypes.util.find_library`, which runs `ldconfig -p` (and a compiler as a fallback) in a child
+    process: a node agent spawns nothing, and the soak's write tracer caught that child's /dev/null."""
+    for name in (None, "libc.so.6"):
+        try:
+            libc = ctypes.CDLL(name)
+            libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (and the mallopt parameters used here)
+        except (OSError, AttributeError):
+            continue
+        return libc
+    return None
 
 
 def reserve_heap(size_bytes: int) -> HeapReserve:
