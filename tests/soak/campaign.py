@@ -126,7 +126,17 @@ class Campaign:
             row.samples.append(sample)
 
     # --- checks ------------------------------------------------------------------------------------------
-    def leftover_tmp(self) -> list[str]:
+    def leftover_tmp(self, *, settle_s: float = 1.0) -> list[str]:
+        """`*.tmp` files that stay: seen twice, `settle_s` apart. A live agent's write (a checkpoint round, the
+        status document) holds its tmp for the milliseconds of write, fsync and rename; one look can land
+        inside it (the predictor's `__node-koord-batch__.json.tmp` was caught so in one `make soak` run)."""
+        first = set(self._tmp_files())
+        if not first or settle_s <= 0:
+            return sorted(first)
+        time.sleep(settle_s)
+        return sorted(first & set(self._tmp_files()))
+
+    def _tmp_files(self) -> list[str]:
         found: list[str] = []
         for dirpath, _, files in os.walk(self.paths.state):
             found += [os.path.join(dirpath, f) for f in files if ".tmp" in f]
