@@ -32,6 +32,7 @@ class SLOFileSource:
         self._slo = slo
         self._poll_s = poll_s
         self._signature: _Signature | None = None
+        self._missing = False  # "not found" already said: a missing file is reported once, not every poll
         self.loads = 0
         self.errors = 0
         self.last_error = ""
@@ -49,10 +50,12 @@ class SLOFileSource:
         if signature == self._signature and signature is not None:
             return False
         if signature is None:
-            if self._signature is not None or self.loads == 0:
+            if not self._missing:
                 self._record(f"file {self.path}: not found; keeping the current NodeSLO")
+                self._missing = True
             self._signature = None
             return False
+        self._missing = False
         self._signature = signature
         try:
             document = read_slo_file(self.path)

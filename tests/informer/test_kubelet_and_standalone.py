@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import ssl
@@ -201,3 +202,25 @@ def test_no_informer_threads_left_after_stop(tmp_path: Path) -> None:
     run(scenario())
     kubelet.stop()
     assert not [t for t in threading.enumerate() if t.name.startswith("informer-")]
+
+
+def test_a_missing_slo_file_is_reported_once_not_every_poll(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`--slo-file` naming a file that is not there yet: one warning and one error count while it stays
+    missing (the poll runs every 2 s: before the fix each poll logged again, forever), and again only when a
+    file that existed goes away."""
+    from hookserver.informer.slo_file import SLOFileSource
+    from hookserver.informer.slo_state import SLOState
+
+    path = tmp_path / "slo.yaml"
+    source = SLOFileSource(str(path), slo=SLOState(StateStore()), poll_s=2.0)
+    with caplog.at_level(logging.WARNING, logger="hookserver.informer.slo_state"):
+        for _ in range(5):
+            assert source.load_if_changed() is False
+        assert (source.errors, len(caplog.records)) == (1, 1)
+        path.write_text("apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeSLO\nspec: {}\n")
+        assert source.load_if_changed() is True
+        path.unlink()
+        for _ in range(3):
+            source.load_if_changed()
+    assert source.errors == 2 and len(caplog.records) == 2
+    assert "not found" in caplog.records[-1].getMessage()
