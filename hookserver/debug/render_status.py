@@ -70,8 +70,8 @@ def _nri(doc: Mapping[str, Any]) -> str:
     if not isinstance(nri, Mapping):
         return "off"
     state = _text(nri.get("state"))
-    if state == "connected":
-        return f"connected to {_text(_get(nri, 'runtime', 'name'))} {_text(_get(nri, 'runtime', 'version'), '')}".rstrip()
+    if state == "ready":  # nri.status.ConnState.READY: registered, synchronized, receiving events
+        return f"ready: connected to {_text(_get(nri, 'runtime', 'name'))} {_text(_get(nri, 'runtime', 'version'), '')}".rstrip()
     error = nri.get("last_error")
     return f"{state} ({nri.get('reconnects', 0)} reconnects)" + (f"; last error: {error}" if error else "")
 

@@ -51,3 +51,12 @@ def test_the_summary_fits_a_screen_and_names_the_problems(make_server: ServerFac
 
 def test_verbose_is_the_plain_document() -> None:
     assert "informer:" in render_status({"informer": {"mode": "x"}}, verbose=True)
+
+
+def test_a_synchronized_nri_connection_names_its_runtime() -> None:
+    """The NRI line names the runtime once the plugin is synchronized. The NRI status calls that state "ready"
+    (nri.status.ConnState); the renderer waited for a "connected" that never comes, so a healthy connection
+    to containerd 1.7 read "ready (0 reconnects)" and never said to what."""
+    doc = {"nri": {"state": "ready", "reconnects": 0, "runtime": {"name": "containerd", "version": "1.7.24~ds1"}}}
+    (line,) = [line for line in render_status(doc).splitlines() if line.startswith("nri:")]
+    assert line.split(None, 1)[1] == "ready: connected to containerd 1.7.24~ds1"
