@@ -58,7 +58,7 @@ def test_hami_core_shared_gpu_gets_limits_preload_and_koordlets_mounts() -> None
     }
     assert result.mounts == (
         ContainerMount("/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", "bind", ("rbind",)),
-        ContainerMount("/tmp/vgpulock", "/tmp/vgpulock", "bind", ("rbind",)),
+        ContainerMount("/tmp/vgpulock", "/tmp/vgpulock", "bind", ("rbind",), create_under="/tmp"),
     )
 
 
@@ -85,7 +85,8 @@ def test_vgpu_monitor_adds_the_per_container_cache_and_its_host_directory() -> N
 def test_vgpu_monitor_refuses_a_container_name_that_would_leave_its_directory() -> None:
     result = GPUEnvInjectPlugin(vgpu_monitor=True).pre_create_container(request(SHARED, HAMI, name="../../etc"), VIEW)
     assert result.applied and "CUDA_DEVICE_MEMORY_SHARED_CACHE" not in result.envs
-    assert all(not m.create_under for m in result.mounts) and "vGPU monitor cache left out" in result.reason
+    assert [m.destination for m in result.mounts if m.create_under] == ["/tmp/vgpulock"]  # no cache dir mount
+    assert "vGPU monitor cache left out" in result.reason
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,8 @@ async def _create(conn: object, pod: nri_pb2.PodSandbox, name: str, cid: str) ->
 def test_adjustment_carries_env_mounts_and_devices(sock_dir: Path) -> None:
     vgpu = sock_dir / "vgpu"
     lib = f"{vgpu}/libvgpu.so"
+    vgpu.mkdir()
+    Path(lib).write_bytes(b"")  # the library is installed on this node (a missing one is left out: below)
     gpu = GPUEnvInjectPlugin(vgpu_monitor=True, settings=GpuEnvSettings(hami_core_library_path=lib))
     plugins = [gpu, RDMADeviceInjectPlugin(devices=TABLE)]
 
@@ -120,7 +122,8 @@ def test_a_host_directory_that_cannot_be_made_drops_only_its_mount(tmp_path: Pat
     from hookserver.hooks.outcome import ContainerMount
     from hookserver.nri.hostmounts import prepare_mounts
 
-    lib = ContainerMount("/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so")
+    (tmp_path / "libvgpu.so").write_bytes(b"")
+    lib = ContainerMount("/usr/local/vgpu/libvgpu.so", str(tmp_path / "libvgpu.so"))
     (tmp_path / "containers").mkdir()
     (tmp_path / "containers" / "taken").write_text("a file, not a directory")
     bad = ContainerMount("/usr/local/vgpu", str(tmp_path / "containers" / "taken"),
@@ -131,6 +134,21 @@ def test_a_host_directory_that_cannot_be_made_drops_only_its_mount(tmp_path: Pat
     assert (tmp_path / "containers" / "u_c").is_dir() and not (tmp_path / "etc").exists()
     plain = (lib,)
     assert prepare_mounts(plain) is plain  # nothing to prepare: the same tuple
+
+
+def test_a_bind_mount_of_a_missing_source_is_left_out_not_a_failed_container(tmp_path: Path) -> None:
+    """runc refuses to start a container whose bind mount's source is missing (a real containerd 1.7 answered
+    "error mounting /tmp/vgpulock ... no such file or directory"). The HAMi-core library not installed on this
+    node drops that mount only; HAMi's lock directory is created, as the monitor's cache directory is."""
+    from hookserver.hooks.outcome import ContainerMount
+    from hookserver.nri.hostmounts import prepare_mounts
+
+    missing = ContainerMount("/usr/local/vgpu/libvgpu.so", str(tmp_path / "not-installed" / "libvgpu.so"))
+    lock = ContainerMount("/tmp/vgpulock", str(tmp_path / "vgpulock"), create_under=str(tmp_path))
+    assert prepare_mounts((missing, lock)) == (lock,)
+    assert (tmp_path / "vgpulock").is_dir() and (tmp_path / "vgpulock").stat().st_mode & 0o777 == 0o777
+    lock_mount = GPUEnvInjectPlugin()._hami_mounts[1]
+    assert (lock_mount.destination, lock_mount.create_under) == ("/tmp/vgpulock", "/tmp")
 
 
 def test_the_protected_path_carries_the_same_mounts_and_devices(sock_dir: Path, monkeypatch: Any) -> None:
@@ -146,6 +164,8 @@ def test_the_protected_path_carries_the_same_mounts_and_devices(sock_dir: Path, 
 
     monkeypatch.setattr(handlers, "adjustment_for", spy)
     vgpu = sock_dir / "vgpu"
+    vgpu.mkdir()
+    (vgpu / "libvgpu.so").write_bytes(b"")
     gpu = GPUEnvInjectPlugin(vgpu_monitor=True, settings=GpuEnvSettings(hami_core_library_path=f"{vgpu}/libvgpu.so"))
 
     async def body() -> None:

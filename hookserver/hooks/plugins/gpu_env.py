@@ -113,7 +113,10 @@ class GPUEnvInjectPlugin:
         self._memo: dict[tuple[object, ...], tuple[object, HookResult]] = {}
         self._hami_mounts = (
             ContainerMount(destination=lib, source=lib),
-            ContainerMount(destination=HAMI_VGPU_LOCK_DIR, source=HAMI_VGPU_LOCK_DIR),
+            # koordlet assumes the node has it; a runtime fails the container when a bind mount's source is
+            # missing (found through a real containerd 1.7), so the NRI door creates it, like the cache dir.
+            ContainerMount(destination=HAMI_VGPU_LOCK_DIR, source=HAMI_VGPU_LOCK_DIR,
+                           create_under=posixpath.dirname(HAMI_VGPU_LOCK_DIR)),
         )
 
     def pre_create_container(self, request: ContainerRequest, view: NodeView) -> HookResult:
