@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make e2e`: the real-apiserver and real-cluster tiers (tests/kube, marker kube_e2e).
+# `make e2e`: the real-apiserver and real-cluster tiers (tests/kube, marker kube_e2e), then the containerd
+# tier (tests/containerd, marker containerd_e2e: containerd 1.7 with NRI and real runc containers).
 #
 # With HOOKSERVER_E2E_KUBECONFIG set, the tests run against that apiserver (and its node and scheduler, when
 # they are up) and nothing is started or stopped. Without it, the kube-e2e harness beside the repository
@@ -39,4 +40,13 @@ if [[ -z ${HOOKSERVER_E2E_KUBECONFIG:-} ]]; then
     echo "          an admin kubeconfig of a kube-apiserver >= 1.20 to run them."
   fi
 fi
-"$PY" -m pytest -q -p no:cacheprovider -rs -m kube_e2e tests/kube
+rc=0
+"$PY" -m pytest -q -p no:cacheprovider -rs -m kube_e2e tests/kube || rc=$?
+# The containerd tier (tests/containerd): Debian 13's containerd 1.7 with NRI, fetched through apt once into
+# build/containerd-nri/, its own sockets and root; hookserver as its NRI plugin. Needs root.
+if [[ $(id -u) == 0 ]]; then
+  HOOKSERVER_CONTAINERD_E2E=1 "$PY" -m pytest -q -p no:cacheprovider -rs -m containerd_e2e tests/containerd || rc=$?
+else
+  echo "make e2e: not root: the containerd tier (tests/containerd) is SKIPPED"
+fi
+exit $rc
