@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.collectors.fake_nvml import compiler
+from tests.containerd.agent import Agent
 from tests.containerd.cri import CriClient
 from tests.containerd.runtime import CGROUP_PARENT, Containerd, ContainerdUnavailable, remove_cgroup_tree
 
@@ -56,3 +58,26 @@ def cri(containerd: Containerd) -> Iterator[CriClient]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(scope="module")
+def agent(containerd: Containerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    """The agent, connected and synchronized; its HAMi-core library stand-in installed. HAMi's node-wide lock
+    directory (/tmp/vgpulock), which the NRI door creates where missing, is removed again if the test made it."""
+    if compiler() is None:
+        pytest.skip("no C compiler: the fake libnvidia-ml.so.1 cannot be built")
+    home = Path(tmp_path_factory.mktemp("agent"))
+    running = Agent(home, containerd.nri_socket, drop_env=ENV)
+    running.hami_library.parent.mkdir()
+    running.hami_library.write_bytes(b"hami-core stand-in " + os.urandom(8).hex().encode())
+    lock_dir = Path("/tmp/vgpulock")
+    lock_existed = lock_dir.exists()
+    running.start()
+    try:
+        status = running.wait_ready()
+        assert status["runtime"]["name"] == "containerd", status
+        yield running
+    finally:
+        assert running.stop() == 0, running.log_path.read_text()[-3000:]
+        if not lock_existed and lock_dir.is_dir():
+            shutil.rmtree(lock_dir)

@@ -227,7 +227,7 @@ class Containerd:
         return subprocess.run([str(self.bin_dir / "containerd"), "--version"], capture_output=True, text=True,
                               check=False).stdout.strip()
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self, timeout_s: float = 30.0, *, import_image: bool = True) -> None:
         for sub in ("nri-plugins", "nri-conf", "cni-bin", "cni-conf"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         config = self.home / "config.toml"
@@ -242,8 +242,18 @@ class Containerd:
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 raise ContainerdUnavailable(f"containerd did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.1)
-        image = busybox_image(self.busybox, self.home / "busybox.oci.tar")
-        self.ctr("images", "import", str(image))
+        if import_image:
+            self.ctr("images", "import", str(busybox_image(self.busybox, self.home / "busybox.oci.tar")))
+
+    def restart(self, timeout_s: float = 30.0) -> None:
+        """Stop containerd alone (SIGTERM; its shims and containers keep running, as on a node's upgrade) and start
+        it again on the same root and state."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGTERM)
+        self._proc.wait(timeout=15)
+        self.cri_socket.unlink(missing_ok=True)
+        self.nri_socket.unlink(missing_ok=True)
+        self.start(timeout_s, import_image=False)
 
     def ctr(self, *argv: str) -> str:
         done = subprocess.run([str(self.bin_dir / "ctr"), "--address", str(self.cri_socket), "-n", "k8s.io", *argv],
