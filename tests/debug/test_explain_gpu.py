@@ -51,6 +51,7 @@ def test_explain_lists_injected_env_mounts_devices_and_their_source(tmp_path: Pa
         }
         assert gpu["inputs"]["device-allocated"] == ALLOC  # the source
         assert "from scheduling.koordinator.sh/device-allocated" in gpu["reason"]
+        assert "set at container creation" in gpu["reason"] and "recreated" in gpu["reason"]
         assert hooks["RDMADeviceInject"]["values"] == {
             "device:/dev/infiniband/rdma_cm": "c 10:58 0666", "device:/dev/infiniband/uverbs0": "c 231:192 0666",
         }

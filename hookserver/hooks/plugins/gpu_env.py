@@ -83,6 +83,9 @@ ENV_CUDA_DEVICE_MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 ENV_CUDA_DEVICE_SM_LIMIT = "CUDA_DEVICE_SM_LIMIT"
 ENV_LD_PRELOAD = "LD_PRELOAD"
 ENV_CUDA_DEVICE_MEMORY_SHARED_CACHE = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+# Said in every applied decision, so `hookctl explain` answers "why does my running container not have the new
+# GPUs" without a reader knowing the hook API: no door can change a running process's environment.
+FIXED_AT_CREATION = "set at container creation: a running container keeps this env until it is recreated"
 HAMI_VGPU_LOCK_DIR = "/tmp/vgpulock"  # koordlet hard-codes it (HAMi issue 696)
 
 _GATE_OFF = HookResult.skip("feature gate GPUEnvInject is off")
@@ -168,6 +171,7 @@ class GPUEnvInjectPlugin:
                 "mounts not carried by the proxy door (koord-runtime-proxy's response has no mounts): "
                 + ", ".join(m.destination for m in mounts)
             )
+        why.append(FIXED_AT_CREATION)
         return HookResult(
             envs=MappingProxyType(envs), reason="; ".join(why), inputs=MappingProxyType(inputs), mounts=mounts,
         )
