@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import time
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -116,6 +117,7 @@ class Daemon:
             self.gates.enabled, cpus=self.cpus, unset_cpu_quota=not settings.hook.disable_unset_cpu_quota,
             gpu=settings.hook.gpu,
             rdma=read_rdma_devices(self.roots) if self.gates.enabled("RDMADeviceInject") else None,
+            rdma_reread=partial(read_rdma_devices, self.roots),
         ))
         # The GPUs GPUEnvInject checks allocations against, refreshed from the GPU collector's inventory; without
         # the hook nothing reads them, and the hooks' view skips the source altogether.

@@ -179,6 +179,37 @@ def test_rdma_table_from_a_sysfs_tree(tmp_path: Path) -> None:
     assert read_rdma_devices(SystemRoots(sys=str(tmp_path / "none"))) == RdmaDevices()
 
 
+def test_a_vf_created_after_start_is_found_by_reading_sysfs_again(tmp_path: Path) -> None:
+    """The table is read at start; SR-IOV VFs usually appear later (an operator creates them). A pod placed on
+    one was refused for the agent's whole life; now a miss reads sysfs again, at most once per interval."""
+    (tmp_path / "class/misc/rdma_cm").mkdir(parents=True)
+    (tmp_path / "class/misc/rdma_cm/dev").write_text("10:58\n")
+
+    def add_function(bus_id: str, name: str, minor: int) -> None:
+        verbs = tmp_path / "bus/pci/devices" / bus_id / "infiniband_verbs" / name
+        verbs.mkdir(parents=True)
+        (verbs / "dev").write_text(f"231:{minor}\n")
+
+    add_function("0000:09:00.0", "uverbs0", 192)
+    roots = SystemRoots(sys=str(tmp_path))
+    now = [100.0]
+    plugin = RDMADeviceInjectPlugin(devices=read_rdma_devices(roots), reread=lambda: read_rdma_devices(roots),
+                                    reread_after_s=5.0, clock=lambda: now[0])
+    on_vf = {"rdma": [{"minor": 0, "id": "0000:09:00.0", "extension": {"vfs": [{"minor": 2, "busID": "0000:09:00.2"}]}}]}
+    missing = plugin.pre_create_container(request(on_vf), VIEW)
+    assert missing.reason.startswith("error: ") and "0000:09:00.2" in missing.reason and plugin.rereads == 1
+    add_function("0000:09:00.2", "uverbs2", 194)  # the operator creates the VF
+    now[0] += 1.0
+    assert not plugin.pre_create_container(request(on_vf), VIEW).applied  # within the interval: no sysfs walk
+    assert plugin.rereads == 1
+    now[0] += 5.0
+    found = plugin.pre_create_container(request(on_vf), VIEW)
+    assert found.applied and [d.path for d in found.devices] == ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs2"]
+    assert plugin.rereads == 2
+    assert plugin.pre_create_container(request(RDMA | {"rdma": [{"minor": 0, "id": "0000:09:00.0"}]}), VIEW).applied
+    assert plugin.rereads == 2  # a hit never reads sysfs
+
+
 # -- both through the registry and runner --------------------------------------------------------------
 def test_stage_merges_envs_mounts_and_devices_from_both_plugins() -> None:
     gates = {"GPUEnvInject": True, "RDMADeviceInject": True, "HamiCoreVGPUMonitor": False,

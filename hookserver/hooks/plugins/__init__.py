@@ -38,12 +38,14 @@ def default_plugins(
     unset_cpu_quota: bool = True,
     gpu: GpuEnvSettings | None = None,
     rdma: RdmaDevices | None = None,
+    rdma_reread: Callable[[], RdmaDevices] | None = None,
 ) -> list[object]:
     """The plugins the daemon registers by default (koordlet's default gates that apply here), each told
     whether its gate is on (all on when no gate values are given). `cpus` is the node's CPU topology (the
     share pool and the check of a bound cpuset need it); `unset_cpu_quota` is koordlet's
     `--disable-unset-cpu-quota` negated. `gpu` is the GPU injection's settings, `rdma` the node's RDMA device
-    table (`hookserver.system.rdma.read_rdma_devices`, read at start)."""
+    table (`hookserver.system.rdma.read_rdma_devices`, read at start) and `rdma_reread` how to read it again
+    when an allocation names a device the table lacks (a VF created since)."""
 
     def on(name: str) -> bool:
         return True if gate_enabled is None else gate_enabled(name)
@@ -67,5 +69,5 @@ def default_plugins(
     if off_by_default(GPUEnvInjectPlugin.feature_gate):
         plugins.append(GPUEnvInjectPlugin(vgpu_monitor=off_by_default("HamiCoreVGPUMonitor"), settings=gpu))
     if off_by_default(RDMADeviceInjectPlugin.feature_gate):
-        plugins.append(RDMADeviceInjectPlugin(devices=rdma))
+        plugins.append(RDMADeviceInjectPlugin(devices=rdma, reread=rdma_reread))
     return plugins
