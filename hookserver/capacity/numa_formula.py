@@ -39,7 +39,7 @@ from typing import Any
 
 from hookserver.capacity.formula import CapacityResult
 from hookserver.capacity.inputs import NodeFacts, PodInput
-from hookserver.capacity.quantities import ZERO, Pair
+from hookserver.capacity.quantities import Pair
 from hookserver.kubewire import cpu_quantity, decimal_quantity, memory_quantity
 from hookserver.slo.colocation import ColocationStrategy
 
@@ -110,17 +110,23 @@ def _millis(value: Pair) -> Pair:
     return Pair(value.cpu, value.memory * 1000)
 
 
-def _split(value: Pair, zones: int, bound: Sequence[int]) -> list[Pair]:
-    """`GetPodNUMARequestAndUsage`: over the bound zones that exist, or over all when none does."""
-    if not bound:
-        return [_share(value, zones)] * zones
-    part = _share(value, len(bound))
-    return [part if i in bound else ZERO for i in range(zones)]
+class _Sums:
+    """Per-zone running sums of cpu milli-cores and memory milli-bytes, in plain integers: a tick adds every pod
+    to every zone (200 pods on 8 zones: thousands of additions, kept off Pair objects)."""
 
+    __slots__ = ("cpu", "memory")
 
-def _add(into: list[Pair], parts: Sequence[Pair]) -> None:
-    for i, part in enumerate(parts):
-        into[i] = into[i] + part
+    def __init__(self, zones: int) -> None:
+        self.cpu = [0] * zones
+        self.memory = [0] * zones
+
+    def add(self, cpu: int, memory: int, zones: Sequence[int]) -> None:
+        for i in zones:
+            self.cpu[i] += cpu
+            self.memory[i] += memory
+
+    def pair(self, i: int) -> Pair:
+        return Pair(self.cpu[i], self.memory[i])
 
 
 def _margin(capacity: ZoneAllocatable, strategy: ColocationStrategy) -> Pair:
@@ -131,36 +137,39 @@ def _margin(capacity: ZoneAllocatable, strategy: ColocationStrategy) -> Pair:
 
 
 def _zone_sums(result: CapacityResult, pods: Sequence[PodInput], zones: Sequence[ZoneAllocatable]
-               ) -> tuple[list[Pair], list[Pair], list[Pair]]:
+               ) -> tuple[_Sums, _Sums, _Sums]:
     """Per zone: HP requests, HP used, HP sum max(used, request), from the node formula's own pod lines (so a
-    pod counts at the node and in the zones the same way); dangling usage is in both used sums."""
+    pod counts at the node and in the zones the same way). `GetPodNUMARequestAndUsage`: a pod's figures are split
+    over the bound zones that exist, or over all when none does; dangling usage over all, in both used sums."""
     n = len(zones)
+    every = range(n)
     index = {zone.name: i for i, zone in enumerate(zones)}
     bound_of = {pod.uid: tuple(sorted({index[f"node-{node}"] for node in pod.numa_nodes if f"node-{node}" in index}))
                 for pod in pods if pod.numa_nodes}
-    requests, used, most = [ZERO] * n, [ZERO] * n, [ZERO] * n
+    requests, used, most = _Sums(n), _Sums(n), _Sums(n)
     for line in result.pods:
         how = line.counted_as
         if how.startswith("skipped"):
             continue
         if how.startswith("dangling"):
-            share = _split(_millis(line.used), n, ())
-            _add(used, share)
-            _add(most, share)
+            share = _share(_millis(line.used), n)
+            used.add(share.cpu, share.memory, every)
+            most.add(share.cpu, share.memory, every)
             continue
-        bound = bound_of.get(line.uid, ())
-        request = _split(_millis(line.request), n, bound)
-        _add(requests, request)
+        bound = bound_of.get(line.uid) or every
+        parts = len(bound)
+        request = _share(_millis(line.request), parts)
+        requests.add(request.cpu, request.memory, bound)
         if line.usage is None or how == "request:no-sample":
-            _add(used, request)
-            _add(most, request)
+            used.add(request.cpu, request.memory, bound)
+            most.add(request.cpu, request.memory, bound)
             continue
-        usage = _split(_millis(line.usage), n, bound)
+        usage = _share(_millis(line.usage), parts)
         if how.startswith("lse"):  # an LSE pod reclaims no CPU: its CPU counts at the request
-            _add(used, [Pair(r.cpu, u.memory) for r, u in zip(request, usage, strict=True)])
+            used.add(request.cpu, usage.memory, bound)
         else:
-            _add(used, usage)
-        _add(most, [u.max(r) for r, u in zip(request, usage, strict=True)])
+            used.add(usage.cpu, usage.memory, bound)
+        most.add(max(usage.cpu, request.cpu), max(usage.memory, request.memory), bound)
     return requests, used, most
 
 
@@ -183,17 +192,18 @@ def compute_zone_capacity(
     for i, zone in enumerate(zones):
         capacity = Pair(zone.cpu_milli, zone.memory_bytes * 1000)
         margin = _margin(zone, strategy)
-        by_usage = (capacity - margin - floor - used[i]).clamp0()
-        by_request = (capacity - margin - reserved - requests[i]).clamp0()
-        by_max = (capacity - margin - floor - most[i]).clamp0()
+        zone_requests, zone_used, zone_most = requests.pair(i), used.pair(i), most.pair(i)
+        by_usage = (capacity - margin - floor - zone_used).clamp0()
+        by_request = (capacity - margin - reserved - zone_requests).clamp0()
+        by_max = (capacity - margin - floor - zone_most).clamp0()
         cpu_policy, memory_policy = strategy.cpu_calculate_policy, strategy.memory_calculate_policy
-        cpu, cpu_hp = (by_max.cpu, most[i].cpu) if cpu_policy == "maxUsageRequest" else (by_usage.cpu, used[i].cpu)
+        cpu, cpu_hp = (by_max.cpu, zone_most.cpu) if cpu_policy == "maxUsageRequest" else (by_usage.cpu, zone_used.cpu)
         if memory_policy == "request":
-            memory, memory_floor, memory_hp = by_request.memory, reserved.memory, requests[i].memory
+            memory, memory_floor, memory_hp = by_request.memory, reserved.memory, zone_requests.memory
         elif memory_policy == "maxUsageRequest":
-            memory, memory_floor, memory_hp = by_max.memory, floor.memory, most[i].memory
+            memory, memory_floor, memory_hp = by_max.memory, floor.memory, zone_most.memory
         else:
-            memory, memory_floor, memory_hp = by_usage.memory, floor.memory, used[i].memory
+            memory, memory_floor, memory_hp = by_usage.memory, floor.memory, zone_used.memory
         cpu_text = f"max({capacity.cpu} - {margin.cpu} - {floor.cpu} - {cpu_hp}, 0) = {cpu}m"
         memory_text = (f"max({capacity.memory} - {margin.memory} - {memory_floor} - {memory_hp}, 0) = "
                        f"{memory} milli-bytes")
@@ -215,10 +225,10 @@ def compute_zone_capacity(
             ("reserved / zones", reserved, f"max(kubelet reserved, annotation reserved) / {n}, rounded up"),
             ("system used / zones", system, f"(system usage + host apps above batch) / {n}, rounded up"),
             ("max(system used, reserved)", floor, ""),
-            ("HP requests", requests[i], "each pod's request over its NUMA nodes (or all zones), rounded up"),
-            ("HP used", used[i], "usage split as the requests; no sample: request; LSE CPU: request; "
-                                 f"dangling usage / {n}"),
-            ("HP sum max(used, request)", most[i], "per pod and zone"),
+            ("HP requests", zone_requests, "each pod's request over its NUMA nodes (or all zones), rounded up"),
+            ("HP used", zone_used, "usage split as the requests; no sample: request; LSE CPU: request; "
+                                   f"dangling usage / {n}"),
+            ("HP sum max(used, request)", zone_most, "per pod and zone"),
         )
         out.append(ZoneOutcome(zone.name, capacity, cpu, memory, written_cpu, milli_bytes_quantity(memory), terms,
                                cpu_text, memory_text))
