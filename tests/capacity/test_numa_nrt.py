@@ -21,7 +21,7 @@ from hookserver.capacity import CapacityDelivery, CapacityPublisher, CapacitySet
 from hookserver.capacity.numa_link import link_numa_zones
 from hookserver.debug.render_capacity import render_capacity
 from hookserver.debug.render_topology import render_topology
-from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
+from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from hookserver.topology import ANNOTATION_RESOURCE_STATUS
 from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher
 from tests.capacity.world import GI, World, colocation, ls_pod
@@ -119,6 +119,21 @@ def test_zones_move_only_with_the_node_offer(tmp_path: Path) -> None:
     assert _sent(topology)["node-1"][BATCH_CPU] == _figure("2050")
 
 
+def test_a_restarted_agent_puts_the_zones_back_beside_the_offer_it_finds_on_the_node(tmp_path: Path) -> None:
+    world = World()
+    previous = {BATCH_CPU: "4300", BATCH_MEMORY: "20186346292", MID_CPU: "0", MID_MEMORY: "0"}
+    world.set_offer(previous, owner="hookserver")  # what the previous agent process left on the Node
+    capacity, topology = _joined(tmp_path, world)
+    world.sample(3)
+    assert capacity.tick().state == "warming-up"
+    assert _sent(topology) == NONE
+    world.sample(30)
+    outcome = capacity.tick()
+    assert outcome.state == "published" and outcome.action == "none", outcome  # the same figure: no write
+    zone = {BATCH_CPU: _figure(ZONE_CPU), BATCH_MEMORY: _figure(ZONE_MEMORY)}
+    assert _sent(topology) == {"node-0": zone, "node-1": zone}
+
+
 def test_no_zone_figures_while_koord_manager_publishes(tmp_path: Path) -> None:
     world = World()
     evidence: dict[str, str] = {}
@@ -147,6 +162,18 @@ def test_no_zone_figures_when_another_writer_owns_the_offer(tmp_path: Path) -> N
     world.sample(20)
     world.sink.answers = [CapacityDelivery("conflict", "field managed by koordinator-manager",
                                            conflicts=(("koordinator-manager", BATCH_CPU),))]
+    assert capacity.tick().state == "yielded"
+    assert _sent(topology) == NONE
+
+
+def test_no_zone_figures_once_another_manager_took_the_fields(tmp_path: Path) -> None:
+    world = World()
+    capacity, topology = _joined(tmp_path, world)
+    world.sample(30)
+    capacity.tick()
+    assert _sent(topology)["node-0"]
+    world.other_writer("koordinator-manager", {BATCH_CPU: "1000", BATCH_MEMORY: "1Gi"})
+    world.sample(10)
     assert capacity.tick().state == "yielded"
     assert _sent(topology) == NONE
 
