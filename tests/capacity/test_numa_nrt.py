@@ -44,6 +44,17 @@ def _joined(tmp_path: Path, world: World, evidence: dict[str, str] | None = None
     return capacity, topology
 
 
+def _published(tmp_path: Path, world: World | None = None, evidence: dict[str, str] | None = None
+               ) -> tuple[World, CapacityPublisher, TopologyPublisher]:
+    """A joined pair after the first write (30 s of samples: past the warm-up)."""
+    world = world if world is not None else World()
+    capacity, topology = _joined(tmp_path, world, evidence)
+    world.sample(30)
+    outcome = capacity.tick()
+    assert outcome.state == "published", outcome
+    return world, capacity, topology
+
+
 def _batch(document: dict[str, Any]) -> dict[str, dict[str, dict[str, str]]]:
     return {zone["name"]: {r["name"]: {k: r[k] for k in ("capacity", "allocatable", "available")}
                            for r in zone["resources"] if r["name"].startswith("kubernetes.io/batch-")}
@@ -103,10 +114,7 @@ def test_the_pods_numa_binding_is_read_from_its_resource_status(tmp_path: Path, 
 
 
 def test_zones_move_only_with_the_node_offer(tmp_path: Path) -> None:
-    world = World()
-    capacity, topology = _joined(tmp_path, world)
-    world.sample(30)
-    capacity.tick()
+    world, capacity, topology = _published(tmp_path)
     world.system = (0.7, 1.0 * GI)  # +200m: node 4300 -> 4100 (under the 10 % diff: the Node keeps 4300)
     world.sample(40)
     held = capacity.tick()
@@ -135,11 +143,8 @@ def test_a_restarted_agent_puts_the_zones_back_beside_the_offer_it_finds_on_the_
 
 
 def test_no_zone_figures_while_koord_manager_publishes(tmp_path: Path) -> None:
-    world = World()
     evidence: dict[str, str] = {}
-    capacity, topology = _joined(tmp_path, world, evidence)
-    world.sample(30)
-    capacity.tick()
+    world, capacity, topology = _published(tmp_path, evidence=evidence)
     assert _sent(topology)["node-0"]
     evidence["koord-manager"] = "NodeSLO node-a exists"
     world.sample(10)
@@ -153,10 +158,7 @@ def test_no_zone_figures_while_koord_manager_publishes(tmp_path: Path) -> None:
 
 
 def test_no_zone_figures_when_another_writer_owns_the_offer(tmp_path: Path) -> None:
-    world = World()
-    capacity, topology = _joined(tmp_path, world)
-    world.sample(30)
-    capacity.tick()
+    world, capacity, topology = _published(tmp_path)
     assert _sent(topology)["node-0"]
     world.system = (2.0, 1.0 * GI)  # a big move: the next write is refused, another manager owns the fields
     world.sample(20)
@@ -167,10 +169,7 @@ def test_no_zone_figures_when_another_writer_owns_the_offer(tmp_path: Path) -> N
 
 
 def test_no_zone_figures_once_another_manager_took_the_fields(tmp_path: Path) -> None:
-    world = World()
-    capacity, topology = _joined(tmp_path, world)
-    world.sample(30)
-    capacity.tick()
+    world, capacity, topology = _published(tmp_path)
     assert _sent(topology)["node-0"]
     world.other_writer("koordinator-manager", {BATCH_CPU: "1000", BATCH_MEMORY: "1Gi"})
     world.sample(10)
@@ -181,19 +180,14 @@ def test_no_zone_figures_once_another_manager_took_the_fields(tmp_path: Path) ->
 def test_a_withdrawn_offer_takes_its_zones_with_it(tmp_path: Path) -> None:
     world = World()
     world.store.set_colocation(colocation(degradeTimeMinutes=1))
-    capacity, topology = _joined(tmp_path, world)
-    world.sample(30)
-    capacity.tick()
+    world, capacity, topology = _published(tmp_path, world)
     world.clock.t += 61  # the node's samples are stale: koord-manager's degrade
     assert capacity.tick().action == "withdraw"
     assert _sent(topology) == NONE
 
 
 def test_a_failed_write_keeps_the_zones_of_the_offer_still_on_the_node(tmp_path: Path) -> None:
-    world = World()
-    capacity, topology = _joined(tmp_path, world)
-    world.sample(30)
-    capacity.tick()
+    world, capacity, topology = _published(tmp_path)
     world.system = (2.0, 1.0 * GI)  # a big move: a write is due, and fails
     world.sample(20)
     world.sink.answers = [CapacityDelivery("error", "apiserver down")]
@@ -202,10 +196,7 @@ def test_a_failed_write_keeps_the_zones_of_the_offer_still_on_the_node(tmp_path:
 
 
 def test_hookctl_capacity_shows_the_zones_beside_the_node(tmp_path: Path) -> None:
-    world = World()
-    capacity, _ = _joined(tmp_path, world)
-    world.sample(30)
-    capacity.tick()
+    _, capacity, _ = _published(tmp_path)
     doc = capacity.view()
     zones = doc["zones"]
     assert [z["zone"] for z in zones["computed"]] == ["node-0", "node-1"]
