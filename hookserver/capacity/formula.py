@@ -110,6 +110,7 @@ class CapacityResult:
     resources: tuple[ResourceOutcome, ...]
     pods: tuple[PodLine, ...]
     sums: Mapping[str, Pair] = field(default_factory=dict)
+    system_used: Pair = ZERO  # the batch formula's system used (the NUMA-level formula splits it over the zones)
 
     def value(self, resource: str) -> int:
         for outcome in self.resources:
@@ -148,6 +149,13 @@ def _host_apps(usage: UsageFacts, classes: frozenset[str]) -> Pair:
         if app.priority_class in classes:
             total = total + app.usage.effective
     return total
+
+
+def _batch_system_used(usage: UsageFacts) -> Pair:
+    """The batch formula's system used: system usage plus host applications above koord-batch. The NUMA-level
+    formula (numa_formula.py) splits this same figure over the zones, so the result keeps it."""
+    system = usage.system.effective if usage.system is not None else ZERO
+    return system + _host_apps(usage, _HOST_APP_ABOVE_BATCH)
 
 
 def _pod_lines(pods: Sequence[PodInput], dangling: Iterable[PodInput]) -> tuple[list[PodLine], Pair, Pair, Pair]:
@@ -231,7 +239,7 @@ def _batch(strategy: ColocationStrategy, node: NodeFacts, usage: UsageFacts, hp_
     reserved = node.reserved
     system = usage.system.effective if usage.system is not None else ZERO
     apps = _host_apps(usage, _HOST_APP_ABOVE_BATCH)
-    system_used = system + apps
+    system_used = _batch_system_used(usage)
     floor = system_used.max(reserved)
     by_usage = (cap - margin - floor - hp_used).clamp0()
     by_request = (cap - margin - reserved - hp_request).clamp0()
@@ -364,4 +372,5 @@ def compute_capacity(
     batch_cpu, batch_memory = _batch(strategy, node, usage, hp_request, hp_used, hp_max)
     mid_cpu, mid_memory = _mid(strategy, node, usage, pods, prod_reclaimable)
     sums = {"hp_request": hp_request, "hp_used": hp_used, "hp_max_used_request": hp_max}
-    return CapacityResult(resources=(batch_cpu, batch_memory, mid_cpu, mid_memory), pods=tuple(lines), sums=sums)
+    return CapacityResult(resources=(batch_cpu, batch_memory, mid_cpu, mid_memory), pods=tuple(lines), sums=sums,
+                          system_used=_batch_system_used(usage))

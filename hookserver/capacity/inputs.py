@@ -78,6 +78,8 @@ class PodInput:
     phase: str
     request: Pair
     usage: WindowedUsage | None  # None: no sample in the window (the pod counts at its request)
+    # The NUMA nodes koord-scheduler bound it to (resource-status numaNodeResources); empty: it shares them all.
+    numa_nodes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ whether the Node's offer is written, withdrawn or left alone.
 One tick (on a worker thread, never the event loop):
   1. the node's effective colocation-config, its Node record, pods and usage from the store (usage.py);
   2. the formula (formula.py), always, so `hookctl capacity` and the metrics show the figure even when this
-     agent does not publish it;
+     agent does not publish it, and from the same numbers the figures of each NUMA zone of the node's
+     NodeResourceTopology (numa_formula.py; `numa_zones` names the zones);
   3. who publishes (rules.who_publishes); another field manager owning the fields means yield: no write, one
      log line, the metric and the state say so; managers in `take_over_from` are taken over with force, and a
      manager that takes them back too often is a live writer, yielded to for an hour;
@@ -12,6 +13,8 @@ One tick (on a worker thread, never the event loop):
      the first write after a start waits for `warmup_s` of samples;
   5. the write rules (rules.decide) against the Node's current values; the computation happens in the same
      tick as the write, so after an outage or a restart nothing computed before it is ever published.
+  6. the zone figures that go with the offer now on the Node, if it is this agent's (zone_offer.py): the
+     NodeResourceTopology publisher reads them from `zone_offers.published`.
 
 The NodeMetric keeper (apiserver mode) runs in the same tick when colocation is on. Liveness: a tick that has
 not finished for `hung_after_s` fails /healthz (`hung()`), so the kubelet restarts an agent whose offer it can
@@ -33,6 +36,7 @@ from hookserver.capacity.formula import CapacityResult, compute_capacity, node_v
 from hookserver.capacity.metrics import CapacityMetrics
 from hookserver.capacity.node_facts import node_facts
 from hookserver.capacity.nodemetric_keeper import NodeMetricKeeper
+from hookserver.capacity.numa_formula import ZoneAllocatable, ZoneOutcome, compute_zone_capacity
 from hookserver.capacity.quantities import Pair
 from hookserver.capacity.rules import Decision, decide, degrade_reason, foreign_owners, warmup_left_s, who_publishes
 from hookserver.capacity.report import capacity_report
@@ -40,6 +44,7 @@ from hookserver.capacity.settings import CapacitySettings
 from hookserver.capacity.sinks import CapacitySink, write_document
 from hookserver.capacity.ticks import TickOutcome, WriteRecord
 from hookserver.capacity.usage import Freshness, gather_inputs, report_window_s
+from hookserver.capacity.zone_offer import ZoneOffers
 from hookserver.errors import InputError
 from hookserver.koord_resources import PUBLISHED_RESOURCES
 from hookserver.quantity import parse_quantity
@@ -65,6 +70,7 @@ class CapacityPublisher:
         disabled_collectors: Callable[[], Sequence[str]] = tuple,
         koord_manager_evidence: Callable[[], str] = str,
         nodemetric: NodeMetricKeeper | None = None,
+        numa_zones: Callable[[], Sequence[ZoneAllocatable]] = tuple,
         ready: Callable[[], bool] = lambda: True,
         document_path: str = "",
         metrics: CapacityMetrics | None = None,
@@ -79,6 +85,9 @@ class CapacityPublisher:
         self.disabled_collectors = disabled_collectors
         self.koord_manager_evidence = koord_manager_evidence
         self.nodemetric = nodemetric
+        self.numa_zones = numa_zones  # the NRT's zones and their allocatable (numa_link.link_numa_zones sets it)
+        self.zone_offers = ZoneOffers()
+        self.last_zones: tuple[ZoneOutcome, ...] = ()
         self.ready = ready  # the informer's first sync: until then colocation-config and the pods are defaults
         self.document_path = document_path  # standalone: the offer and its explanation after every tick
         self.document_error = ""
@@ -178,6 +187,8 @@ class CapacityPublisher:
         pause()  # the hot gate between the tick's steps (no hook takes the publisher's state)
         result = compute_capacity(strategy, node, pods, usage, prod_reclaimable=self.prod_reclaimable())
         self.last_result, self.last_freshness, self.last_notes = result, fresh, (*node.notes, *notes)
+        self.last_zones = compute_zone_capacity(strategy, node, result, pods, self.numa_zones())
+        self.zone_offers.remember(at, result.values(), self.last_zones, self.settings.grow_hold_s)
         if self.metrics is not None:
             self.metrics.record_computed(result.values(), {o.resource: o.internal for o in result.resources})
         if self.nodemetric is not None and resolved.enabled and self.settings.manage_nodemetric:
@@ -186,6 +197,7 @@ class CapacityPublisher:
                             koord_manager_evidence="" if self.standalone else self.koord_manager_evidence())
         self.last_who = who.why
         if not who.agent:
+            self.zone_offers.settle(None)
             leftover = [r for r in PUBLISHED_RESOURCES if self.settings.field_manager in node.owners.get(r, ())]
             if leftover and not self.standalone:
                 # This agent published here before (another setting, or before koord-manager came): its own fields
@@ -202,6 +214,7 @@ class CapacityPublisher:
         if self.metrics is not None:
             self.metrics.set_yielded(blocking)
         if blocking:
+            self.zone_offers.settle(None)
             fields = ", ".join(sorted(foreign)) or "the batch/mid fields"
             return TickOutcome(at, "yielded", f"another writer owns {fields}: {', '.join(blocking)}; this agent does "
                                               "not write (stop the other writer, or list it in "
@@ -238,6 +251,7 @@ class CapacityPublisher:
         gone_state = "disabled" if not resolved.enabled else "degraded"
         if decision.action == "hold":
             state = gone_state if target is None else ("published" if ours else "holding")
+            self.zone_offers.settle({r: current[r] for r in ours if r in current} if state == "published" else None)
             return TickOutcome(at, state, why_not or decision.reason)
         forced = tuple(sorted({m for managers in foreign.values() for m in managers}))
         return self._act(at, decision, target, why_not, forced, gone_state)
@@ -291,6 +305,8 @@ class CapacityPublisher:
         self.writes.append(WriteRecord(at, action, reason, delivery.result, values, delivery.detail, forced))
         if self.metrics is not None:
             self.metrics.record_write(action, delivery.result, at)
+        if delivery.result in ("ok", "conflict"):  # the zones go with the new offer; none with another writer's
+            self.zone_offers.settle(dict(target) if delivery.result == "ok" and target is not None else None)
         if delivery.result == "ok":
             self.last_write_at = at
             self.ours = dict(values)

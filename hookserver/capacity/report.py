@@ -12,11 +12,14 @@ from typing import Any, Protocol
 from hookserver.aio.hotgate import paced
 from hookserver.capacity.formula import CapacityResult
 from hookserver.capacity.nodemetric_keeper import NodeMetricKeeper
+from hookserver.capacity.numa_formula import ZoneOutcome, zone_totals
 from hookserver.capacity.rules import Decision
 from hookserver.capacity.settings import CapacitySettings
 from hookserver.capacity.sinks import CapacitySink
 from hookserver.capacity.ticks import TickOutcome, WriteRecord
 from hookserver.capacity.usage import Freshness, report_window_s
+from hookserver.capacity.zone_offer import ZoneOffers
+from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
 from hookserver.kubewire import iso_time
 from hookserver.slo.colocation import ResolvedColocation
 
@@ -34,6 +37,8 @@ class CapacityState(Protocol):
     nodemetric: NodeMetricKeeper | None
     last: TickOutcome | None
     last_result: CapacityResult | None
+    last_zones: tuple[ZoneOutcome, ...]
+    zone_offers: ZoneOffers
     last_colocation: ResolvedColocation
     last_freshness: Freshness
     last_notes: tuple[str, ...]
@@ -67,6 +72,20 @@ def _next_write(publisher: CapacityState) -> str:
     if decision is not None and decision.action == "hold":
         return f"{rule}; now: {decision.reason}"
     return rule
+
+
+def _zones(publisher: CapacityState) -> dict[str, Any]:
+    """The NUMA zones' batch figures: computed this tick, added up beside the node's figure before third-party
+    allocations and normalization (koord-manager's zones leave both out), and what the NRT carries."""
+    zones = publisher.last_zones
+    result = publisher.last_result
+    node: dict[str, int] = {}
+    if result is not None:
+        internal = {o.resource: o.internal for o in result.resources}
+        node = {"batch_cpu_milli": internal.get(BATCH_CPU, 0),
+                "batch_memory_milli_bytes": internal.get(BATCH_MEMORY, 0) * 1000}
+    return {"computed": [z.as_dict() for z in zones], "sum": dict(zone_totals(zones)) if zones else None,
+            "node": node if zones else None, **publisher.zone_offers.view()}
 
 
 def capacity_report(publisher: CapacityState) -> dict[str, Any]:
@@ -103,6 +122,7 @@ def capacity_report(publisher: CapacityState) -> dict[str, Any]:
         },
         "formula": [o.as_dict() for o in result.resources] if result is not None else [],
         "sums": {k: v.as_dict() for k, v in result.sums.items()} if result is not None else {},
+        "zones": _zones(publisher),
         # the hot gate every 32 pods' lines (the capacity document is written every tick, 500 pods: ~14 ms)
         "pods": [line.as_dict() for line in paced(result.pods, every=32)] if result is not None else [],
         "samples": {

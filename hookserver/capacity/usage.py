@@ -35,6 +35,7 @@ from hookserver.seriesnames import (
 )
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import SeriesKey, TimeSeriesStore
+from hookserver.topology.annotations import pod_numa_nodes
 
 __all__ = ["MIN_REPORT_WINDOW_S", "Freshness", "gather_inputs", "report_window_s"]
 
@@ -104,7 +105,8 @@ def gather_inputs(
     fast_window_s: float,
     memory_policy: str = "usageWithoutPageCache",
 ) -> tuple[list[PodInput], UsageFacts, Freshness, list[str]]:
-    """(pods, usage, freshness, notes) for `compute_capacity`. Notes name pods whose requests did not parse."""
+    """(pods, usage, freshness, notes) for `compute_capacity`. Notes name pods whose requests or NUMA binding did
+    not parse."""
     windows = (window_s, fast_window_s) if fast_window_s > 0 else (window_s,)
 
     def averages(key: SeriesKey, wins: tuple[float, ...]) -> list[float | None]:
@@ -122,8 +124,15 @@ def gather_inputs(
         except InputError as exc:
             notes.append(f"{pod.key}: requests unreadable, counted as 0: {exc}")
             request = Pair()
+        try:
+            numa_nodes = pod_numa_nodes(pod.annotations)
+        except InputError as exc:
+            # koord-manager reads an undecodable resource-status as "no NUMA binding" and splits the pod evenly
+            notes.append(f"{pod.key}: NUMA binding unreadable, counted on every zone: {exc}")
+            numa_nodes = ()
         usage = _windowed(averages, pod_cpu.get(pod.uid, ()), pod_memory.get(pod.uid, ()), windows)
-        pods.append(PodInput(pod.uid, pod.key, pod_priority_class(pod), pod_qos_class(pod), pod.phase, request, usage))
+        pods.append(PodInput(pod.uid, pod.key, pod_priority_class(pod), pod_qos_class(pod), pod.phase, request, usage,
+                             numa_nodes))
     dangling: list[PodInput] = []
     for uid in sorted(set(pod_cpu) - set(snapshot.pods)):
         usage = _windowed(averages, pod_cpu[uid], pod_memory.get(uid, ()), windows)

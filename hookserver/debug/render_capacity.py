@@ -1,5 +1,5 @@
 """`hookctl capacity` as text: the offer, the state and why, each resource's formula with its terms and sources,
-the pods and how each was counted, and the last and next write. `-o json` prints the whole document instead."""
+the NUMA zones' batch figures beside the node's, the pods and how each was counted, and the last and next write. `-o json` prints the whole document instead."""
 
 from __future__ import annotations
 
@@ -21,6 +21,35 @@ def _pair(value: Any, memory: bool) -> str:
     if not isinstance(value, Mapping):
         return "-"
     return _bytes(value.get("memory_bytes")) if memory else _milli(value.get("cpu_milli"))
+
+
+def _milli_bytes(value: Any) -> str:
+    return _bytes(value / 1000) if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+def _zone_lines(zones: Mapping[str, Any]) -> list[str]:
+    """A row per NUMA zone (computed now, and what the NodeResourceTopology carries), their sum beside the
+    node's figure, and each zone's two formulas."""
+    computed = [z for z in zones.get("computed") or [] if isinstance(z, Mapping)]
+    if not computed:
+        return ["zones: none computed (no NodeResourceTopology zones with cpu/memory)"]
+    published = _mapping(zones.get("published"))
+    rows = []
+    for zone in computed:
+        carried = _mapping(published.get(str(zone.get("zone"))))
+        rows.append({"zone": zone.get("zone"), "batch-cpu": _milli(zone.get("batch_cpu_milli")),
+                     "batch-memory": _milli_bytes(zone.get("batch_memory_milli_bytes")),
+                     "in the NRT": ", ".join(f"{k.rsplit('/', 1)[-1]} {v}" for k, v in carried.items()) or "-"})
+    total, node = _mapping(zones.get("sum")), _mapping(zones.get("node"))
+    lines = ["zones (NodeResourceTopology, koord-manager's NUMA-level formula; cores, bytes):"]
+    lines.extend("  " + row for row in render_table(rows))
+    lines.append(f"  sum of zones: cpu {_milli(total.get('batch_cpu_milli'))}, memory "
+                 f"{_milli_bytes(total.get('batch_memory_milli_bytes'))}; node before normalization and third-party: "
+                 f"cpu {_milli(node.get('batch_cpu_milli'))}, memory {_milli_bytes(node.get('batch_memory_milli_bytes'))}")
+    for zone in computed:
+        lines.append(f"  {zone.get('zone')} cpu:    {zone.get('cpu_formula')}")
+        lines.append(f"  {zone.get('zone')} memory: {zone.get('memory_formula')}")
+    return lines
 
 
 def render_capacity(doc: Any) -> str:
@@ -61,6 +90,8 @@ def render_capacity(doc: Any) -> str:
             if isinstance(term, Mapping):
                 how = f"  [{term.get('how')}]" if term.get("how") else ""
                 lines.append(f"  {term.get('name'):<30} {_value(resource, term.get('value')):>24}{how}")
+    lines.append("")
+    lines.extend(_zone_lines(_mapping(doc.get("zones"))))
     pods = []
     for line in doc.get("pods") or []:
         if isinstance(line, Mapping):

@@ -10,7 +10,9 @@ __all__ = ["delivery_lines", "render_topology"]
 
 def _zone_line(zone: Any) -> str:
     resources = {r.get("name"): r.get("capacity") for r in zone.get("resources", []) if isinstance(r, dict)}
-    return f"  {zone.get('name')}: cpu {resources.get('cpu', '?')}, memory {resources.get('memory', '?')}"
+    batch = "".join(f", {name.rsplit('/', 1)[-1]} {resources[name]}" for name in
+                    ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory") if name in resources)
+    return f"  {zone.get('name')}: cpu {resources.get('cpu', '?')}, memory {resources.get('memory', '?')}{batch}"
 
 
 def delivery_lines(doc: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from hookserver.topology.annotations import (
     ANNOTATION_RESOURCE_STATUS,
     ResourceStatusError,
     pod_cpuset,
+    pod_numa_nodes,
 )
 from hookserver.topology.pools import CpuPools, SharePool, compute_pools
 from hookserver.topology.report import NRT_API_VERSION, NRT_KIND, build_report, canonical, logical_cores
@@ -43,4 +44,5 @@ __all__ = [
     "compute_pools",
     "logical_cores",
     "pod_cpuset",
+    "pod_numa_nodes",
 ]

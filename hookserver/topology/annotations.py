@@ -28,6 +28,7 @@ __all__ = [
     "ResourceStatusError",
     "node_reserved_cpus",
     "pod_cpuset",
+    "pod_numa_nodes",
     "system_qos_exclusive_cpus",
 ]
 
@@ -72,6 +73,31 @@ def pod_cpuset(annotations: Mapping[str, str]) -> frozenset[int] | None:
     except ValueError as exc:
         raise ResourceStatusError(f"cpuset {raw!r}: {exc}", field=field) from None
     return cpus or None
+
+
+def pod_numa_nodes(annotations: Mapping[str, str]) -> tuple[int, ...]:
+    """The NUMA nodes koord-scheduler constrained the pod to (`resource-status` `numaNodeResources[].node`),
+    sorted and distinct; empty when the annotation or the list is absent. koord-manager splits a pod's request
+    and usage over these zones for NUMA-level batch capacity (`GetPodNUMARequestAndUsage`). An entry without
+    `node` (or with `null`) is node 0, as Go's unmarshal leaves the int32 at zero. Raises ResourceStatusError
+    for text that is not a JSON object or entries that are not objects with an integer `node` (Go's unmarshal
+    fails the whole annotation then, and koord-manager counts the pod as sharing every zone)."""
+    text = annotations.get(ANNOTATION_RESOURCE_STATUS)
+    if text is None:
+        return ()
+    field = f"annotations[{ANNOTATION_RESOURCE_STATUS}]"
+    raw = _json_object(text, field).get("numaNodeResources")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ResourceStatusError(f"numaNodeResources is a {type(raw).__name__}, not a list", field=field)
+    nodes: set[int] = set()
+    for entry in raw:
+        node = (entry.get("node") if entry.get("node") is not None else 0) if isinstance(entry, dict) else None
+        if not isinstance(node, int) or isinstance(node, bool) or not -(1 << 31) <= node < (1 << 31):
+            raise ResourceStatusError(f"numaNodeResources entry {entry!r} has no int32 node", field=field)
+        nodes.add(node)
+    return tuple(sorted(nodes))
 
 
 def node_reserved_cpus(annotations: Mapping[str, str]) -> tuple[frozenset[int], str]:

@@ -6,6 +6,10 @@ Sinks: the informer's server-side-apply writer (`hookserver.informer.nrt`, apise
 locally only). Whatever the sink, the last document, the pools and the last delivery are what `hookctl topology`
 shows, and `state_dir/noderesourcetopology.json` holds the document.
 
+Each zone also carries the batch figures `zone_resources()` returns (the capacity publisher's, set by
+`hookserver.capacity.numa_link.link_numa_zones`; none by default), so they go out at the next round after the
+capacity tick that settled them.
+
 Unchanged text is never re-sent (koordinator#2942). A failed delivery is retried at the next tick; its state is
 logged when it changes, not at every tick, so a missing CRD is one warning, and its recovery one line.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hookserver.aio.periodic import run_every
@@ -31,6 +35,10 @@ from hookserver.topology.report import build_report, canonical
 __all__ = ["Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink"]
 
 log = logging.getLogger(__name__)
+
+
+def _no_zone_resources() -> Mapping[str, Mapping[str, str]]:
+    return {}
 
 
 # The sink contract and the local sink are shared with the other node documents (hookserver/system/docsink.py).
@@ -63,6 +71,8 @@ class TopologyPublisher:
                                          document_path=document_path, clock=clock)
         self.document: dict[str, Any] = {}
         self.pools: CpuPools | None = None
+        # zone name -> resource -> quantity, added to the zones (the batch capacity per NUMA zone)
+        self.zone_resources: Callable[[], Mapping[str, Mapping[str, str]]] = _no_zone_resources
         self.ticks = 0
 
     @property
@@ -88,7 +98,8 @@ class TopologyPublisher:
         annotations = snap.node.annotations if snap.node is not None else {}
         pools = compute_pools(cpus, snap.pods, annotations)
         document = build_report(node_name=self._node_name, cpus=cpus, numa=numa, basic=basic, pools=pools,
-                                node_annotations=annotations, kubelet_cpu_manager_policy=self._policy)
+                                node_annotations=annotations, kubelet_cpu_manager_policy=self._policy,
+                                zone_resources=self.zone_resources())
         self.document, self.pools = document, pools
         return self.delivery.deliver(document, canonical(document))
 

@@ -5,6 +5,9 @@
 * `zones`: one `Node` zone per NUMA node, `node-<id>`, with `cpu` (its online CPUs), `hugepages-1Gi` and
   `hugepages-2Mi` (0: koordlet's HugePageReport gate is off by default) and `memory` (MemTotal), capacity =
   allocatable = available; resources sorted by name, zones by name (koordinator's `ZoneResourcesToZoneList`).
+  Where this agent publishes the node's batch capacity, each zone also carries koord-manager's
+  `kubernetes.io/batch-cpu` / `batch-memory` (capacity = allocatable = available, `UpdateNRTZoneListIfNeeded`),
+  handed in by the caller (hookserver.capacity computes them).
 * annotations, the JSON koordinator's `apis/extension` types marshal to: `cpu-basic-info`, `cpu-topology`
   (online CPUs by id with lscpu's logical core number), `cpu-shared-pools`, `be-cpu-shared-pools`,
   `kubelet.koordinator.sh/cpu-manager-policy`, `pod-cpu-allocs` (`null`: only the kubelet's static policy
@@ -60,17 +63,19 @@ def logical_cores(cpus: Iterable[CpuInfo]) -> dict[tuple[int, int], int]:
     return {key: rank for rank, key in enumerate(sorted(lowest, key=lambda k: lowest[k]))}
 
 
-def _zones(cpus: tuple[CpuInfo, ...], numa: tuple[NumaMemInfo, ...]) -> list[dict[str, Any]]:
+def _zones(cpus: tuple[CpuInfo, ...], numa: tuple[NumaMemInfo, ...],
+           extra: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
     per_node: dict[int, int] = {}
     for c in cpus:
         if c.online:
             per_node[c.numa_node] = per_node.get(c.numa_node, 0) + 1
     zones = []
     for mem in numa:
-        values = {"cpu": str(per_node.get(mem.node, 0)), "hugepages-1Gi": "0", "hugepages-2Mi": "0",
-                  "memory": memory_quantity(mem.total_bytes)}
+        name = f"node-{mem.node}"
+        values = {**extra.get(name, {}), "cpu": str(per_node.get(mem.node, 0)), "hugepages-1Gi": "0",
+                  "hugepages-2Mi": "0", "memory": memory_quantity(mem.total_bytes)}
         zones.append({
-            "name": f"node-{mem.node}",
+            "name": name,
             "type": "Node",
             "resources": [{"name": name, "capacity": q, "allocatable": q, "available": q}
                           for name, q in sorted(values.items())],
@@ -132,8 +137,10 @@ def build_report(
     pools: CpuPools,
     node_annotations: Mapping[str, str],
     kubelet_cpu_manager_policy: str = "none",
+    zone_resources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The whole object, ready for a server-side apply (and for `state_dir/noderesourcetopology.json`)."""
+    """The whole object, ready for a server-side apply (and for `state_dir/noderesourcetopology.json`).
+    `zone_resources`: more resources per zone name (the batch figures); a zone the node lacks is ignored."""
     policy: dict[str, Any] = {"policy": kubelet_cpu_manager_policy} if kubelet_cpu_manager_policy else {}
     annotations = {
         ANNOTATION_CPU_BASIC_INFO: canonical(basic.to_json()),
@@ -154,5 +161,5 @@ def build_report(
             "annotations": dict(sorted(annotations.items())),
         },
         "topologyPolicies": ["None"],
-        "zones": _zones(cpus, numa),
+        "zones": _zones(cpus, numa, zone_resources or {}),
     }

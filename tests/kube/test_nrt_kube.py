@@ -1,7 +1,8 @@
 """The NodeResourceTopology report against a real kube-apiserver (1.20): with the CRD missing (one warning, no
 storm), then installed (tests/kube/nrt/): the object created by server-side apply with koordinator's
-annotations and zones as the apiserver stores them, an unchanged document never re-sent, a change applied, and
-the manifest's ClusterRole enough for it (create, then patch) and nothing more (no delete, no read).
+annotations and zones as the apiserver stores them, an unchanged document never re-sent, a change applied, the
+manifest's ClusterRole enough for it (create, then patch) and nothing more (no delete, no read), and the zones'
+batch figures beside the real Node's offer.
 
 The CRD is cluster-wide: these tests remove it first (to see it missing) and remove it again at the end if it
 was not there before."""
@@ -18,15 +19,25 @@ from typing import Any
 import pytest
 import yaml
 
+from hookserver.capacity import CapacityPublisher, CapacitySettings
+from hookserver.capacity.numa_link import link_numa_zones
+from hookserver.informer import NodeCapacityWriter
 from hookserver.informer.nrt import NRT_RESOURCE_PATH, NodeResourceTopologyWriter
 from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
+from hookserver.quantity import parse_quantity
 from hookserver.store import PodRecord, StateStore
 from hookserver.topology import ANNOTATION_RESOURCE_STATUS
 from hookserver.topology.publisher import TopologyPublisher
+from tests.capacity.world import World
 from tests.kube.conftest import NodeFactory
 from tests.kube.kubehttp import KubeHttp
 from tests.kube.test_rbac import Agent, agent, koordinator_namespace  # noqa: F401 - fixtures
-from tests.topology.sysfs import two_sockets_two_numa_eight_cores_two_threads, write_tree
+from tests.topology.sysfs import (
+    one_socket_two_numa_four_cpus_each,
+    two_sockets_two_numa_eight_cores_two_threads,
+    write_tree,
+)
 
 CRD = Path(__file__).parent / "nrt" / "noderesourcetopologies.yaml"
 CRD_NAME = "noderesourcetopologies.topology.node.k8s.io"
@@ -148,6 +159,49 @@ def test_the_clusterrole_allows_create_and_patch_and_nothing_else(
         assert sa.get(path).status == 403
         assert sa.delete(path).status == 403
         assert sa.get(NRT_RESOURCE_PATH).status == 403
+    finally:
+        kube.delete(path)
+        transport.close()
+
+
+def test_the_zones_carry_batch_figures_that_add_up_to_the_nodes_offer(
+    kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
+) -> None:
+    """NUMA-level batch capacity as the apiserver stores it: the capacity publisher writes the offer to a real
+    Node and the NRT publisher, joined to it by `link_numa_zones`, puts each zone's batch-cpu / batch-memory into
+    the real NRT. The scripted node (tests/capacity/world.py: 8 cores / 32 GiB, kubelet reserving 500m / 2 GiB,
+    system 500m / 1 GiB) over two sysfs zones of 4 CPUs / 16 GiB gives, by hand, 2150 and 10093173146 per zone
+    and 4300 and 20186346292 for the node (tests/capacity/test_numa_nrt.py)."""
+    _install_crd(kube)
+    node = kube_nodes.make("nrt-batch")["metadata"]["name"]
+    path = f"{NRT_RESOURCE_PATH}/{node}"
+    transport = ApiClientTransport(load_client_configuration(kube_kubeconfig))
+    world = World()
+    capacity = CapacityPublisher(store=world.store, settings=CapacitySettings(warmup_s=10.0),
+                                 sink=NodeCapacityWriter(transport, node_name=node), standalone=False,
+                                 clock=world.clock)
+    roots = write_tree(tmp_path, *one_socket_two_numa_four_cpus_each())
+    topology = TopologyPublisher(store=world.store, roots=roots, node_name=node,
+                                 sink=NodeResourceTopologyWriter(transport, node_name=node))
+    link_numa_zones(capacity, topology)
+    try:
+        assert topology.tick() == "ok", topology.last_detail
+        world.sample(30)
+        outcome = capacity.tick()
+        assert outcome.state == "published", outcome
+        assert topology.tick() == "ok", topology.last_detail
+        stored = kube.must(kube.get(path), "get NRT")
+        zones = {z["name"]: {r["name"]: r for r in z["resources"]} for z in stored["zones"]}
+        for name in ("node-0", "node-1"):
+            assert zones[name][BATCH_CPU] == {"name": BATCH_CPU, "capacity": "2150", "allocatable": "2150",
+                                              "available": "2150"}
+            assert zones[name][BATCH_MEMORY]["allocatable"] == "10093173146"
+        offered = kube.must(kube.get(f"/api/v1/nodes/{node}"), "get node")["status"]["allocatable"]
+        assert sum(parse_quantity(z[BATCH_CPU]["allocatable"]).value() for z in zones.values()) == \
+            parse_quantity(offered[BATCH_CPU]).value() == 4300
+        assert sum(parse_quantity(z[BATCH_MEMORY]["allocatable"]).value() for z in zones.values()) == \
+            parse_quantity(offered[BATCH_MEMORY]).value() == 20186346292
+        assert [m["manager"] for m in stored["metadata"]["managedFields"]] == ["hookserver"]
     finally:
         kube.delete(path)
         transport.close()

@@ -61,3 +61,8 @@ def two_sockets_two_numa_eight_cores_two_threads() -> tuple[list[Cpu], dict[int,
             socket, node = first // 16, first // 8
             cpus.append(Cpu(first + 32 * thread, first % 16, socket, node))
     return sorted(cpus, key=lambda c: c.cpu), {n: 64 * 1024 * 1024 for n in range(4)}
+
+
+def one_socket_two_numa_four_cpus_each() -> tuple[list[Cpu], dict[int, int]]:
+    """1 socket, NUMA nodes 0 (CPUs 0-3) and 1 (CPUs 4-7), 16 GiB each: the two zones of the NUMA batch tests."""
+    return [Cpu(i, i, 0, i // 4) for i in range(8)], {0: 16 * 1024 * 1024, 1: 16 * 1024 * 1024}
