@@ -25,7 +25,7 @@ from hookserver.aio.hotgate import GATE
 from hookserver.aio.interpreter import InterpreterTuning
 from hookserver.aio.periodic import run_every
 from hookserver.aio.tasks import RootTasks
-from hookserver.capacity import CapacityPublisher
+from hookserver.capacity import CapacityPublisher, link_numa_zones
 from hookserver.config import Settings
 from hookserver.debug import DebugServer
 from hookserver.devices.publisher import DevicePublisher
@@ -186,6 +186,8 @@ class Daemon:
             self.topology = build_topology(
                 settings, store=self.store, roots=self.roots, informer=self.informer, gates=self.gates
             )
+        if self.capacity is not None and self.topology is not None:
+            link_numa_zones(self.capacity, self.topology)  # NUMA-level batch capacity in the NRT's zones
         self.devices: DevicePublisher | None = build_devices(
             settings, store=self.store, roots=self.roots, informer=self.informer, gates=self.gates,
             koord_manager_evidence=koord_manager_evidence_of(self.informer, settings.node_name),
