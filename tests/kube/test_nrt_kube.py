@@ -139,6 +139,44 @@ def test_the_report_is_created_kept_and_never_rewritten_unchanged(
         transport.inner.close()
 
 
+def test_zones_koord_manager_writes_into_are_left_to_it_and_the_report_goes_on(
+    kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
+) -> None:
+    """koord-manager's batchresource plugin writes each zone's batch figures into the NRT with an Update (manager
+    "koord-manager"), so it owns the zones list; our next apply conflicted on `.zones` at every tick and the
+    cpu-shared-pools annotation stopped following the node. On the real apiserver: the zones are yielded (its
+    figures stay), the annotation keeps following."""
+    _install_crd(kube)
+    node = kube_nodes.make("nrt-km")["metadata"]["name"]
+    path = f"{NRT_RESOURCE_PATH}/{node}"
+    transport = ApiClientTransport(load_client_configuration(kube_kubeconfig))
+    store = StateStore()
+    publisher = _publisher(tmp_path, transport, node, store)
+    try:
+        assert publisher.tick() == "ok", publisher.last_detail
+        stored = kube.must(kube.get(path), "get NRT")
+        for zone in stored["zones"]:  # what koord-manager's PreUpdate adds, per zone
+            zone["resources"] += [
+                {"name": "kubernetes.io/batch-cpu", "capacity": "3000", "allocatable": "3000", "available": "3000"},
+                {"name": "kubernetes.io/batch-memory", "capacity": "4Gi", "allocatable": "4Gi", "available": "4Gi"},
+            ]
+        stored["metadata"].pop("managedFields", None)
+        kube.must(kube.request("PUT", path, stored, query={"fieldManager": "koord-manager"}), "koord-manager update")
+        store.upsert_pod(PodRecord(uid="u1", namespace="ns", name="lsr", labels={"koordinator.sh/qosClass": "LSR"},
+                                   annotations={ANNOTATION_RESOURCE_STATUS: '{"cpuset":"0-1,32-33"}'}, phase="Running"))
+        assert publisher.tick() == "ok", publisher.last_detail
+        assert "zones left to koord-manager" in publisher.last_detail
+        after = kube.must(kube.get(path), "get NRT")
+        pools = json.loads(after["metadata"]["annotations"]["node.koordinator.sh/cpu-shared-pools"])
+        assert pools[0] == {"socket": 0, "node": 0, "cpuset": "2-7,34-39"}  # the report still follows the node
+        for zone in after["zones"]:  # and koord-manager's figures are still there
+            assert {r["name"] for r in zone["resources"]} >= {"cpu", "memory", "kubernetes.io/batch-cpu",
+                                                              "kubernetes.io/batch-memory"}
+    finally:
+        kube.delete(path)
+        transport.close()
+
+
 def test_the_clusterrole_allows_create_and_patch_and_nothing_else(
     agent: Agent, kube: KubeHttp, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path  # noqa: F811
 ) -> None:

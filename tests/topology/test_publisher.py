@@ -145,3 +145,46 @@ def test_hookctl_topology_over_the_debug_socket(tmp_path: Path, capsys: pytest.C
     finally:
         server.stop(0.1)
         bare.stop(0.1)
+
+
+class SharedWithKoordManager(Apiserver):
+    """The object exists; koord-manager took the zones (an Update of each zone's batch figures), so an apply that
+    carries zones conflicts on `.zones`; `others` makes an apply conflict on those fields too."""
+
+    def __init__(self, others: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.crd = True
+        self.others = others
+
+    def request_json(self, method: str, path: str, body: Any = None, *, timeout_s: float,
+                     content_type: str = "application/json", params: Any = None) -> tuple[int, Any]:
+        self.calls.append((method, path, body, dict(params or {})))
+        fields = ([".zones"] if "zones" in body else []) + list(self.others)
+        if not fields:
+            return 200, body
+        causes = [{"reason": "FieldManagerConflict", "field": f,
+                   "message": 'conflict with "koord-manager" using topology.node.k8s.io/v1alpha1'} for f in fields]
+        return 409, {"kind": "Status", "status": "Failure", "reason": "Conflict", "code": 409,
+                     "message": f"Apply failed with {len(fields)} conflict(s)", "details": {"causes": causes}}
+
+
+def test_zones_koord_manager_took_are_left_to_it_and_the_rest_keeps_being_applied(tmp_path: Path) -> None:
+    """koord-manager writes per-zone batch figures into the NRT (an Update, so it owns the atomic zones list):
+    every apply of our zones then conflicted, and the cpu-shared-pools annotation koord-scheduler reads stopped
+    following the node. Now the zones are yielded and the rest is applied."""
+    api = SharedWithKoordManager()
+    publisher, store = _publisher(tmp_path, api)  # type: ignore[arg-type]
+    assert publisher.tick() == "ok" and "zones left to koord-manager" in publisher.last_detail
+    assert "zones" in api.calls[0][2] and "zones" not in api.calls[1][2]
+    assert api.calls[1][2]["metadata"]["annotations"]  # the annotations went out
+    store.upsert_pod(_lsr("u1", "0"))  # a pool change: the next document differs
+    before = len(api.calls)
+    assert publisher.tick() == "ok"
+    assert len(api.calls) == before + 1 and "zones" not in api.calls[-1][2]  # one apply, straight without zones
+
+
+def test_a_conflict_beyond_the_zones_is_still_a_conflict(tmp_path: Path) -> None:
+    api = SharedWithKoordManager(others=(".metadata.annotations.node.koordinator.sh/cpu-shared-pools",))
+    publisher, _ = _publisher(tmp_path, api)  # type: ignore[arg-type]
+    assert publisher.tick() == "conflict" and "cpu-shared-pools" in publisher.last_detail
+    assert len(api.calls) == 1  # nothing re-sent: another writer of the annotations is never overwritten
