@@ -20,7 +20,10 @@ T = TypeVar("T")
 
 
 class WriteCache:
-    """Thread-safe map (cgroup dir, resource) -> (value, written_at). Bounded: oldest entries go first.
+    """Thread-safe map (cgroup dir, resource) -> (value, written_at, file text). Bounded: oldest entries go first.
+
+    The file text is what the file was left holding in its own unit (v2 `cpu.weight` 20 for the plan's shares
+    512), so a skipped write is audited with the value the file has, never the plan's v1 number.
 
     The key is the plan's cgroup dir as given (not the resolved file), so a lookup costs no path work; the
     same dir spelt two ways is two entries, which costs one extra read-before-write, never a wrong skip."""
@@ -30,16 +33,20 @@ class WriteCache:
         self._clock = clock
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], tuple[str, float]] = {}
+        self._entries: dict[tuple[str, str], tuple[str, float, str]] = {}
 
     def fresh(self, cgroup_dir: str, resource: str, value: str) -> bool:
         """Whether `value` was written to this file within the force-update window."""
+        return self.fresh_text(cgroup_dir, resource, value) is not None
+
+    def fresh_text(self, cgroup_dir: str, resource: str, value: str) -> str | None:
+        """The file text left by a write of `value` within the force-update window, or None when not fresh."""
         with self._lock:
             entry = self._entries.get((cgroup_dir, resource))
         if entry is None:
-            return False
-        cached, at = entry
-        return cached == value and self._clock() - at < self._ttl
+            return None
+        cached, at, text = entry
+        return text if cached == value and self._clock() - at < self._ttl else None
 
     def unverified(self, keys: Sequence[tuple[str, str, str]], items: Sequence[T]) -> list[T]:
         """The `items` whose (dir, resource, value) in `keys` is not fresh."""
@@ -54,12 +61,13 @@ class WriteCache:
                     out.append(item)
         return out
 
-    def remember(self, cgroup_dir: str, resource: str, value: str) -> None:
+    def remember(self, cgroup_dir: str, resource: str, value: str, text: str = "") -> None:
+        """`value` (plan units, what `fresh` compares) went to the file, which now holds `text` (default: value)."""
         now = self._clock()
         with self._lock:
             key = (cgroup_dir, resource)
             self._entries.pop(key, None)
-            self._entries[key] = (value, now)
+            self._entries[key] = (value, now, text or value)
             if len(self._entries) > self._capacity:
                 del self._entries[next(iter(self._entries))]
 

@@ -202,8 +202,10 @@ class CgroupExecutor:
             err = ExecutorError(f"invalid value {p.desired!r} for {p.path}: {p.problem}", path=p.path, value=p.desired)
             return _failed(p, p.desired, "", err, 0)
         resource = write.resource.value
-        if cacheable and mode != _GROW and self.cache.fresh(write.cgroup_dir, resource, p.desired):
-            return _Attempt(WriteResult(write, p.path, p.desired, ok=True, skipped=True), "cached")
+        if cacheable and mode != _GROW:
+            held_text = self.cache.fresh_text(write.cgroup_dir, resource, p.desired)
+            if held_text is not None:
+                return _Attempt(WriteResult(write, p.path, held_text, ok=True, skipped=True), "cached")
         try:
             current = self._files.read(p.path)
         except OSError as exc:
@@ -223,7 +225,7 @@ class CgroupExecutor:
             note = "leveled pass 2"
         if knob.already(current, v2=v2, text=text):
             if final:
-                self.cache.remember(p.write.cgroup_dir, resource, p.desired)
+                self.cache.remember(p.write.cgroup_dir, resource, p.desired, text)
             return _Attempt(
                 WriteResult(write, p.path, text, ok=True, skipped=True, previous=previous),
                 _join(note, "unchanged"), final=final,
@@ -235,7 +237,7 @@ class CgroupExecutor:
             return _failed(p, text, previous, translate_os_error(exc, op="write", path=p.path, value=text), exc.errno)
         held = self._read_back(p.path) if knob.readback else ""
         if final:
-            self.cache.remember(p.write.cgroup_dir, resource, p.desired)
+            self.cache.remember(p.write.cgroup_dir, resource, p.desired, held or text)
         else:
             self.cache.forget(p.write.cgroup_dir, resource)
         if held and knob.key(held, v2) != knob.key(text, v2):

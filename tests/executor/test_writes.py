@@ -262,3 +262,27 @@ def test_systemd_v2_container_from_bare_slice_parent(v2tree: Tree) -> None:
         "20", "100000", str(1 << 30)
     )
     assert {w.path.rsplit("/", 2)[1] for w in store.audit.writes()} == {parent, f"cri-containerd-{cid}.scope"}
+
+
+def test_v2_audit_shows_the_files_own_unit_also_for_a_cached_skip(v2tree: Tree) -> None:
+    """`hookctl writes` reads these records: on v2 the shares 512 went to cpu.weight as 20, and a write the cache
+    skips must say 20 too, not the plan's v1 512 (issue 40). The quota's cpu.max line keeps the kernel's period."""
+    v2tree.cgroup(POD, **{"cpu.max": "max 50000"})
+    ex, store = make_executor(v2tree)
+    ex.apply(plan((R.CPU_SHARES, 512), (R.CPU_CFS_QUOTA, 30000)))
+    v2tree.path(POD, "cpu.max").write_text("30000 50000\n")  # what a real kernel shows after the quota write
+    report = ex.apply(plan((R.CPU_SHARES, 512), (R.CPU_CFS_QUOTA, 30000)))
+    assert all(r.skipped for r in report.results)
+    written, cached = store.audit.writes()[:2], store.audit.writes()[2:]
+    assert [w.value for w in written] == ["30000", "20"]
+    assert [w.value for w in cached] == ["30000", "20"]
+    assert all(w.reason.endswith("[cached]") for w in cached)
+    assert [r.value for r in report.results] == ["30000", "20"]
+
+
+def test_v1_cached_skip_shows_the_value_written(v1tree: Tree) -> None:
+    v1tree.cgroup(POD)
+    ex, store = make_executor(v1tree)
+    ex.apply(plan((R.CPU_SHARES, 512)))
+    ex.apply(plan((R.CPU_SHARES, 512)))
+    assert [w.value for w in store.audit.writes()] == ["512", "512"]
