@@ -52,9 +52,9 @@ bench: $(STAMP)
 	$(PY) -m tests.bench
 
 # hookserver's NRI plugin against a Go plugin (nri pkg/stub), both driven by containerd/nri's pkg/adaptation
-# (tests/bench/bench_nri_go.py). tests/bench/go_nri/build.sh first fetches Go and the NRI library from
-# deb.debian.org into build/go-nri/ (once; ~3.3 GB) and builds the two Go programs; without network the bench
-# prints a skipped row. Run it on a quiet node: it times both plugins side by side.
+# (tests/bench/bench_nri_go.py). tests/bench/go_nri/build.sh first fetches Go and the NRI library as Debian
+# packages through apt (`apt-get download`, a private apt tree on the host's own configured archive) into
+# build/go-nri/ (once; ~3.3 GB) and builds the two Go programs; without network the bench prints a skipped row. Run it on a quiet node: it times both plugins side by side.
 bench-go: $(STAMP)
 	@if PYTHON=$(PY) tests/bench/go_nri/build.sh; then bin=build/go-nri/bin; \
 	else echo "bench-go: the Go build failed (above): skipping the Go comparison"; bin=/nonexistent; fi; \

@@ -29,8 +29,8 @@ kubelet container annotations, env, mounts).
   plugin's RegisterPlugin arriving to the sync reply (register + configure + synchronize). `updates`
   counts the returned updates that match what the hook computes (all of them is 2 x P).
 
-Needs the Go build: `make bench-go` (tests/bench/go_nri/build.sh fetches Go and the NRI library from
-deb.debian.org into build/go-nri/). Without it the module prints one "skipped" row. `python -m tests.bench
+Needs the Go build: `make bench-go` (tests/bench/go_nri/build.sh fetches Go and the NRI library as Debian
+packages through apt, from the host's configured archive, into build/go-nri/). Without it the module prints one "skipped" row. `python -m tests.bench
 nri_go` runs only this module.
 """
 
@@ -274,7 +274,7 @@ def run() -> list[BenchRow]:
     missing = [name for name in ("nri-harness", "nri-plugin") if not (BIN / name).exists()]
     if missing:
         return [BenchRow("nri-go", "skipped", "-", f"no Go build in {BIN} (missing {', '.join(missing)}); "
-                         "`make bench-go` builds it from deb.debian.org (tests/bench/go_nri/build.sh)")]
+                         "`make bench-go` builds it from Debian packages through apt (tests/bench/go_nri/build.sh)")]
     rows = [BenchRow("nri-go", "versions", "-", _versions())]
     work = _sock_dir()
     try:

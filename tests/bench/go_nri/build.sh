@@ -2,8 +2,11 @@
 # Build the Go side of `make bench-go` (tests/bench/bench_nri_go.py): a runtime harness on the real
 # NRI runtime library (github.com/containerd/nri pkg/adaptation) and a Go plugin on nri's pkg/stub.
 #
-# Everything is fetched from Debian by exact path into build/go-nri/ (~2.5 GB); nothing is installed
-# system-wide (curl only, with apt-get, when it is missing):
+# Everything comes from Debian through apt into build/go-nri/ (~2.5 GB); nothing is installed system-wide:
+# `apt-get download` with a private apt tree (build/go-nri/apt: its own sources.list, lists, cache and an empty
+# dpkg status) for the suites below, on the host's own configured archive and keyring (the URIs and Signed-By of
+# /etc/apt/sources.list.d/*.sources or sources.list, read at run time by host_apt_sources.py; no mirror host name
+# is written here). Unpacked with dpkg-deb -x:
 #   * Go from Debian trixie (golang-1.24-go + golang-1.24-src, unpacked with dpkg-deb -x; a static
 #     toolchain that runs on bookworm). bookworm-backports stops at Go 1.23, and forky's
 #     golang.org/x/net (pulled in by ttrpc -> grpc) needs Go 1.24's net/http
@@ -18,49 +21,59 @@
 #     nri 0.6.1 (what containerd 1.7.16-1.7.25, trixie's 1.7.24 included, vendor) cannot: it refuses to
 #     send a Synchronize over 4 MiB (~800 of the bench's pods); GO_NRI_SUITE=trixie builds, and the
 #     larger sync rows then show the runtime's error for both plugins.
-# Idempotent: downloads and unpacking are skipped when present; the two programs are rebuilt every
-# time (seconds, from Go's build cache). Exit status 3 = the network or a download failed (the bench then skips).
+# Idempotent: the index update (once a day), downloads and unpacking are skipped when done; the two programs are
+# rebuilt every time (seconds, from Go's build cache). Exit status 3 = the host names no Debian archive, or the
+# network or a download failed (the bench then skips). GO_NRI_FETCH_ONLY=1 stops after the downloads.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
 OUT="${GO_NRI_BUILD:-$ROOT/build/go-nri}"
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 GOVER="${GO_NRI_GO:-1.24}"
 GOSUITE="${GO_NRI_GO_SUITE:-trixie}"
 SUITE="${GO_NRI_SUITE:-forky}"
 PY="${PYTHON:-$(command -v python3)}"
 case "$PY" in /*) ;; */*) PY="$PWD/$PY" ;; esac  # a relative path, before the cd below
 BIN="$OUT/bin-$SUITE-go$GOVER"
-for tool in curl dpkg-deb; do  # a fresh bookworm may lack curl
-    command -v "$tool" >/dev/null && continue
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        apt-get install -y -q curl ca-certificates >/dev/null || { apt-get update -q && apt-get install -y -q curl ca-certificates; } \
-            || { echo "build.sh: cannot install curl" >&2; exit 3; }
-    else
-        echo "build.sh: needs $tool (apt-get install curl)" >&2; exit 3
-    fi
+for tool in apt-get dpkg-deb; do
+    command -v "$tool" >/dev/null || { echo "build.sh: needs $tool (a Debian host)" >&2; exit 3; }
 done
 mkdir -p "$OUT/debs" "$OUT/ours/src" "$BIN"
 cd "$OUT"
-
-fetch() {  # fetch URL FILE: download once, atomically
-    [ -s "$2" ] && return 0
-    curl -fsS --retry 2 -m 300 -o "$2.part" "$1" || { echo "build.sh: cannot fetch $1" >&2; exit 3; }
-    mv "$2.part" "$2"
-}
-
-fetch "$MIRROR/dists/$SUITE/main/binary-all/Packages.xz" "$SUITE-all-Packages.xz"
 ARCH="$(dpkg --print-architecture)"
-fetch "$MIRROR/dists/$GOSUITE/main/binary-$ARCH/Packages.xz" "$GOSUITE-$ARCH-Packages.xz"
-fetch "$MIRROR/dists/$GOSUITE/main/binary-all/Packages.xz" "$GOSUITE-all-Packages.xz"
 
-# Resolve file names: Go from backports, the nri -dev closure from trixie (golang-*-dev only).
-"$PY" - "$GOVER" "$SUITE" "$GOSUITE" "$ARCH" > "debs-$SUITE.list" <<'PYEOF'
-import lzma, re, sys
-def index(path):
+# The private apt tree: the host's apt.conf (proxies) still applies; sources, lists, cache and status are ours.
+APT="$OUT/apt"
+mkdir -p "$APT/sources.list.d" "$APT/preferences.d" "$APT/lists/partial" "$APT/cache/archives/partial"
+[ -e "$APT/status" ] || : > "$APT/status"
+aptget() {
+    apt-get -q -o Dir::Etc::SourceList="$APT/sources.list" -o Dir::Etc::SourceParts="$APT/sources.list.d" \
+        -o Dir::Etc::Preferences="$APT/preferences" -o Dir::Etc::PreferencesParts="$APT/preferences.d" \
+        -o Dir::State="$APT" -o Dir::State::Lists="$APT/lists" -o Dir::State::status="$APT/status" \
+        -o Dir::Cache="$APT/cache" -o Acquire::GzipIndexes=false -o Acquire::Languages=none \
+        -o APT::Sandbox::User="$(id -un)" "$@"
+}
+"$PY" "$HERE/host_apt_sources.py" /etc/apt "$SUITE" "$GOSUITE" > "$APT/sources.list.new" || exit 3
+# Update when the sources changed or the lists are a day old (a suite's Packages move on; old debs leave the pool).
+if ! cmp -s "$APT/sources.list.new" "$APT/sources.list" || [ -z "$(find "$APT/updated" -mmin -1440 2>/dev/null)" ]; then
+    mv "$APT/sources.list.new" "$APT/sources.list"
+    aptget update >/dev/null || { echo "build.sh: apt-get update of $SUITE/$GOSUITE failed" >&2; exit 3; }
+    touch "$APT/updated"
+else
+    rm -f "$APT/sources.list.new"
+fi
+
+# Resolve versions and file names from the suites' lists: Go from $GOSUITE, the nri -dev closure from $SUITE
+# (golang-*-dev only). One line per package: kind name version pool-file-name.
+"$PY" - "$GOVER" "$SUITE" "$GOSUITE" "$ARCH" "$APT/lists" > "debs-$SUITE.list" <<'PYEOF'
+import glob, re, sys
+def index(suite):
     pk, prov = {}, {}
-    for block in lzma.open(path, "rt").read().split("\n\n"):
+    text = "".join(open(p, encoding="utf-8").read() + "\n\n"
+                   for p in sorted(glob.glob(f"{lists}/*_dists_{suite}_main_binary-*_Packages")))
+    if not text.strip():
+        sys.exit(f"build.sh: no Packages list of {suite} under {lists}")
+    for block in text.split("\n\n"):
         d = dict(m.groups() for m in re.finditer(r"^([A-Za-z-]+): (.*)$", block, re.M))
         if "Package" in d:
             pk[d["Package"]] = d
@@ -68,11 +81,13 @@ def index(path):
                 if p.strip():
                     prov.setdefault(p.strip().split(" ")[0], d["Package"])
     return pk, prov
-gover, suite, gosuite, arch = sys.argv[1:5]
-gopk = {**index(f"{gosuite}-all-Packages.xz")[0], **index(f"{gosuite}-{arch}-Packages.xz")[0]}
+def line(kind, d):
+    return f"{kind} {d['Package']} {d['Version']} {d['Filename'].rsplit('/', 1)[-1]}"
+gover, suite, gosuite, arch, lists = sys.argv[1:6]
+gopk = index(gosuite)[0]
 for name in (f"golang-{gover}-go", f"golang-{gover}-src"):
-    print("go", gopk[name]["Filename"])
-pk, prov = index(f"{suite}-all-Packages.xz")
+    print(line("go", gopk[name]))
+pk, prov = index(suite)
 seen, todo = set(), ["golang-github-containerd-nri-dev"]
 while todo:
     n = todo.pop()
@@ -85,14 +100,32 @@ while todo:
         if alt.startswith("golang-") and alt.endswith("-dev"):
             todo.append(alt)
 for n in sorted(seen):
-    print("lib", pk[n]["Filename"])
+    print(line("lib", pk[n]))
 PYEOF
 
-while read -r kind path; do
-    deb="debs/$(basename "$path")"
-    fetch "$MIRROR/$path" "$deb"
+# Download what is missing in one apt-get call (into a scratch dir, then renamed to the pool's file name).
+missing=()
+while read -r kind name version file; do
+    [ -s "debs/$file" ] || missing+=("$name=$version")
+done < "debs-$SUITE.list"
+if [ "${#missing[@]}" -gt 0 ]; then
+    rm -rf debs/.download && mkdir -p debs/.download
+    (cd debs/.download && aptget download "${missing[@]}" >/dev/null) \
+        || { echo "build.sh: apt-get download of ${#missing[@]} packages failed" >&2; exit 3; }
+    while read -r kind name version file; do
+        [ -s "debs/$file" ] && continue
+        got=(debs/.download/"${name}"_*.deb)
+        [ -s "${got[0]}" ] || { echo "build.sh: apt-get download gave no $name" >&2; exit 3; }
+        mv "${got[0]}" "debs/$file"
+    done < "debs-$SUITE.list"
+    rm -rf debs/.download
+fi
+[ "${GO_NRI_FETCH_ONLY:-}" = 1 ] && { wc -l < "debs-$SUITE.list" | sed 's/$/ packages fetched/'; exit 0; }
+
+while read -r kind name version file; do
+    deb="debs/$file"
     if [ "$kind" = go ]; then dest="goroot-$GOVER"; else dest="libroot-$SUITE"; fi
-    stamp="$dest/.$(basename "$deb")"
+    stamp="$dest/.$file"
     [ -e "$stamp" ] && continue
     mkdir -p "$dest"
     dpkg-deb -x "$deb" "$dest"
@@ -115,7 +148,7 @@ done
     echo "go: $(go version)"
     echo "suite: $SUITE"
     for name in golang-github-containerd-nri-dev golang-github-containerd-ttrpc-dev golang-google-protobuf-dev; do
-        f="debs/$(basename "$(grep "/${name}_" "debs-$SUITE.list" | cut -d' ' -f2)")"
+        f="debs/$(awk -v n="$name" '$2 == n {print $4}' "debs-$SUITE.list")"
         echo "$(dpkg-deb -f "$f" Package): $(dpkg-deb -f "$f" Version)"
     done
 } > "$BIN/versions.txt"
