@@ -73,6 +73,8 @@ def render_qos(doc: Any, *, now: float | None = None) -> str:
                  + ("; DRY RUN: nothing is written or evicted" if doc.get("dry_run") else ""))
     if doc.get("be_tier_missing"):
         lines.append(f"BE tier: {doc.get('be_tier_missing')}; the reconcilers that act on it wait for it")
+    if doc.get("be_tier_controllers"):
+        lines.append(f"BE tier: {doc.get('be_tier_controllers')} (a state, not an error)")
     lines.extend(_last_evictions(doc.get("last_evictions")))
     lines.extend(_gates(doc.get("gates")))
     lines.extend(_owners_and_originals(doc))

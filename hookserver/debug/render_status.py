@@ -117,6 +117,8 @@ def render_status(doc: Any, *, verbose: bool = False) -> str:
         problems.append(f"status: {doc.get('info_error')}")
     if qos.get("be_tier_missing"):
         problems.append(f"BE tier: {qos.get('be_tier_missing')} (a state, not an error)")
+    if qos.get("be_tier_controllers"):
+        problems.append(f"BE tier: {qos.get('be_tier_controllers')}")
     capacity = _section(doc, "capacity")
     predictor = _section(doc, "predictor")
     lines = [

@@ -98,8 +98,11 @@ def tier_to_json(tier: BETier | None) -> dict[str, Any] | None:
     """The BE tier's layout (its dynamic cpuset and quota go into each frame)."""
     if tier is None:
         return None
-    return {"dir": tier.dir, "period_us": tier.period_us, "v2": tier.v2,
-            "cpuset_levels": [list(level) for level in tier.cpuset_levels]}
+    body: dict[str, Any] = {"dir": tier.dir, "period_us": tier.period_us, "v2": tier.v2,
+                            "cpuset_levels": [list(level) for level in tier.cpuset_levels]}
+    if tier.missing_controllers:  # only then: recordings of a tier with every controller read as before
+        body["missing_controllers"] = sorted(tier.missing_controllers)
+    return body
 
 
 def tier_from_json(body: Mapping[str, Any] | None, cpuset: list[int] | None, quota_us: int | None) -> BETier | None:
@@ -107,7 +110,8 @@ def tier_from_json(body: Mapping[str, Any] | None, cpuset: list[int] | None, quo
         return None
     return BETier(dir=body["dir"], cpuset=frozenset(cpuset) if cpuset is not None else None, quota_us=quota_us,
                   period_us=body["period_us"], v2=body["v2"],
-                  cpuset_levels=tuple(tuple(level) for level in body["cpuset_levels"]))
+                  cpuset_levels=tuple(tuple(level) for level in body["cpuset_levels"]),
+                  missing_controllers=frozenset(body.get("missing_controllers", ())))
 
 
 def topology_to_json(topology: NodeTopology | None) -> dict[str, Any] | None:

@@ -181,6 +181,8 @@ class CPUSuppress(Reconciler):
     def _restore_cpuset(self, snap: QoSSnapshot, state: SuppressState, why: str) -> tuple[list[ResourcePlan], SuppressState, list[str]]:
         """Every BE cpuset back to every allowed CPU (a growing change: the leveled plan writes it top-down)."""
         tier = snap.be_tier
+        if tier is not None and "cpuset" in tier.missing_controllers:
+            return [], state, [f"cpuset not restored: the cpuset controller is not enabled on {tier.dir}"]
         allowed = _allowed(snap)
         if tier is None or allowed is None or not allowed:
             return [], state, ["cpuset not restored: no topology or BE tier known"]
@@ -229,6 +231,13 @@ class CPUSuppress(Reconciler):
         assert tier is not None
         if snap.topology is None or not snap.topology.cpus:
             return QoSPlan.skip(self.name, "no CPU topology yet (node_info collector)", state=st, **budget.as_numbers())
+        if "cpuset" in tier.missing_controllers:
+            # A state of the node, not an error: the runner records this plan once, and the round after the
+            # controller appears plans the cpuset as usual.
+            why = f"cpuset policy unavailable on {tier.dir}: the cpuset controller is not enabled there"
+            writes = self._restore_quota(snap, "cpuset policy in use")
+            return QoSPlan(self.name, why if writes else f"skipped: {why}", numbers(**budget.as_numbers(), policy="cpuset"),
+                           writes=tuple(writes), skipped="" if writes else why, state=st)
         if tier.cpuset is None:
             return QoSPlan.skip(self.name, f"cannot read {tier.dir}/cpuset.cpus", state=st, **budget.as_numbers())
         # koordlet counts len(ProcessorInfos): lscpu gives an offline CPU no topology, so only online CPUs.
@@ -292,6 +301,9 @@ class CPUSuppress(Reconciler):
     def _plan_quota(self, snap: QoSSnapshot, st: SuppressState, budget: SuppressBudget) -> QoSPlan:
         tier = snap.be_tier
         assert tier is not None
+        if "cpu" in tier.missing_controllers:
+            return QoSPlan.skip(self.name, f"cfsQuota policy unavailable on {tier.dir}: the cpu controller is not "
+                                "enabled there", state=st, **budget.as_numbers())
         if tier.quota_us is None:
             return QoSPlan.skip(self.name, f"cannot read the quota of {tier.dir}", state=st, **budget.as_numbers())
         capacity_cores = math.ceil(budget.capacity_milli / 1000)

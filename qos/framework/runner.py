@@ -471,6 +471,8 @@ class QoSRunner:
             "reconcilers": rows,
             # "" when the kubelet's BE tier cgroup is there; else why not (one calm state, not a failed write)
             "be_tier_missing": str(getattr(self.snapshots, "tier_problem", "") or ""),
+            # "" when the tier has the cpu and cpuset controllers; else which not and what that leaves unavailable
+            "be_tier_controllers": str(getattr(self.snapshots, "controllers_problem", "") or ""),
             "last_evictions": [_eviction_row(e) for e in self.store.audit.evictions(limit=_LAST_EVICTIONS)],
         }
 

@@ -32,6 +32,7 @@ from hookserver.system.cgroupnames import (
     qos_dir,
     runtime_of,
 )
+from hookserver.system.cgroupcontrollers import missing_controllers, with_controller
 from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.files import read_text
 from hookserver.system.topology import NodeTopology
@@ -159,6 +160,9 @@ class SnapshotBuilder:
         self._problems: dict[str, str] = {}
         # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
         self.tier_problem = ""
+        # Which controllers the BE tier lacks and what that leaves unavailable ("" when it has them all).
+        self.controllers_problem = ""
+        self._tier_missing: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
     @classmethod
@@ -323,6 +327,7 @@ class SnapshotBuilder:
             self._note_tier(f"no BE tier cgroup ({tier} under {cpu_root})")
             return None
         self._note_tier("")
+        missing = self._tier_controllers(tier, cpu_root, cpuset_root, v2=view.v2)
         cpuset: frozenset[int] | None = None
         text = read_text(os.path.join(cpuset_root, tier, "cpuset.cpus"))
         if text is not None:
@@ -351,8 +356,35 @@ class SnapshotBuilder:
             raw_period = read_text(os.path.join(cpu_root, tier, "cpu.cfs_period_us"))
             if raw_period is not None and raw_period.strip().isdigit():
                 period = int(raw_period)
-        levels = _cgroup_levels(cpuset_root, tier, depth=2)
-        return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2)
+        levels: tuple[tuple[str, ...], ...] = ()
+        if "cpuset" not in missing:
+            levels = _cgroup_levels(cpuset_root, tier, depth=2)
+            levels = with_controller(cpuset_root, levels, "cpuset") if view.v2 else levels
+        return BETier(dir=tier, cpuset=cpuset, quota_us=quota, period_us=period, cpuset_levels=levels, v2=view.v2,
+                      missing_controllers=missing)
+
+    def _tier_controllers(self, tier: str, cpu_root: str, cpuset_root: str, *, v2: bool) -> frozenset[str]:
+        """The tier's missing cpu/cpuset controllers, noted (and logged) once per change."""
+        parent = os.path.dirname(tier)
+        if v2:
+            missing = missing_controllers(cpu_root, tier, ("cpu", "cpuset"))
+            where = f"not in {os.path.basename(parent) or 'the root'}'s subtree_control"
+        else:
+            missing = frozenset(c for c, root in (("cpu", cpu_root), ("cpuset", cpuset_root))
+                                if not os.path.isdir(os.path.join(root, tier)))
+            where = "no directory in that v1 hierarchy"
+        problem = ""
+        if missing:
+            names = " and ".join(sorted(missing))
+            problem = f"{names} not enabled on {os.path.basename(tier)} ({where}): {names} knobs unavailable there"
+        if problem != self.controllers_problem:
+            back = self._tier_missing - missing
+            if back:
+                log.info("qos: %s controller enabled now on %s", " and ".join(sorted(back)), tier)
+            if problem:
+                log.info("qos: %s", problem)
+            self.controllers_problem, self._tier_missing = problem, missing
+        return missing
 
     def _note_tier(self, problem: str) -> None:
         """Log the BE tier's coming and going once per change, never per round."""

@@ -167,7 +167,9 @@ class BETier:
     """The kubelet's BestEffort tier as it is now. `dir` is relative to each hierarchy root
     (`kubepods/besteffort` or `kubepods.slice/kubepods-besteffort.slice`). `cpuset_levels` are the tier's
     cpuset directories by depth: (tier,), (pods…), (containers…), as found on disk. `cpuset` and
-    `quota_us` are what the tier's files hold now (None: unreadable); `period_us` its CFS period."""
+    `quota_us` are what the tier's files hold now (None: unreadable); `period_us` its CFS period.
+    `missing_controllers`: of cpu and cpuset, those the tier does not have (v2: its parent does not hand them
+    down; v1: no tier directory in that hierarchy): planners leave their knobs alone there, calmly."""
 
     dir: str
     cpuset: frozenset[int] | None = None
@@ -175,6 +177,7 @@ class BETier:
     period_us: int = 100_000
     cpuset_levels: tuple[tuple[str, ...], ...] = ()
     v2: bool = False
+    missing_controllers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

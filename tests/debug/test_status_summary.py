@@ -60,3 +60,14 @@ def test_a_synchronized_nri_connection_names_its_runtime() -> None:
     doc = {"nri": {"state": "ready", "reconnects": 0, "runtime": {"name": "containerd", "version": "1.7.24~ds1"}}}
     (line,) = [line for line in render_status(doc).splitlines() if line.startswith("nri:")]
     assert line.split(None, 1)[1] == "ready: connected to containerd 1.7.24~ds1"
+
+
+def test_a_missing_controller_is_one_calm_line() -> None:
+    """Issue 40 item 4: the BE tier without the cpuset controller is one line of the summary, not an error."""
+    problem = ("cpuset not enabled on kubepods-besteffort.slice (not in kubepods.slice's subtree_control): "
+               "cpuset knobs unavailable there")
+    doc = {**INFO, "qos": {**INFO["qos"], "be_tier_missing": "", "be_tier_controllers": problem}}  # type: ignore[dict-item]
+    lines = [line for line in render_status(doc).splitlines() if "cpuset" in line]
+    assert len(lines) == 1 and "BE tier: cpuset not enabled on kubepods-besteffort.slice" in lines[0]
+    assert len(lines[0]) <= 160
+    assert not [line for line in render_status(INFO).splitlines() if "not enabled" in line]

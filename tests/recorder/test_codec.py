@@ -30,3 +30,19 @@ def test_snapshot_round_trips_exactly(tmp_path) -> None:
 def test_pod_usage_blob_keeps_missing_samples() -> None:
     pods = [PodUsage(1, 0.1 + 0.2, None), PodUsage(2, None, 12345.5), PodUsage(7, 3.0, 4.0)]
     assert unpack_pods(pack_pods(pods)) == pods
+
+
+def test_the_tier_layout_keeps_its_missing_controllers() -> None:
+    """A replay of a node whose BE tier lacked cpuset plans as the live round did (no cpuset writes)."""
+    from hookserver.recorder.codec import tier_from_json, tier_to_json
+    from qos.snapshot.model import BETier
+
+    tier = BETier("kubepods.slice/kubepods-besteffort.slice", v2=True, missing_controllers=frozenset({"cpuset"}))
+    body = tier_to_json(tier)
+    assert body is not None and body["missing_controllers"] == ["cpuset"]
+    back = tier_from_json(body, None, -1)
+    assert back is not None and back.missing_controllers == frozenset({"cpuset"})
+    plain = tier_to_json(BETier("kubepods/besteffort"))
+    assert plain is not None and "missing_controllers" not in plain  # older recordings read the same
+    old = tier_from_json(plain, [0, 1], -1)
+    assert old is not None and old.missing_controllers == frozenset()
