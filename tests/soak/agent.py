@@ -211,15 +211,46 @@ class Agent:
         return Sample(time.monotonic(), pid, rss, fds, threads, series, count("pods"), count("containers"),
                       count("recent_hook_calls") + count("recent_decisions") + count("recent_writes"))
 
-    def store_status(self) -> dict[str, object]:
-        """The store part of `hookctl status` (through the debug socket, as hookctl asks)."""
+    def status(self) -> dict[str, Any]:
+        """`hookctl status` as a document (through the debug socket, as hookctl asks); {} when it does not answer."""
         try:
             with DebugClient(str(self.paths.debug_socket), timeout_s=5.0) as client:
                 doc = json.loads(client.status())
         except (HookServerError, ValueError, OSError):
             return {}
-        found = _find(doc, "pods")
+        return doc if isinstance(doc, dict) else {}
+
+    def knows_pod(self, name: str) -> bool:
+        """Whether the agent's store has a pod of this name (`hookctl pods`, asked over the debug socket)."""
+        try:
+            with DebugClient(str(self.paths.debug_socket), timeout_s=5.0) as client:
+                return name in client.pods()
+        except (HookServerError, OSError):
+            return False
+
+    def store_status(self) -> dict[str, object]:
+        """The store part of `hookctl status`."""
+        found = _find(self.status(), "pods")
         return found if found is not None else {}
+
+    def informer_settled(self) -> str:
+        """"" when the informer has synced and every source is fresh (its watch open); else what is not."""
+        informer = self.status().get("informer")
+        if not isinstance(informer, dict):
+            return "no informer status"
+        if not informer.get("synced"):
+            return "not synced yet"
+        stale = [str(s.get("resource", "?")) for s in informer.get("sources") or [] if isinstance(s, dict) and s.get("stale")]
+        return f"stale: {', '.join(stale)}" if stale else ""
+
+    def wait_informer_settled(self, timeout: float) -> str:
+        """Wait until `informer_settled()` says ""; returns what was still not settled at the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            why = self.informer_settled()
+            if not why or time.monotonic() > deadline:
+                return why
+            time.sleep(0.2)
 
     def metrics(self, *, timeout: float = 5.0) -> dict[str, float]:
         try:

@@ -20,16 +20,22 @@ from tests.soak.agent import Agent, AgentPaths
 from tests.soak.report import Row
 from tests.soak.traffic import POD_VALUES, Answer, CgroupTree, NriHost, ProxyClient, nri_pod
 
-__all__ = ["Campaign"]
+__all__ = ["CHURN_KEEP", "DISCARDING", "Campaign", "outside"]
 
-# Pods churned at a time: older churn pods are removed as new ones come.
-_CHURN_KEEP = 40
+# Pods churned at a time at SOAK_SCALE=1: older churn pods are removed as new ones come. Scaled with the run
+# (`churn_keep`), and the warm-up churns until this many are alive, so the live pod count is flat after warm-up
+# at any scale (at 0.3 a 13 s warm-up left 13 of 40, and the store's pods then "grew" 17 % as the rest came).
+CHURN_KEEP = 40
+# Paths a write to keeps nothing on the node: opening them for writing is no write outside the agent's dirs
+# (subprocess's DEVNULL, a `print` redirected away).
+DISCARDING = frozenset({"/dev/null"})
 
 
 @dataclass
 class Campaign:
     base: Path
     synced_pods: int
+    churn_keep: int = CHURN_KEEP
     rng: random.Random = field(default_factory=lambda: random.Random(int(os.environ.get("SOAK_SEED", "22"))))
     tree: CgroupTree = field(default_factory=CgroupTree)
     churn: list[str] = field(default_factory=list)
@@ -98,8 +104,8 @@ class Campaign:
             n = f"c{self.seq}"
             rel = self.tree.new_pod()
             self.churn.append(rel)
-            old = self.churn[:-_CHURN_KEEP]
-            del self.churn[:-_CHURN_KEEP]
+            old = self.churn[:-self.churn_keep]
+            del self.churn[:-self.churn_keep]
         for gone in old:
             self.tree.drop_pod(gone)
         assert self.proxy is not None
@@ -109,11 +115,12 @@ class Campaign:
         row.answers.append(nri)
         return answer
 
-    def churn_for(self, row: Row, seconds: float, *, rate_per_s: float = 1.0) -> None:
-        """Pod creations at `rate_per_s` for `seconds`, sampling the agent every 2 s."""
+    def churn_for(self, row: Row, seconds: float, *, rate_per_s: float = 1.0, until_full: bool = False) -> None:
+        """Pod creations at `rate_per_s` for `seconds`, sampling the agent every 2 s; with `until_full`, also
+        until `churn_keep` churned pods are alive (the warm-up: the live pod count is steady after it)."""
         end = time.monotonic() + seconds
         next_sample = 0.0
-        while time.monotonic() < end:
+        while time.monotonic() < end or (until_full and len(self.churn) < self.churn_keep):
             self.create(row)
             if time.monotonic() >= next_sample:
                 self.sample(row)
@@ -174,10 +181,16 @@ class Campaign:
             time.sleep(0.1)
 
     def outside_writes(self) -> list[str]:
-        """Every path the agent opened for writing that is neither in its cgroup subtree nor its own dirs."""
-        allowed = [str(d) + "/" for d in self.tree.dirs()] + [str(self.base) + "/"]
+        """Every path the agent opened for writing that is neither in its cgroup subtree nor its own dirs (nor
+        one that keeps nothing, `DISCARDING`)."""
         try:
             seen = self.paths.writes.read_text().splitlines()
         except FileNotFoundError:
             return []
-        return sorted({p for p in seen if not any(p.startswith(a) for a in allowed)})
+        return outside(seen, [*self.tree.dirs(), self.base])
+
+
+def outside(paths: list[str], allowed_dirs: list[Path]) -> list[str]:
+    """The `paths` that are under none of `allowed_dirs` and keep something (not `DISCARDING`), sorted once each."""
+    allowed = [str(d) + "/" for d in allowed_dirs]
+    return sorted({p for p in paths if p not in DISCARDING and not any(p.startswith(a) for a in allowed)})

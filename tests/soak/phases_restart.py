@@ -18,11 +18,12 @@ from tests.soak.report import Row
 __all__ = ["kill9", "nri_restarts", "steady_churn", "writer_kills"]
 
 
-def steady_churn(c: Campaign, seconds: float) -> Row:
-    """Tens of pods a minute with nothing injected: the baseline, and the growth check."""
+def steady_churn(c: Campaign, seconds: float, *, warm_up: bool = False) -> Row:
+    """Tens of pods a minute with nothing injected: the baseline, and the growth check. As the warm-up it goes
+    on until `c.churn_keep` churned pods are alive, so what follows starts from the steady pod count."""
     row = Row("steady churn (no fault)")
     started = time.monotonic()
-    c.churn_for(row, seconds, rate_per_s=1.0)
+    c.churn_for(row, seconds, rate_per_s=1.0, until_full=warm_up)
     row.seconds = time.monotonic() - started
     row.notes.append(f"{len(row.answers) // 2} pods created and removed at ~60/min over {row.seconds:.0f} s")
     return row
