@@ -29,7 +29,7 @@ HOSTS = re.compile(
     re.IGNORECASE,
 )
 # containerd's name for an unqualified image reference (see the docstring); nothing else of that host.
-ALLOWED = re.compile(r"docker\.io/library/(?:[a-z0-9{}_.$-]+)")
+ALLOWED = re.compile(r"docker\.io/library/[\w{}<>.$-]+")
 
 
 def _tracked_files() -> list[Path]:
