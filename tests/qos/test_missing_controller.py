@@ -8,6 +8,7 @@ controller appears. Fixture v2 trees under tmp_path, and the real cgroup2 mount 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from types import MappingProxyType
 
@@ -78,6 +79,11 @@ def _topology() -> NodeTopology:
 
 
 def _runner(tree: V2Tree, policy: str) -> tuple[QoSRunner, StateStore, SnapshotBuilder, list[float]]:
+    layout = CgroupLayout(version="v2", driver="systemd", roots=SystemRoots(cgroup=str(tree.root)))  # type: ignore[arg-type]
+    return _runner_on(layout, policy)
+
+
+def _runner_on(layout: CgroupLayout, policy: str) -> tuple[QoSRunner, StateStore, SnapshotBuilder, list[float]]:
     clock = [1000.0]
     store = StateStore(clock=lambda: clock[0])
     store.upsert_pod(PodRecord(uid="u-ls", namespace="ns", name="ls", qos_class="LS"))
@@ -85,8 +91,8 @@ def _runner(tree: V2Tree, policy: str) -> tuple[QoSRunner, StateStore, SnapshotB
     store.set_node_slo(NodeSLOSpec.model_validate(
         {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": policy}}))
     store.series.put_static("node_topology", _topology())
-    layout = CgroupLayout(version="v2", driver="systemd", roots=SystemRoots(cgroup=str(tree.root)))  # type: ignore[arg-type]
-    view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=True, driver=CgroupDriver.SYSTEMD)
+    v2 = layout.version.value == "v2"
+    view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=v2, driver=CgroupDriver(layout.driver))
     builder = SnapshotBuilder(store, cgroups=view)
     reconcilers = [CPUSuppress()]
     runner = QoSRunner(
@@ -175,6 +181,61 @@ def test_readers_of_the_controller_files(tmp_path: Path) -> None:
 
 
 REAL_V2 = Path("/sys/fs/cgroup/unified")
+REAL_V1 = Path("/sys/fs/cgroup")
+
+
+def _rmtree(top: Path) -> None:
+    for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda t: -t[0].count("/")):
+        os.rmdir(dirpath)
+
+
+def test_a_real_v2_tier_without_cpu_and_cpuset_is_one_calm_line(tmp_path: Path) -> None:
+    """The host's cgroup2 mount hands down neither cpu nor cpuset (hybrid: both are bound to v1), as a node
+    whose kubepods.slice does not enable them: a systemd-layout tier made there gets no write, no error, and
+    one line naming both. The subtree is ours and removed."""
+    if not (REAL_V2 / "cgroup.subtree_control").exists():
+        pytest.skip(f"no cgroup2 mount at {REAL_V2}")
+    handed = subtree_control(str(REAL_V2)) or frozenset()
+    if {"cpu", "cpuset"} & handed:
+        pytest.skip(f"{REAL_V2} hands down {sorted(handed)}: not a tier without them")
+    top = REAL_V2 / f"hookserver-test-calm-{tmp_path.name[-8:]}"
+    try:
+        (top / POD).mkdir(parents=True)
+    except OSError as exc:
+        pytest.skip(f"cannot create cgroups under {REAL_V2}: {exc}")
+    try:
+        assert not (top / TIER / "cpuset.cpus").exists() and not (top / TIER / "cpu.max").exists()
+        layout = CgroupLayout(version="v2", driver="systemd", roots=SystemRoots(cgroup=str(top)))  # type: ignore[arg-type]
+        runner, store, builder, clock = _runner_on(layout, "cfsQuota")
+        _rounds(runner, store, clock, 3)
+        assert list(store.audit.writes()) == []
+        assert "cpu and cpuset not enabled on kubepods-besteffort.slice" in builder.controllers_problem
+        assert "cfsQuota policy unavailable" in runner.report()["reconcilers"][0]["last_summary"]
+        assert runner.report()["reconcilers"][0]["errors"] == 0
+    finally:
+        _rmtree(top)
+
+
+def test_a_real_v1_tier_without_a_cpuset_hierarchy_dir(tmp_path: Path) -> None:
+    """On the host's cgroup v1 hierarchies: a tier in the cpu hierarchy and none in cpuset. The quota is written
+    and read back from the kernel; no cpuset write is tried; one line says cpuset is missing there."""
+    cpu_top = REAL_V1 / "cpu" / f"hookserver-test-calm-{tmp_path.name[-8:]}"
+    if os.geteuid() != 0 or not os.access(REAL_V1 / "cpu" / "cgroup.procs", os.W_OK):
+        pytest.skip("needs root and a writable cgroup v1 cpu hierarchy")
+    tier = "kubepods/besteffort"
+    (cpu_top / tier).mkdir(parents=True)
+    try:
+        hierarchies = {"cpu": str(cpu_top), "cpuset": str(REAL_V1 / "cpuset" / cpu_top.name)}
+        layout = CgroupLayout(version="v1", driver="cgroupfs", cgroup_root=str(REAL_V1),  # type: ignore[arg-type]
+                              hierarchies=hierarchies)
+        runner, store, builder, clock = _runner_on(layout, "cfsQuota")
+        _rounds(runner, store, clock, 2)
+        assert [w for w in store.audit.writes() if not w.ok] == []
+        assert not any("cpuset" in w.path for w in store.audit.writes())
+        assert (cpu_top / tier / "cpu.cfs_quota_us").read_text().strip() != "-1"
+        assert builder.controllers_problem.startswith("cpuset not enabled on besteffort")
+    finally:
+        _rmtree(cpu_top)
 
 
 def test_the_real_cgroup2_mount_says_what_it_hands_down(tmp_path: Path) -> None:
