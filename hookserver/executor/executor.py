@@ -209,8 +209,11 @@ class CgroupExecutor:
         try:
             current = self._files.read(p.path)
         except OSError as exc:
-            err = translate_os_error(exc, op="read", path=p.path, value=p.desired)
-            return _failed(p, p.desired, "", err, exc.errno)
+            # The value as the file would have had it (v2 `cpu.weight` 20, not shares 512); with no current
+            # text, a field the file keeps (`cpu.max`'s other half) shows as the file's default.
+            text = knob.render(write.value, v2, "")
+            err = translate_os_error(exc, op="read", path=p.path, value=text)
+            return _failed(p, text, "", err, exc.errno)
         previous = current.strip()
         text = knob.render(write.value, v2, current)
         note = ""

@@ -286,3 +286,14 @@ def test_v1_cached_skip_shows_the_value_written(v1tree: Tree) -> None:
     ex.apply(plan((R.CPU_SHARES, 512)))
     ex.apply(plan((R.CPU_SHARES, 512)))
     assert [w.value for w in store.audit.writes()] == ["512", "512"]
+
+
+def test_v2_a_failed_read_is_audited_in_the_files_own_unit_too(v2tree: Tree) -> None:
+    """A v2 file that is not there (its controller not enabled on this cgroup) fails with the value that would
+    have gone to it: cpu.weight 20, not the plan's shares 512."""
+    v2tree.cgroup(POD)
+    v2tree.path(POD, "cpu.weight").unlink()
+    ex, store = make_executor(v2tree)
+    report = ex.apply(plan((R.CPU_SHARES, 512)))
+    assert not report.ok and report.results[0].error.startswith("UnsupportedResourceError")
+    assert [w.value for w in store.audit.writes()] == ["20"]
