@@ -17,10 +17,13 @@ from tests.soak import phases_api, phases_faults, phases_fuzz, phases_restart
 from tests.soak.campaign import CHURN_KEEP, Campaign
 from tests.soak.report import Row, growth_after_warmup
 
-__all__ = ["GROWTH_LIMIT", "Outcome", "judge_whole_run", "phase_plan", "run_campaign"]
+__all__ = ["GROWTH_LIMIT", "MIN_TREND_SAMPLES", "Outcome", "judge_whole_run", "phase_plan", "run_campaign"]
 
 # "Flat within 10 % after warm-up" (docs/operations.md).
 GROWTH_LIMIT = 0.10
+# Samples of the last process after the warm-up needed to judge a trend: growth is the mean of the last quarter
+# over the first (after a fifth more is dropped), and a quarter of two samples judges noise (a tiny run has ~10).
+MIN_TREND_SAMPLES = 24
 Phase = Callable[[Campaign], Row | list[Row]]
 
 
@@ -67,10 +70,14 @@ def judge_whole_run(rows: list[Row], last_pid: int, outside: list[str]) -> Row:
     warm_rows = [r for r in rows if r.fault.startswith("steady churn")]
     warm = {id(x) for x in warm_rows[0].samples} if warm_rows else set()
     overall.samples = [x for x in overall.samples if x.pid == last_pid and id(x) not in warm]
-    for attr in ("rss_kib", "fds", "threads", "series", "pods"):
-        growth = growth_after_warmup(overall.samples, attr)
-        if growth > GROWTH_LIMIT:
-            overall.violations.append(f"{attr} grew {growth:.0%} after warm-up in one agent process")
+    if len(overall.samples) < MIN_TREND_SAMPLES:
+        overall.notes.append(f"growth not judged: {len(overall.samples)} samples after warm-up, "
+                             f"{MIN_TREND_SAMPLES} needed for a trend")
+    else:
+        for attr in ("rss_kib", "fds", "threads", "series", "pods"):
+            growth = growth_after_warmup(overall.samples, attr)
+            if growth > GROWTH_LIMIT:
+                overall.violations.append(f"{attr} grew {growth:.0%} after warm-up in one agent process")
     if outside:
         overall.violations.append(f"writes outside the cgroup subtree and state dir: {outside[:10]}")
     return overall

@@ -18,7 +18,7 @@ import pytest
 from tests.soak.agent import Sample
 from tests.soak.campaign import DISCARDING, Campaign, outside
 from tests.soak.report import Row
-from tests.soak.run import judge_whole_run, phase_plan, run_campaign
+from tests.soak.run import MIN_TREND_SAMPLES, judge_whole_run, phase_plan, run_campaign
 
 TINY_SCALE = 0.025
 
@@ -47,12 +47,21 @@ def test_dev_null_is_no_write_outside_but_a_file_is() -> None:
 
 def test_growth_is_judged_after_the_warm_up_in_the_last_process() -> None:
     warm = Row("steady churn (no fault)", samples=_samples(7, [100] * 5))
-    flat = Row("NRI runtime restart", samples=_samples(7, [130, 131, 129, 130] * 5))
-    grown = Row("steady churn (no fault)", samples=_samples(7, [130] * 10 + [160] * 10))
+    flat = Row("NRI runtime restart", samples=_samples(7, [130, 131, 129, 130] * 8))
+    grown = Row("steady churn (no fault)", samples=_samples(7, [130] * 16 + [160] * 16))
     other = Row("apiserver 500", samples=_samples(9, [1, 50]))
     assert judge_whole_run([warm, flat, other], 7, []).violations == []
     violations = judge_whole_run([warm, grown], 7, ["/etc/hosts"]).violations
     assert violations[0].startswith("pods grew") and "/etc/hosts" in violations[1]
+
+
+def test_too_few_samples_are_no_trend() -> None:
+    """A tiny run has about ten samples after the warm-up: a quarter of two judges noise, so it says so."""
+    warm = Row("steady churn (no fault)", samples=_samples(7, [100] * 3))
+    few = Row("steady churn (no fault)", samples=_samples(7, [130] * 5 + [200] * 5))
+    overall = judge_whole_run([warm, few], 7, [])
+    assert overall.violations == []
+    assert overall.notes == [f"growth not judged: 10 samples after warm-up, {MIN_TREND_SAMPLES} needed for a trend"]
 
 
 class _Churner:
