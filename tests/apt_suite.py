@@ -91,6 +91,13 @@ def host_archive_sources(etc_apt: Path = Path("/etc/apt"), os_release: Path = Pa
     return found
 
 
+def sources_list(suites: list[str], sources: list[ArchiveSource] | None = None) -> str:
+    """A private sources list: `main` of each of `suites` on each of the host's archive entries (`sources`, read
+    from the host's apt when None); "" when the host has none. `make bench-go`'s builder writes it too."""
+    found = host_archive_sources() if sources is None else sources
+    return "".join(f"deb [signed-by={s.keyring}] {s.uri} {suite} main\n" for s in found for suite in suites)
+
+
 def _apt_options(state: Path) -> list[str]:
     return [
         "-o", f"Dir::Etc::SourceList={state / 'sources.list'}",
@@ -109,9 +116,7 @@ def download(suite: str, packages: list[str], dest: Path, *, state: Path | None 
     state = state or dest / ".apt"
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
-    (state / "sources.list").write_text(
-        "".join(f"deb [signed-by={s.keyring}] {s.uri} {suite} main\n" for s in sources)
-    )
+    (state / "sources.list").write_text(sources_list([suite], sources))
     options = _apt_options(state)
     update = subprocess.run(["apt-get", *options, "update", "-q"], capture_output=True, text=True)
     if update.returncode != 0:

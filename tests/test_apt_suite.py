@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.apt_suite import DEFAULT_KEYRING, ArchiveSource, host_archive_sources
+from tests.apt_suite import DEFAULT_KEYRING, ArchiveSource, host_archive_sources, sources_list
 
 
 def _etc(tmp_path: Path, *, sources: str = "", one_line: str = "") -> tuple[Path, Path]:
@@ -48,3 +48,16 @@ def test_one_line_entries_with_and_without_options(tmp_path: Path) -> None:
 def test_no_sources_is_an_empty_list_not_an_error(tmp_path: Path) -> None:
     etc, release = _etc(tmp_path)
     assert host_archive_sources(etc, release) == []
+
+
+def test_a_private_sources_list_for_other_suites(tmp_path: Path) -> None:
+    """What `make bench-go` (tests/bench/go_nri/build.sh) writes for forky and trixie: every host archive entry,
+    each suite's main, with the entry's keyring."""
+    sources = [ArchiveSource("http://mirror.invalid/debian", "/k.gpg"), ArchiveSource("http://two.invalid/d", "/j.gpg")]
+    assert sources_list(["forky", "trixie"], sources) == (
+        "deb [signed-by=/k.gpg] http://mirror.invalid/debian forky main\n"
+        "deb [signed-by=/k.gpg] http://mirror.invalid/debian trixie main\n"
+        "deb [signed-by=/j.gpg] http://two.invalid/d forky main\n"
+        "deb [signed-by=/j.gpg] http://two.invalid/d trixie main\n"
+    )
+    assert sources_list(["forky"], []) == ""

@@ -5,7 +5,7 @@
 # Everything comes from Debian through apt into build/go-nri/ (~2.5 GB); nothing is installed system-wide:
 # `apt-get download` with a private apt tree (build/go-nri/apt: its own sources.list, lists, cache and an empty
 # dpkg status) for the suites below, on the host's own configured archive and keyring (the URIs and Signed-By of
-# /etc/apt/sources.list.d/*.sources or sources.list, read at run time by host_apt_sources.py; no mirror host name
+# /etc/apt/sources.list.d/*.sources or sources.list, read at run time by tests/apt_suite.py; no mirror host name
 # is written here). Unpacked with dpkg-deb -x:
 #   * Go from Debian trixie (golang-1.24-go + golang-1.24-src, unpacked with dpkg-deb -x; a static
 #     toolchain that runs on bookworm). bookworm-backports stops at Go 1.23, and forky's
@@ -53,7 +53,11 @@ aptget() {
         -o Dir::Cache="$APT/cache" -o Acquire::GzipIndexes=false -o Acquire::Languages=none \
         -o APT::Sandbox::User="$(id -un)" "$@"
 }
-"$PY" "$HERE/host_apt_sources.py" /etc/apt "$SUITE" "$GOSUITE" > "$APT/sources.list.new" || exit 3
+# The host's own archive entries (tests/apt_suite.py reads /etc/apt), each with both suites.
+PYTHONPATH="$ROOT" "$PY" -c 'import sys; from tests.apt_suite import sources_list
+text = sources_list(sys.argv[1:])
+sys.exit("build.sh: the host apt names no Debian archive for its release (/etc/apt)") if not text else sys.stdout.write(text)' \
+    "$SUITE" "$GOSUITE" > "$APT/sources.list.new" || exit 3
 # Update when the sources changed or the lists are a day old (a suite's Packages move on; old debs leave the pool).
 if ! cmp -s "$APT/sources.list.new" "$APT/sources.list" || [ -z "$(find "$APT/updated" -mmin -1440 2>/dev/null)" ]; then
     mv "$APT/sources.list.new" "$APT/sources.list"
