@@ -28,6 +28,7 @@ from hookserver.executor.plan import ApplyReport, CgroupResource, CgroupWrite, R
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.audit import WriteRecord
 from hookserver.store.state import StateStore
+from hookserver.system.cgroupcontrollers import missing_controllers
 from hookserver.system.roots import SystemRoots
 
 __all__ = ["CgroupExecutor", "build_executor"]
@@ -35,6 +36,8 @@ __all__ = ["CgroupExecutor", "build_executor"]
 logger = logging.getLogger(__name__)
 
 _PLAIN, _GROW, _FINAL = "plain", "grow", "final"
+# The v2 controller of a knob's (v1-named) subsystem.
+_V2_CONTROLLER = {"blkio": "io"}
 _GONE = (CgroupNotFoundError, UnsupportedResourceError)
 
 
@@ -213,6 +216,8 @@ class CgroupExecutor:
             # text, a field the file keeps (`cpu.max`'s other half) shows as the file's default.
             text = knob.render(write.value, v2, "")
             err = translate_os_error(exc, op="read", path=p.path, value=text)
+            if v2 and isinstance(err, UnsupportedResourceError):
+                err = self._controller_missing(p, text) or err
             return _failed(p, text, "", err, exc.errno)
         previous = current.strip()
         text = knob.render(write.value, v2, current)
@@ -246,6 +251,17 @@ class CgroupExecutor:
         if held and knob.key(held, v2) != knob.key(text, v2):
             note = _join(note, f"kernel holds {held!r}")
         return _Attempt(WriteResult(write, p.path, text, ok=True, previous=previous, held=held), note, final=final)
+
+    def _controller_missing(self, p: _Prepared, text: str) -> UnsupportedResourceError | None:
+        """On v2 a file is missing when its controller is not handed down by the parent's cgroup.subtree_control
+        (cpuset.cpus in kubepods-besteffort.slice until something turns cpuset on): say so, not just ENOENT."""
+        controller = _V2_CONTROLLER.get(p.knob.subsystem, p.knob.subsystem)
+        if not missing_controllers(self._real_root(p.knob.subsystem), p.write.cgroup_dir, (controller,)):
+            return None
+        parent = os.path.dirname(p.write.cgroup_dir.strip("/")) or "the root"
+        return UnsupportedResourceError(
+            f"read {p.path}: ENOENT: the {controller} controller is not enabled on {p.write.cgroup_dir} "
+            f"(not in {parent}'s cgroup.subtree_control)", path=p.path, value=text)
 
     def _read_back(self, path: str) -> str:
         try:

@@ -297,3 +297,20 @@ def test_v2_a_failed_read_is_audited_in_the_files_own_unit_too(v2tree: Tree) -> 
     report = ex.apply(plan((R.CPU_SHARES, 512)))
     assert not report.ok and report.results[0].error.startswith("UnsupportedResourceError")
     assert [w.value for w in store.audit.writes()] == ["20"]
+
+
+def test_v2_a_file_missing_for_its_controller_says_which_controller(v2tree: Tree) -> None:
+    """`hookctl writes` says why cpuset.cpus is ENOENT in a cgroup whose parent does not hand cpuset down."""
+    tier = "/kubepods.slice/kubepods-besteffort.slice"
+    v2tree.cgroup(tier)
+    v2tree.path(tier, "cpuset.cpus").unlink()
+    (v2tree.root / "kubepods.slice").mkdir(exist_ok=True)
+    (v2tree.root / "kubepods.slice" / "cgroup.subtree_control").write_text("cpu io memory pids\n")
+    ex, store = make_executor(v2tree)
+    error = ex.apply(plan((R.CPUSET_CPUS, "0-1"), d=tier)).results[0].error
+    assert error.startswith("UnsupportedResourceError") and "cpuset controller is not enabled on" in error
+    assert "kubepods.slice's cgroup.subtree_control" in error
+    # a file missing while the controller is handed down stays the plain ENOENT
+    (v2tree.root / "kubepods.slice" / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
+    error = ex.apply(plan((R.CPUSET_CPUS, "0-1"), d=tier)).results[0].error
+    assert "file not supported here" in error and "controller" not in error
