@@ -1,4 +1,5 @@
-"""`make soak`: a fault campaign against the real daemon (`python -m tests.soak`), not part of `make test`.
+"""`make soak`: a fault campaign against the real daemon (`python -m tests.soak`); `make test` runs it at a tiny
+scale (test_tiny_campaign.py, the fuzz phase left out) so it cannot rot.
 
 Each phase drives a subprocess `hookserver serve` over its real sockets and injects one class of fault; the
 campaign ends with a table of what was injected, what was answered in time, what failed or was lost, and the
