@@ -74,3 +74,11 @@ def test_gates_accepted_not_implemented_are_shown_apart_with_value_and_source() 
     assert any(line.split() == ["Accelerators", "true", "flag", "--feature-gates", "false"] for line in below)
     assert any(line.split() == ["NodeTopologyReport", "true", "default", "true"] for line in below)
     assert "also accepted, not implemented, false by default: AuditEvents" in text
+
+
+def test_a_missing_be_tier_controller_is_one_line_of_hookctl_qos() -> None:
+    problem = "cpuset not enabled on kubepods-besteffort.slice (not in kubepods.slice's subtree_control): " \
+              "cpuset knobs unavailable there"
+    text = render_qos({**DOC, "be_tier_controllers": problem}, now=1000.0)
+    assert [line for line in text.splitlines() if "cpuset" in line] == [f"BE tier: {problem} (a state, not an error)"]
+    assert "not enabled" not in render_qos(DOC, now=1000.0)
