@@ -261,6 +261,7 @@ class Daemon:
                 "enabled": s.qos.enabled, "dry_run": s.qos.dry_run, "evictor": self.qos.evictions.kind,
                 "reconcilers": sorted(self.qos.reconcilers),
                 "be_tier_missing": str(getattr(self.qos.snapshots, "tier_problem", "") or ""),
+                "be_tier_controllers": str(getattr(self.qos.snapshots, "controllers_problem", "") or ""),
             },
             "reconciler": self.reconciler.status() if self.reconciler is not None else {"state": "disabled"},
             "capacity": capacity_status(self.capacity),

@@ -164,6 +164,8 @@ def test_be_pod_gets_kernel_values_and_hookctl_explains(
         # The running agent froze its start-up heap (imports, descriptors) out of full collections.
         assert gc_status["frozen_objects"] > 10_000, gc_status
         assert set(gc_status["generations"]) == {"0", "1", "2"}
+        qos_status = json.loads(out)["qos"]  # the BE tier's two states, "" when fine (hookctl status' problems)
+        assert isinstance(qos_status["be_tier_missing"], str) and isinstance(qos_status["be_tier_controllers"], str)
     finally:
         code = agent.stop()
     assert code == 0, (tmp_path / "agent.log").read_text()
