@@ -9,7 +9,7 @@ before validation, and a partial class (`beClass: {memoryQOS: {enable: true}}`) 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -83,8 +83,11 @@ class IOCfg(SLOModel):
 
 
 class BlockCfg(SLOModel):
+    """`type` is a plain string in koordinator: koordlet knows device, volumegroup and podvolume and skips a
+    block of any other type with an error, so the block is skipped here too (qos.snapshot.kernel_reader)."""
+
     name: str
-    type: Literal["device", "volumegroup", "podvolume"]
+    type: str
     io_cfg: IOCfg = Field(default_factory=IOCfg, alias="ioCfg")
 
 
@@ -112,8 +115,16 @@ class ResourceQOS(SLOModel):
 
 
 class ResourceQOSPolicies(SLOModel):
-    cpu_policy: Literal["groupIdentity", "coreSched"] = Field(default="groupIdentity", alias="cpuPolicy")
-    net_qos_policy: Literal["tc", "terwayQos"] = Field(default="tc", alias="netQOSPolicy")
+    """Plain strings in koordinator (no `validate:` tag). koordlet's group identity rule runs for
+    `groupIdentity` or an empty policy, core scheduling for `coreSched`, neither for anything else; the net
+    policies are `tc` and `terway-qos` (koordinator's spelling)."""
+
+    cpu_policy: str = Field(default="groupIdentity", alias="cpuPolicy")
+    net_qos_policy: str = Field(default="tc", alias="netQOSPolicy")
+
+    def uses_group_identity(self) -> bool:
+        """koordlet's `isPolicyGroupIdentity` (`runtimehooks/hooks/groupidentity/rule.go`)."""
+        return self.cpu_policy in ("", "groupIdentity")
 
 
 def _memory_defaults(wmark_min_adj: int) -> dict[str, Any]:
