@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from hookserver.aio.hotgate import paced
 from hookserver.errors import HookServerError, InputError
+from hookserver.podclass import request_amounts
 from hookserver.system.cgroupnames import (
     CgroupDriver,
     ContainerRuntime,
@@ -27,7 +28,6 @@ from hookserver.system.cgroupnames import (
     qos_dir,
     runtime_of,
 )
-from hookserver.quantity import parse_quantity
 from hookserver.store.records import ContainerRecord, PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import Labels, make_labels
@@ -99,13 +99,11 @@ def effective_qos(pod: PodRecord) -> str:
 
 
 def _cpu_request_cores(pod: PodRecord, is_be: bool) -> float:
-    """batch-cpu (milli-cores already) for BE pods, else the cpu quantity; summed over containers."""
-    milli = 0
-    for name, (requests, _limits) in pod.container_specs.items():
-        if is_be and BATCH_CPU in requests:
-            milli += parse_quantity(requests[BATCH_CPU], field=f"{name}.requests[{BATCH_CPU}]").value()
-        elif "cpu" in requests:
-            milli += parse_quantity(requests["cpu"], field=f"{name}.requests[cpu]").milli_value()
+    """The pod's CPU request as the scheduler counts it (k8s PodRequests, sidecars included:
+    hookserver.podclass.request_amounts): batch-cpu (milli-cores already) for a BE pod that asks for it, else
+    the cpu quantity."""
+    amounts = request_amounts(pod, (BATCH_CPU, "cpu"))
+    milli = amounts[BATCH_CPU] if is_be and BATCH_CPU in amounts else amounts.get("cpu", 0)
     return milli / 1000.0
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from hookserver.aio.hotgate import pause, paced
 from hookserver.errors import InputError
-from hookserver.quantity import parse_quantity
+from hookserver.podclass import request_amounts
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
 from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
@@ -98,33 +98,19 @@ def be_window_s(slo: NodeSLOSpec, collect_interval_s: float) -> float:
     return window
 
 
-def _milli(text: str, field: str) -> int:
-    return parse_quantity(text, field=field).milli_value()
-
-
 def pod_requests(pod: PodRecord) -> dict[str, int]:
-    """The requests the eviction modes read, summed over containers: `cpu` in milli-cores, the others as
-    their count (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad quantity: InputError."""
-    out: dict[str, int] = {}
-    for name, (requests, _limits) in pod.container_specs.items():
-        for res in REQUEST_RESOURCES:
-            if res in requests:
-                q = parse_quantity(requests[res], field=f"{name}.requests[{res}]")
-                out[res] = out.get(res, 0) + max(q.milli_value() if res == "cpu" else q.value(), 0)
-    return out
+    """The requests the eviction modes read, as the scheduler counts them (k8s PodRequests: sidecars beside
+    the containers, init containers as a floor; hookserver.podclass.request_amounts): `cpu` in milli-cores,
+    the others as their count (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad
+    quantity: InputError."""
+    return request_amounts(pod, REQUEST_RESOURCES)
 
 
 def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
-    """(batch-cpu request, cpu request) in milli-cores, summed over containers. batch-cpu is a count of
+    """(batch-cpu request, cpu request) in milli-cores, as pod_requests counts them. batch-cpu is a count of
     milli-cores already (koordlet reads it with `Value()`). A bad quantity raises InputError."""
-    batch = cpu = 0
-    for name, (requests, _limits) in pod.container_specs.items():
-        if BATCH_CPU in requests:
-            value = parse_quantity(requests[BATCH_CPU], field=f"{name}.requests[{BATCH_CPU}]").value()
-            batch += max(value, 0)
-        if "cpu" in requests:
-            cpu += max(_milli(requests["cpu"], f"{name}.requests[cpu]"), 0)
-    return batch, cpu
+    amounts = pod_requests(pod)
+    return amounts.get(BATCH_CPU, 0), amounts.get("cpu", 0)
 
 
 def _koord_qos(pod: PodRecord) -> str:
@@ -154,7 +140,8 @@ class SnapshotBuilder:
         self.cgroups = cgroups
         self.collect_interval_s = collect_interval_s
         self.max_age_s = max_age_s if max_age_s is not None else 2 * collect_interval_s + 0.5
-        self._requests: dict[str, tuple[object, tuple[int, int, Mapping[str, int]]]] = {}
+        # keyed by the identity of every record field the requests come from (records are immutable)
+        self._requests: dict[str, tuple[tuple[object, ...], tuple[int, int, Mapping[str, int]]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
         # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
@@ -192,17 +179,19 @@ class SnapshotBuilder:
 
     def _requests_of(self, pod: PodRecord) -> tuple[int, int, Mapping[str, int]]:
         cached = self._requests.get(pod.uid)
-        if cached is not None and cached[0] is pod.container_specs:
+        key = (pod.container_specs, pod.init_container_specs, pod.overhead, pod.pod_level_requests)
+        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
             return cached[1]
         value: tuple[int, int, Mapping[str, int]]
         try:
-            value = (*pod_requests_milli(pod), MappingProxyType(pod_requests(pod)))
+            amounts = pod_requests(pod)
+            value = (amounts.get(BATCH_CPU, 0), amounts.get("cpu", 0), MappingProxyType(amounts))
         except InputError as exc:
             if self._problems.get(pod.uid) != str(exc):
                 self._problems[pod.uid] = str(exc)
                 log.warning("qos: pod %s: request not counted: %s", pod.key, exc)
             value = (0, 0, MappingProxyType({}))
-        self._requests[pod.uid] = (pod.container_specs, value)
+        self._requests[pod.uid] = (key, value)
         return value
 
     def _pod_dir(self, pod: PodRecord) -> str:
