@@ -13,12 +13,14 @@ specs when the pod status carries none.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
-from hookserver.store.records import NodeRecord, PodRecord
+from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
+from hookserver.store.specs import SOURCE_NONE, container_spec
+from hookserver.system.cgroupnames import kube_qos_of_cgroup_parent
 
 __all__ = [
     "KNOWN_PRIORITY_CLASSES",
@@ -57,6 +59,9 @@ def priority_class_by_value(priority: int | None) -> str:
 def _kube_qos(pod: PodRecord) -> str:
     if pod.kube_qos:
         return pod.kube_qos.replace("-", "").lower()
+    tier = kube_qos_of_cgroup_parent(pod.cgroup_parent)  # a pod only the runtime announced
+    if tier is not None:
+        return tier.value
     specs = pod.container_specs
     if not specs:
         return ""
@@ -138,15 +143,38 @@ def _amounts(values: Mapping[str, str], resources: tuple[str, ...], where: str) 
     return out
 
 
-def request_amounts(pod: PodRecord, resources: tuple[str, ...]) -> dict[str, int]:
+def _app_requests(pod: PodRecord, containers: Iterable[ContainerRecord]) -> list[tuple[str, Mapping[str, str]]]:
+    """(name, requests) of the app containers: the pod spec's; for a pod without one (known only from the
+    proxy, NRI or standalone), what the runtime announced for each container it created (store.specs: the
+    CPU request from cpu.shares, under batch-cpu for a BE pod; the runtime states no memory request). The
+    runtime does not say which of them are init containers, so every announced container counts as one
+    running beside the others; the newest record of a name wins."""
+    if pod.container_specs:
+        return [(name, requests) for name, (requests, _limits) in pod.container_specs.items()]
+    newest: dict[str, ContainerRecord] = {}
+    for record in containers:
+        if record.pod_uid == pod.uid and (record.name not in newest or
+                                          record.updated_at >= newest[record.name].updated_at):
+            newest[record.name] = record
+    out: list[tuple[str, Mapping[str, str]]] = []
+    for name, record in sorted(newest.items()):
+        spec = container_spec(pod, name, record)
+        if spec.source != SOURCE_NONE:
+            out.append((name, spec.requests))
+    return out
+
+
+def request_amounts(pod: PodRecord, resources: tuple[str, ...],
+                    containers: Iterable[ContainerRecord] = ()) -> dict[str, int]:
     """k8s `resource.PodRequests` for `resources`, the one place a pod's requests are aggregated (capacity,
-    the eviction ledgers, the predictor): per resource, the larger of (the app containers' sum + every sidecar,
-    i.e. init container with restartPolicy Always, since sidecars run beside them) and (each regular init
-    container + the sidecars started before it); pod-level `spec.resources` requests replace that where set
-    (cpu, memory); `spec.overhead` on top. Only resources something names are in the result; cpu in
+    the eviction ledgers, the collectors, the predictor): per resource, the larger of (the app containers' sum
+    + every sidecar, i.e. init container with restartPolicy Always, since sidecars run beside them) and (each
+    regular init container + the sidecars started before it); pod-level `spec.resources` requests replace that
+    where set (cpu, memory); `spec.overhead` on top. `containers` (the pod's container records) stand in for
+    a missing pod spec (_app_requests). Only resources something names are in the result; cpu in
     milli-cores, the others as counts (bytes for memory). InputError names a bad quantity."""
     total: dict[str, int] = {}
-    for name, (requests, _limits) in pod.container_specs.items():
+    for name, requests in _app_requests(pod, containers):
         for res, amount in _amounts(requests, resources, f"{name}.requests").items():
             total[res] = total.get(res, 0) + amount
     sidecars: dict[str, int] = {}
@@ -174,10 +202,10 @@ def request_amounts(pod: PodRecord, resources: tuple[str, ...]) -> dict[str, int
     return total
 
 
-def effective_requests(pod: PodRecord) -> PodRequests:
+def effective_requests(pod: PodRecord, containers: Iterable[ContainerRecord] = ()) -> PodRequests:
     """What the scheduler counts for the pod's cpu and memory (k8s `resource.PodRequests`, which
     koord-manager's batch formula uses; see request_amounts). InputError names a bad quantity."""
-    amounts = request_amounts(pod, ("cpu", "memory"))
+    amounts = request_amounts(pod, ("cpu", "memory"), containers)
     return PodRequests(amounts.get("cpu", 0), amounts.get("memory", 0))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -19,13 +19,14 @@ from hookserver.errors import InputError
 from hookserver.podclass import request_amounts
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
-from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
+from hookserver.store.records import ContainerRecord, PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
     KubeQoS,
     container_dir_name,
+    kube_qos_of_pod,
     kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
@@ -98,12 +99,12 @@ def be_window_s(slo: NodeSLOSpec, collect_interval_s: float) -> float:
     return window
 
 
-def pod_requests(pod: PodRecord) -> dict[str, int]:
+def pod_requests(pod: PodRecord, containers: Iterable[ContainerRecord] = ()) -> dict[str, int]:
     """The requests the eviction modes read, as the scheduler counts them (k8s PodRequests: sidecars beside
-    the containers, init containers as a floor; hookserver.podclass.request_amounts): `cpu` in milli-cores,
-    the others as their count (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad
-    quantity: InputError."""
-    return request_amounts(pod, REQUEST_RESOURCES)
+    the containers, init containers as a floor; hookserver.podclass.request_amounts), from the containers the
+    runtime announced for a pod without a spec: `cpu` in milli-cores, the others as their count
+    (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad quantity: InputError."""
+    return request_amounts(pod, REQUEST_RESOURCES, containers)
 
 
 def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
@@ -114,12 +115,14 @@ def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
 
 
 def _koord_qos(pod: PodRecord) -> str:
+    """The label's class, else from kube QoS: the status's, or the tier of the cgroup parent for a pod the
+    runtime announced (proxy, NRI, standalone), so it is judged like an apiserver pod."""
     if pod.qos_class:
         return pod.qos_class
-    kube = pod.kube_qos.lower().replace("-", "")
-    if not kube:
+    kube = kube_qos_of_pod(pod.kube_qos, pod.cgroup_parent)
+    if kube is None:
         return ""
-    return "BE" if kube == "besteffort" else "LS"
+    return "BE" if kube is KubeQoS.BESTEFFORT else "LS"
 
 
 class SnapshotBuilder:
@@ -140,8 +143,10 @@ class SnapshotBuilder:
         self.cgroups = cgroups
         self.collect_interval_s = collect_interval_s
         self.max_age_s = max_age_s if max_age_s is not None else 2 * collect_interval_s + 0.5
-        # keyed by the identity of every record field the requests come from (records are immutable)
-        self._requests: dict[str, tuple[tuple[object, ...], tuple[int, int, Mapping[str, int]]]] = {}
+        # keyed by the identity of every record field the requests come from (records are immutable), and the
+        # announced resources of a pod without a spec
+        self._requests: dict[str, tuple[tuple[tuple[object, ...], tuple[object, ...]],
+                                        tuple[int, int, Mapping[str, int]]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
         # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
@@ -177,21 +182,24 @@ class SnapshotBuilder:
         values = self._latest(series, metric, now)
         return values[0][1] if values else None
 
-    def _requests_of(self, pod: PodRecord) -> tuple[int, int, Mapping[str, int]]:
+    def _requests_of(self, pod: PodRecord, containers: list[Any]) -> tuple[int, int, Mapping[str, int]]:
         cached = self._requests.get(pod.uid)
+        # without a pod spec the requests come from the announced resources, so those are part of the key
+        announced = () if pod.container_specs else tuple((c.name, c.updated_at, c.resources) for c in containers)
         key = (pod.container_specs, pod.init_container_specs, pod.overhead, pod.pod_level_requests)
-        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+        if (cached is not None and all(a is b for a, b in zip(cached[0][0], key, strict=True))
+                and cached[0][1] == announced):
             return cached[1]
         value: tuple[int, int, Mapping[str, int]]
         try:
-            amounts = pod_requests(pod)
+            amounts = pod_requests(pod, containers)
             value = (amounts.get(BATCH_CPU, 0), amounts.get("cpu", 0), MappingProxyType(amounts))
         except InputError as exc:
             if self._problems.get(pod.uid) != str(exc):
                 self._problems[pod.uid] = str(exc)
                 log.warning("qos: pod %s: request not counted: %s", pod.key, exc)
             value = (0, 0, MappingProxyType({}))
-        self._requests[pod.uid] = (key, value)
+        self._requests[pod.uid] = ((key, announced), value)
         return value
 
     def _pod_dir(self, pod: PodRecord) -> str:
@@ -242,7 +250,7 @@ class SnapshotBuilder:
         by_pod = named_containers_by_pod(snap.containers.values())
         out: list[PodFacts] = []
         for pod in paced(snap.pods.values()):  # the hot gate: step aside between pods
-            batch, cpu_req, requests = self._requests_of(pod)
+            batch, cpu_req, requests = self._requests_of(pod, by_pod.get(pod.uid, []))
             status = json_annotation(pod.annotations, ANNOTATION_RESOURCE_STATUS)
             cpuset = cpus_of(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
             pdir = self._pod_dir(pod)
