@@ -24,13 +24,15 @@ from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
 from hookserver.slo import parse_slo_configmap, parse_slo_document, spec_from_json
 from hookserver.slo.colocation import ColocationStrategy, ResolvedColocation, parse_colocation_config
 from hookserver.store import StateStore
+from hookserver.executor.plan import CgroupResource
+from qos.blkio import BlkIO
 from qos.group_identity import bvt_rule
 from qos.system_config import SystemConfig
-from qos.snapshot.kernel import SysctlFacts
+from qos.snapshot.kernel import BlockDevice, SysctlFacts
 from qos.snapshot.kernel_reader import resolve_block_device
 from tests.capacity.world import World
 from tests.qos.helpers import node
-from tests.qos.part2_helpers import kernel, spec_snapshot
+from tests.qos.part2_helpers import kernel, spec_snapshot, writes
 
 G = 10**9
 
@@ -232,6 +234,27 @@ def test_the_unusual_value_is_logged_once(caplog: pytest.LogCaptureFixture) -> N
 )
 def test_nodeslo_values_koordinator_accepts(spec: dict[str, Any], check: Any) -> None:
     assert check(spec_from_json(spec, origin="nodeslo/n").spec)
+
+
+def test_io_values_the_kernel_refuses_are_accepted_and_left_out_with_a_note() -> None:
+    # IOCfg has no validate: tags: koordinator accepts ioWeightPercent 0 and readIOPS -5; the kernel would
+    # refuse both, so the block's other values (writeIOPS 300) are written and those two are named
+    spec = {"resourceQOSStrategy": {"beClass": {"blkioQOS": {"enable": True, "blocks": [
+        {"name": "/dev/vdb", "type": "device", "ioCfg": {"readIOPS": -5, "writeIOPS": 300, "ioWeightPercent": 0,
+                                                         "readLatencyPercent": 101}}]}}}}
+    devices = (BlockDevice("/dev/vdb", "device", devno="253:16"),)
+    snap = spec_snapshot(spec, kernel=kernel(read=("pods", "blkio"), devices=devices,
+                                             cgroup_files=frozenset({"blkio.cost.weight", "blkio.cost.qos"})))
+    plan = BlkIO().plan(snap, frozenset())
+    tier = "kubepods/besteffort"
+    assert writes(plan, CgroupResource.BLKIO_WRITE_IOPS) == {tier: "253:16 300"}
+    assert writes(plan, CgroupResource.BLKIO_READ_IOPS) == {}
+    assert writes(plan, CgroupResource.BLKIO_COST_WEIGHT) == {tier: 100}  # the default, not 0
+    assert writes(plan, CgroupResource.BLKIO_COST_QOS) == {"": "253:16 enable=1 ctrl=user rpct=95 rlat=3000 "
+                                                               "wpct=95 wlat=3000"}
+    assert "BE tier: /dev/vdb: readIOPS -5 is outside what the kernel takes (>= 0): not written" in plan.notes
+    assert "BE tier: /dev/vdb: ioWeightPercent 0 is outside what the kernel takes ([1, 100]): not written" in plan.notes
+    assert "BE /dev/vdb: readLatencyPercent 101 is outside what the kernel takes ([0, 100]): not written" in plan.notes
 
 
 def test_a_block_of_an_unknown_type_is_skipped_with_a_reason(tmp_path: Any) -> None:
