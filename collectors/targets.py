@@ -11,23 +11,23 @@ Resolution is cached per store snapshot version: on a quiet node a cycle costs n
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from hookserver.aio.hotgate import paced
 from hookserver.errors import HookServerError, InputError
+from hookserver.podclass import request_amounts
 from hookserver.system.cgroupnames import (
     CgroupDriver,
     ContainerRuntime,
     KubeQoS,
     container_dir_name,
-    kube_qos_of_status,
+    kube_qos_of_pod,
     normalize_cgroup_dir,
     pod_dir,
     qos_dir,
     runtime_of,
 )
-from hookserver.quantity import parse_quantity
 from hookserver.store.records import ContainerRecord, PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import Labels, make_labels
@@ -85,7 +85,7 @@ def detect_driver(configured: str, exists: Callable[[str], bool]) -> CgroupDrive
 
 
 def _kube_qos(pod: PodRecord) -> KubeQoS | None:
-    return kube_qos_of_status(pod.kube_qos)
+    return kube_qos_of_pod(pod.kube_qos, pod.cgroup_parent)
 
 
 def effective_qos(pod: PodRecord) -> str:
@@ -98,14 +98,12 @@ def effective_qos(pod: PodRecord) -> str:
     return "BE" if kube is KubeQoS.BESTEFFORT else "LS"
 
 
-def _cpu_request_cores(pod: PodRecord, is_be: bool) -> float:
-    """batch-cpu (milli-cores already) for BE pods, else the cpu quantity; summed over containers."""
-    milli = 0
-    for name, (requests, _limits) in pod.container_specs.items():
-        if is_be and BATCH_CPU in requests:
-            milli += parse_quantity(requests[BATCH_CPU], field=f"{name}.requests[{BATCH_CPU}]").value()
-        elif "cpu" in requests:
-            milli += parse_quantity(requests["cpu"], field=f"{name}.requests[cpu]").milli_value()
+def _cpu_request_cores(pod: PodRecord, is_be: bool, containers: Iterable[ContainerRecord] = ()) -> float:
+    """The pod's CPU request as the scheduler counts it (k8s PodRequests, sidecars included, and the
+    runtime's announced resources for a pod without a spec: hookserver.podclass.request_amounts): batch-cpu
+    (milli-cores already) for a BE pod that asks for it, else the cpu quantity."""
+    amounts = request_amounts(pod, (BATCH_CPU, "cpu"), containers)
+    milli = amounts[BATCH_CPU] if is_be and BATCH_CPU in amounts else amounts.get("cpu", 0)
     return milli / 1000.0
 
 
@@ -153,10 +151,10 @@ class TargetResolver:
         return targets
 
     @staticmethod
-    def _request(pod: PodRecord, is_be: bool, problems: list[str]) -> float:
+    def _request(pod: PodRecord, is_be: bool, containers: list[ContainerRecord], problems: list[str]) -> float:
         """A bad request quantity costs only the BE request sum, never the pod's usage samples."""
         try:
-            return _cpu_request_cores(pod, is_be)
+            return _cpu_request_cores(pod, is_be, containers)
         except InputError as exc:
             problems.append(f"pod {pod.key} ({pod.uid}): CPU request not counted: {exc}")
             return 0.0
@@ -210,7 +208,7 @@ class TargetResolver:
             qos=qos,
             priority=pod.priority_class,
             is_be=is_be,
-            cpu_request_cores=self._request(pod, is_be, problems),
+            cpu_request_cores=self._request(pod, is_be, containers, problems),
             containers=tuple(ctargets),
         )
 

@@ -9,20 +9,28 @@ The registry also holds koordlet's gate catalog (`hookserver.koordlet_compat.gat
 component registered is accepted with its value and marked not implemented (koordlet's DaemonSet arguments
 start hookserver unchanged, and `hookctl qos` says what is not done). Only a name koordlet does not have
 stops startup. "Implemented" is never a list kept here: it is whatever was registered.
+
+`AllAlpha` and `AllBeta` work as in Kubernetes' featuregate package, which koordlet uses: `AllAlpha=true` turns on
+every alpha gate that no layer sets by name, `AllAlpha=false` turns them off, likewise `AllBeta` for the beta
+gates (so `AllBeta=false` switches off the beta gates that default to on). A gate named explicitly, in any
+layer, keeps its own value, as Kubernetes applies the explicit setting whatever the map order. A gate's stage is
+koordlet's (`koordlet_compat.gates`); a gate without one is switched by neither.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 from hookserver.errors import ConfigError
 from hookserver.koordlet_compat.gates import KOORDLET_GATES, closest_gate
 
-__all__ = ["FeatureGate", "GateRegistry", "GateValue", "GateValues", "koordlet_catalog", "parse_feature_gates"]
+__all__ = ["ALL_STAGE_KEYS", "FeatureGate", "GateRegistry", "GateValue", "GateValues", "koordlet_catalog", "parse_feature_gates"]
 
+# Kubernetes' special keys, and the stage each one switches.
+ALL_STAGE_KEYS: Mapping[str, str] = MappingProxyType({"AllAlpha": "alpha", "AllBeta": "beta"})
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -34,6 +42,7 @@ class FeatureGate:
     name: str
     default: bool
     description: str = ""
+    stage: str = ""  # "alpha" / "beta" as koordlet declares it; "" takes the catalog's stage for the name
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +134,7 @@ class GateValues:
 
 def koordlet_catalog() -> tuple[FeatureGate, ...]:
     """koordlet's gates as FeatureGates (name, koordlet's default, what it switches there)."""
-    return tuple(FeatureGate(g.name, g.default, g.description) for g in KOORDLET_GATES)
+    return tuple(FeatureGate(g.name, g.default, g.description, g.stage) for g in KOORDLET_GATES)
 
 
 class GateRegistry:
@@ -152,8 +161,15 @@ class GateRegistry:
         return sorted(self._gates)
 
     def accepted_names(self) -> list[str]:
-        """Every name `resolve` accepts: the implemented gates and the catalog."""
-        return sorted(set(self._gates) | set(self._catalog))
+        """Every name `resolve` accepts: the implemented gates, the catalog, AllAlpha and AllBeta."""
+        return sorted(set(self._gates) | set(self._catalog) | set(ALL_STAGE_KEYS))
+
+    def _stage(self, name: str) -> str:
+        gate = self._gates.get(name)
+        if gate is not None and gate.stage:
+            return gate.stage
+        listed = self._catalog.get(name)
+        return listed.stage if listed is not None else ""
 
     def get(self, name: str) -> FeatureGate | None:
         return self._gates.get(name)
@@ -168,16 +184,30 @@ class GateRegistry:
             name: GateValue(name, gate.default, "default", gate.default, gate.description, implemented)
             for name, (gate, implemented) in known.items()
         }
+        # AllAlpha / AllBeta are listed (hookctl qos) only when a layer sets them: they switch nothing themselves.
+        switches: dict[str, GateValue] = {}
+        explicit: set[str] = set()
         for source, layer in layers:
-            unknown = sorted(set(layer) - set(known))
+            unknown = sorted(set(layer) - set(known) - set(ALL_STAGE_KEYS))
             if unknown:
-                hints = [f"{name} -> {hint}" for name in unknown if (hint := closest_gate(name, list(known)))]
+                hints = [f"{name} -> {hint}" for name in unknown
+                         if (hint := closest_gate(name, [*known, *ALL_STAGE_KEYS]))]
                 hint_text = f"; did you mean {', '.join(hints)}?" if hints else ""
                 raise ConfigError(
                     f"{source}: unknown feature gate(s) {', '.join(unknown)}{hint_text} "
                     f"(known: {', '.join(sorted(known))})"
                 )
             for name, enabled in layer.items():
+                if name in ALL_STAGE_KEYS:
+                    switches[name] = GateValue(name, enabled, source, False,
+                                               f"sets every {ALL_STAGE_KEYS[name]} gate not set by name")
+                    continue
                 gate, implemented = known[name]
                 values[name] = GateValue(name, enabled, source, gate.default, gate.description, implemented)
-        return GateValues(MappingProxyType(values))
+                explicit.add(name)
+        for key, switch in switches.items():
+            stage = ALL_STAGE_KEYS[key]
+            for name in known:
+                if name not in explicit and self._stage(name) == stage:
+                    values[name] = replace(values[name], enabled=switch.enabled, source=f"{switch.source} {key}")
+        return GateValues(MappingProxyType({**values, **switches}))

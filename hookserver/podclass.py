@@ -13,12 +13,14 @@ specs when the pod status carries none.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hookserver.errors import InputError
 from hookserver.quantity import parse_quantity
-from hookserver.store.records import NodeRecord, PodRecord
+from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
+from hookserver.store.specs import SOURCE_NONE, container_spec
+from hookserver.system.cgroupnames import kube_qos_of_cgroup_parent
 
 __all__ = [
     "KNOWN_PRIORITY_CLASSES",
@@ -31,8 +33,8 @@ __all__ = [
     "node_allocatable",
     "pod_priority_class",
     "pod_qos_class",
-    "pod_requests",
     "priority_class_by_value",
+    "request_amounts",
     "terminated_reason",
 ]
 
@@ -57,6 +59,9 @@ def priority_class_by_value(priority: int | None) -> str:
 def _kube_qos(pod: PodRecord) -> str:
     if pod.kube_qos:
         return pod.kube_qos.replace("-", "").lower()
+    tier = kube_qos_of_cgroup_parent(pod.cgroup_parent)  # a pod only the runtime announced
+    if tier is not None:
+        return tier.value
     specs = pod.container_specs
     if not specs:
         return ""
@@ -123,45 +128,85 @@ def cpu_memory(values: Mapping[str, object], where: str) -> tuple[int, int]:
     return cpu, memory
 
 
-def pod_requests(pod: PodRecord) -> PodRequests:
-    """Sum of the containers' cpu and memory requests. InputError names a bad quantity."""
-    cpu = 0
-    memory = 0
-    for name, (requests, _limits) in pod.container_specs.items():
-        c, m = cpu_memory(requests, f"{name}.requests")
-        cpu, memory = cpu + c, memory + m
-    return PodRequests(cpu, memory)
+# Resources pod-level `spec.resources` may set (k8s `IsSupportedPodLevelResource`).
+_POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 
 
-def effective_requests(pod: PodRecord) -> PodRequests:
-    """What the scheduler counts for the pod (k8s `resource.PodRequests`, which koord-manager's batch formula
-    uses): the containers' sum, with sidecars (init containers with restartPolicy Always) running beside them,
-    at least the largest init container plus the sidecars started before it; pod-level `spec.resources`
-    requests replace the aggregate where set; `spec.overhead` on top. InputError names a bad quantity."""
-    cpu = memory = 0
-    for name, (requests, _limits) in pod.container_specs.items():
-        c, m = cpu_memory(requests, f"{name}.requests")
-        cpu, memory = cpu + c, memory + m
-    sidecar_cpu = sidecar_memory = 0
-    init_cpu = init_memory = 0
+def _amounts(values: Mapping[str, str], resources: tuple[str, ...], where: str) -> dict[str, int]:
+    """The named resources present in `values`: cpu in milli-cores, any other as its Value(); a negative one
+    (the apiserver refuses them) counts 0."""
+    out: dict[str, int] = {}
+    for res in resources:
+        if res in values:
+            q = parse_quantity(str(values[res]), field=f"{where}[{res}]")
+            out[res] = max(q.milli_value() if res == "cpu" else q.value(), 0)
+    return out
+
+
+def _app_requests(pod: PodRecord, containers: Iterable[ContainerRecord]) -> list[tuple[str, Mapping[str, str]]]:
+    """(name, requests) of the app containers: the pod spec's; for a pod without one (known only from the
+    proxy, NRI or standalone), what the runtime announced for each container it created (store.specs: the
+    CPU request from cpu.shares, under batch-cpu for a BE pod; the runtime states no memory request). The
+    runtime does not say which of them are init containers, so every announced container counts as one
+    running beside the others; the newest record of a name wins."""
+    if pod.container_specs:
+        return [(name, requests) for name, (requests, _limits) in pod.container_specs.items()]
+    newest: dict[str, ContainerRecord] = {}
+    for record in containers:
+        if record.pod_uid == pod.uid and (record.name not in newest or
+                                          record.updated_at >= newest[record.name].updated_at):
+            newest[record.name] = record
+    out: list[tuple[str, Mapping[str, str]]] = []
+    for name, record in sorted(newest.items()):
+        spec = container_spec(pod, name, record)
+        if spec.source != SOURCE_NONE:
+            out.append((name, spec.requests))
+    return out
+
+
+def request_amounts(pod: PodRecord, resources: tuple[str, ...],
+                    containers: Iterable[ContainerRecord] = ()) -> dict[str, int]:
+    """k8s `resource.PodRequests` for `resources`, the one place a pod's requests are aggregated (capacity,
+    the eviction ledgers, the collectors, the predictor): per resource, the larger of (the app containers' sum
+    + every sidecar, i.e. init container with restartPolicy Always, since sidecars run beside them) and (each
+    regular init container + the sidecars started before it); pod-level `spec.resources` requests replace that
+    where set (cpu, memory); `spec.overhead` on top. `containers` (the pod's container records) stand in for
+    a missing pod spec (_app_requests). Only resources something names are in the result; cpu in
+    milli-cores, the others as counts (bytes for memory). InputError names a bad quantity."""
+    total: dict[str, int] = {}
+    for name, requests in _app_requests(pod, containers):
+        for res, amount in _amounts(requests, resources, f"{name}.requests").items():
+            total[res] = total.get(res, 0) + amount
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for name, requests, sidecar in pod.init_container_specs:
-        c, m = cpu_memory(requests, f"initContainers.{name}.requests")
+        amounts = _amounts(requests, resources, f"initContainers.{name}.requests")
         if sidecar:
-            cpu, memory = cpu + c, memory + m
-            sidecar_cpu, sidecar_memory = sidecar_cpu + c, sidecar_memory + m
-            c, m = sidecar_cpu, sidecar_memory
+            for res, amount in amounts.items():
+                total[res] = total.get(res, 0) + amount
+                sidecars[res] = sidecars.get(res, 0) + amount
+            during = dict(sidecars)  # while it starts, the sidecars before it and itself run
         else:
-            c, m = c + sidecar_cpu, m + sidecar_memory
-        init_cpu, init_memory = max(init_cpu, c), max(init_memory, m)
-    cpu, memory = max(cpu, init_cpu), max(memory, init_memory)
+            during = {res: amounts.get(res, 0) + sidecars.get(res, 0) for res in {*amounts, *sidecars}}
+        for res, amount in during.items():
+            init_peak[res] = max(init_peak.get(res, 0), amount)
+    for res, amount in init_peak.items():
+        total[res] = max(total.get(res, 0), amount)
     if pod.pod_level_requests:
-        level_cpu, level_memory = cpu_memory(pod.pod_level_requests, "spec.resources.requests")
-        cpu = level_cpu if "cpu" in pod.pod_level_requests else cpu
-        memory = level_memory if "memory" in pod.pod_level_requests else memory
+        level = _amounts(pod.pod_level_requests, tuple(r for r in resources if r in _POD_LEVEL_RESOURCES),
+                         "spec.resources.requests")
+        total.update(level)
     if pod.overhead:
-        over_cpu, over_memory = cpu_memory(pod.overhead, "spec.overhead")
-        cpu, memory = cpu + over_cpu, memory + over_memory
-    return PodRequests(cpu, memory)
+        for res, amount in _amounts(pod.overhead, resources, "spec.overhead").items():
+            total[res] = total.get(res, 0) + amount
+    return total
+
+
+def effective_requests(pod: PodRecord, containers: Iterable[ContainerRecord] = ()) -> PodRequests:
+    """What the scheduler counts for the pod's cpu and memory (k8s `resource.PodRequests`, which
+    koord-manager's batch formula uses; see request_amounts). InputError names a bad quantity."""
+    amounts = request_amounts(pod, ("cpu", "memory"), containers)
+    return PodRequests(amounts.get("cpu", 0), amounts.get("memory", 0))
 
 
 def is_terminated(pod: PodRecord) -> bool:

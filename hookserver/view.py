@@ -22,7 +22,10 @@ from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import NodeRecord, PodRecord
 from hookserver.store.state import StoreSnapshot
 
-__all__ = ["ANNOTATION_CPU_NORMALIZATION_RATIO", "GpuSource", "NodeView", "NodeViews", "default_node_slo"]
+__all__ = [
+    "ANNOTATION_CPU_NORMALIZATION_RATIO", "GpuSource", "NodeView", "NodeViews", "cpu_normalization_ratio",
+    "default_node_slo",
+]
 
 ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
 _NO_PODS: Mapping[str, PodRecord] = MappingProxyType({})
@@ -93,7 +96,13 @@ class NodeView:
 
 
 def _ratio(node: NodeRecord | None) -> float | None:
-    raw = node.annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO) if node is not None else None
+    return cpu_normalization_ratio(node.annotations) if node is not None else None
+
+
+def cpu_normalization_ratio(annotations: Mapping[str, str]) -> float | None:
+    """The node's `node.koordinator.sh/cpu-normalization-ratio`, None when absent or not a number (then no
+    scaling applies, as in koordlet). The hook and CPU burst both read it through here."""
+    raw = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
     if not raw:
         return None
     try:

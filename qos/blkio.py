@@ -8,6 +8,8 @@ unsupported) resolved to `maj:min` by the snapshot:
     kernel has it (Anolis v1, v2 `io.weight`);
   * the root gets iocost `blkio.cost.qos` = `maj:min enable=1 ctrl=user rpct=.. rlat=.. wpct=.. wlat=..`
     (defaults latency 3000 µs, percentile 95) and `blkio.cost.model` = `maj:min ctrl=auto`, where present.
+A value the kernel would refuse (a negative throttle, ioWeightPercent outside 1-100, a latency percentile above
+100: koordinator accepts any integer there) is left out with a note; the block's other values apply.
 The executor skips a line the file already holds (per-device comparison). A block that does not resolve is
 logged once by the reader and listed in the plan's notes. Lines this reconciler set and the NodeSLO no
 longer asks for (or the feature turned off) are lifted (0).
@@ -90,7 +92,8 @@ class BlkIO(Reconciler):
                 dev = devices.get((block.name, block.type))
                 if dev is None or not dev.devno:
                     continue
-                cfg = block.io_cfg
+                cfg, refused = block.io_cfg.checked()
+                notes.extend(f"{who}: {block.name}: {text}" for text in refused)
                 for resource, attr in _THROTTLES:
                     value = getattr(cfg, attr) or 0
                     if value or (directory, resource, dev.devno) in previous:
@@ -130,7 +133,8 @@ class BlkIO(Reconciler):
                     dev = devices.get((block.name, block.type))
                     if dev is None or not dev.devno:
                         continue
-                    c = block.io_cfg
+                    c, refused = block.io_cfg.checked()
+                    notes.extend(f"{cls_name} {block.name}: {text}" for text in refused)
                     qos_line = (f"{dev.devno} enable=1 ctrl=user rpct={c.read_latency_percent or DEFAULT_PERCENTILE} "
                                 f"rlat={c.read_latency or DEFAULT_LATENCY_US} wpct={c.write_latency_percent or DEFAULT_PERCENTILE} "
                                 f"wlat={c.write_latency or DEFAULT_LATENCY_US}")

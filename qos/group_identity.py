@@ -57,7 +57,7 @@ class BvtRule:
 def bvt_rule(slo: NodeSLOSpec) -> BvtRule:
     """koordlet's `parseRule` for GroupIdentity."""
     strategy = slo.resource_qos_strategy
-    by_policy = strategy.policies.cpu_policy == "groupIdentity"
+    by_policy = strategy.policies.uses_group_identity()
 
     def value(cls: Any) -> tuple[bool, int]:
         on = by_policy and cls.cpu_qos.enable

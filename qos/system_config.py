@@ -7,6 +7,12 @@ settings, under the configured roots (`--proc-root`, `--sys-root`).
   memcg_reaper.reap_background  = memcgReapBackGround (`/sys/kernel/mm/memcg_reaper/reap_background`, Anolis;
                                   only where the file exists)
 
+Like koordlet (`ValidateResourceValue`, `pkg/koordlet/util/system/system_resource.go`), a computed value outside
+the kernel setting's sane range is not written, with a note: min_free_kbytes in [10 MiB, 10 GiB] (in KiB),
+watermark_scale_factor in [10, 400]. The NodeSLO itself takes what koordinator's webhook takes
+(`minFreeKbytesFactor > 0` with no upper bound), so this range is what keeps a factor above 10000 (more than
+the node's memory) off the kernel.
+
 The first write of each records the value the node had (state dir, `NodeOriginals`), so a restarted agent
 still knows it. When the strategy is disabled (the gate off, or `systemStrategy` absent from the NodeSLO:
 absent means "leave the node as it was", not "write the defaults"), or on `hookserver cleanup`, every
@@ -31,6 +37,11 @@ from qos.snapshot.model import QoSSnapshot
 __all__ = ["SystemConfig", "restore_setting_writes", "setting_write"]
 
 _OPTIONAL = frozenset({"memcg_reaper.reap_background"})
+# koordlet's RangeValidators for the settings it computes (inclusive).
+_KOORDLET_RANGES: Mapping[str, tuple[int, int]] = {
+    "vm.min_free_kbytes": (10 * 1024, 10 * 1024 * 1024),
+    "vm.watermark_scale_factor": (10, 400),
+}
 
 
 def setting_write(name: str, value: str, **kw: Any) -> FileWrite:
@@ -83,6 +94,10 @@ class SystemConfig(Reconciler):
         if strategy.watermark_scale_factor > 0:
             wanted["vm.watermark_scale_factor"] = (strategy.watermark_scale_factor, "watermarkScaleFactor")
         wanted["memcg_reaper.reap_background"] = (strategy.memcg_reap_background, "memcgReapBackGround")
+        for name, (low, high) in _KOORDLET_RANGES.items():
+            if name in wanted and not low <= wanted[name][0] <= high:
+                value, why = wanted.pop(name)
+                notes.append(f"{name} {value} ({why}) is outside koordlet's range [{low}, {high}]: not set")
         files: list[FileWrite] = []
         for name, (value, why) in wanted.items():
             current = sysctl.values.get(name)

@@ -4,7 +4,8 @@ Pure: the node, its pods, the agent's usage and the prod-reclaimable figure in; 
 out. Integers throughout (milli-cores, bytes) with Go's truncations, so `hookctl capacity` adds up exactly.
 
 Batch (`CalculateBatchResourceByPolicy`), per resource:
-  safety margin  = capacity x (100 - reclaimThresholdPercent) %
+  safety margin  = capacity x (100 - reclaimThresholdPercent) % (negative above 100: koordinator's webhook
+                   asks only min=0, and operators use it to offer more than the margin leaves)
   reserved       = max(kubelet reserved (capacity - allocatable), node.koordinator.sh/reservation)
   system used    = systemUsage + usage of host applications above batch priority (koord-prod, koord-mid)
   HP pods        = Running/Pending (or, for pods the runtime reported without a phase, running) pods whose
@@ -12,7 +13,8 @@ Batch (`CalculateBatchResourceByPolicy`), per resource:
                    (a pod without a sample counts at its request; an LSE pod's CPU counts at its request) and
                    per-pod max(usage, request); usage of pods the store does not list ("dangling") adds to
                    both usage sums unless it is batch or free
-  usage            : max(capacity - margin - max(system used, reserved) - HP used, 0)
+  usage            : max(capacity - margin - max(system used, reserved) - HP used, 0); also any policy
+                     koord-manager does not know for the resource (`request` for CPU included)
   request (memory) : max(capacity - margin - reserved - HP requests, 0)
   maxUsageRequest  : max(capacity - margin - max(system used, reserved) - sum max(HP used, HP request), 0)
   then min(result, capacity x batch{CPU,Memory}ThresholdPercent %) when set; batch-cpu x the
@@ -246,10 +248,10 @@ def _batch(strategy: ColocationStrategy, node: NodeFacts, usage: UsageFacts, hp_
     by_max = (cap - margin - floor - hp_max).clamp0()
     outcomes = []
     for resource, get, pct, policy, thr in (
-        (BATCH_CPU, _cpu, strategy.cpu_reclaim_threshold_percent, strategy.cpu_calculate_policy,
+        (BATCH_CPU, _cpu, strategy.cpu_reclaim_threshold_percent, strategy.batch_cpu_policy(),
          strategy.batch_cpu_threshold_percent),
         (BATCH_MEMORY, _memory, strategy.memory_reclaim_threshold_percent,
-         strategy.memory_calculate_policy, strategy.batch_memory_threshold_percent),
+         strategy.batch_memory_policy(), strategy.batch_memory_threshold_percent),
     ):
         unit = "m" if resource == BATCH_CPU else "B"
         terms = [

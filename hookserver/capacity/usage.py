@@ -33,6 +33,7 @@ from hookserver.seriesnames import (
     SYSTEM_CPU,
     SYSTEM_MEMORY,
 )
+from hookserver.store.records import named_containers_by_pod
 from hookserver.store.state import StoreSnapshot
 from hookserver.store.timeseries import SeriesKey, TimeSeriesStore
 from hookserver.topology.annotations import pod_numa_nodes
@@ -117,9 +118,10 @@ def gather_inputs(
     pod_memory = _by_label(series, POD_MEMORY_WITH_CACHE if with_cache else POD_MEMORY, "pod")
     notes: list[str] = []
     pods: list[PodInput] = []
+    by_pod = named_containers_by_pod(snapshot.containers.values())  # announced resources of spec-less pods
     for pod in paced(snapshot.pods.values(), every=8):  # the hot gate: each pod reads two windows of samples
         try:
-            requests = effective_requests(pod)
+            requests = effective_requests(pod, by_pod.get(pod.uid, ()))
             request = Pair(requests.cpu_milli, requests.memory_bytes)
         except InputError as exc:
             notes.append(f"{pod.key}: requests unreadable, counted as 0: {exc}")

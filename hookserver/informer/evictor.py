@@ -5,11 +5,13 @@ The apiserver serves evictions as `policy/v1` from Kubernetes 1.22 and `policy/v
 is found once by discovery (`GET /apis/policy`) and kept. Per eviction:
   1. GET the pod: gone (or a new pod under the same name) -> not_found; a deletionTimestamp -> terminating;
   2. POST `pods/<name>/eviction` with a UID precondition: 201 evicted; 429 refused (a PodDisruptionBudget
-     forbids it now: the reconciler tries again on a later round, but not before the server's retry-after,
-     `details.retryAfterSeconds` of its Status (10 s for a PDB on recent apiservers; 1.20 sends none, and
-     DEFAULT_RETRY_AFTER_S applies; the transport passes no headers, and the `Retry-After` header carries
-     the same number); meanwhile the refusal is answered here without a request
-     and counted); 404/409 not_found; else failed;
+     forbids it now, or the apiserver's priority and fairness sheds load): the reconciler tries again on a
+     later round, but not before the server's retry-after: the longer of the Status's
+     `details.retryAfterSeconds` (10 s for a PDB on recent apiservers; 1.20 sends none) and the `Retry-After`
+     header (delta-seconds or an HTTP date; what a proxy in front of the apiserver sends, often with no Status
+     body at all), as client-go's `SuggestsClientDelay` reads either; DEFAULT_RETRY_AFTER_S when neither is
+     there; meanwhile the refusal is answered here without a request and counted); 404/409 not_found; else
+     failed;
   3. on success, POST a core/v1 Event (type Warning, reason `evictPodSuccess`, as koordlet writes it).
 Nothing here raises for an apiserver failure: the result says what happened.
 """
@@ -20,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from hookserver.errors import InformerError
@@ -41,6 +44,10 @@ _MAX_RETRY_AFTER_S = 600.0
 class KubeWriter(Protocol):
     def request_json(self, method: str, path: str, body: Any = None, *, timeout_s: float) -> tuple[int, Any]: ...
 
+    def request_json_with_headers(
+        self, method: str, path: str, body: Any = None, *, timeout_s: float,
+    ) -> tuple[int, Any, Mapping[str, str]]: ...
+
 
 def _status_message(body: Any) -> str:
     if isinstance(body, Mapping):
@@ -48,14 +55,35 @@ def _status_message(body: Any) -> str:
     return ""
 
 
-def _retry_after_s(body: Any, default: float) -> float:
-    """The server's wait before the next eviction attempt: the Status's `details.retryAfterSeconds` (what
-    the apiserver's `Retry-After` header carries too), else `default`."""
+def _body_retry_after_s(body: Any) -> float:
+    """The Status's `details.retryAfterSeconds`, 0 when absent or not a positive number."""
     details = body.get("details") if isinstance(body, Mapping) else None
     value = details.get("retryAfterSeconds") if isinstance(details, Mapping) else None
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(min(value, _MAX_RETRY_AFTER_S))
-    return default
+        return float(value)
+    return 0.0
+
+
+def _header_retry_after_s(value: str | None, now: float) -> float:
+    """A `Retry-After` header (RFC 9110: delta-seconds, or an HTTP date, counted from `now`), 0 when absent
+    or unreadable."""
+    text = (value or "").strip()
+    if not text:
+        return 0.0
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return 0.0
+    return max(when.timestamp() - now, 0.0) if when.tzinfo is not None else 0.0
+
+
+def _retry_after_s(body: Any, headers: Mapping[str, str], now: float, default: float) -> float:
+    """The server's wait before the next eviction attempt: the longer of the body's and the header's (either
+    one asks the client to wait that long), capped at _MAX_RETRY_AFTER_S; `default` when neither says."""
+    wait = max(_body_retry_after_s(body), _header_retry_after_s(headers.get("retry-after"), now))
+    return min(wait, _MAX_RETRY_AFTER_S) if wait > 0 else default
 
 
 class ApiEvictor:
@@ -155,7 +183,8 @@ class ApiEvictor:
         }
         if delete_options:
             body["deleteOptions"] = delete_options
-        status, reply = self._transport.request_json("POST", f"{pod_path}/eviction", body, timeout_s=self.timeout_s)
+        status, reply, headers = self._transport.request_json_with_headers(
+            "POST", f"{pod_path}/eviction", body, timeout_s=self.timeout_s)
         message = _status_message(reply)
         if status in (200, 201):
             with self._lock:
@@ -166,7 +195,7 @@ class ApiEvictor:
             return EvictionResult(request, EvictionStatus.EVICTED, detail=f"eviction accepted ({version})",
                                   api_version=version, event_created=created)
         if status == 429:
-            wait = _retry_after_s(reply, DEFAULT_RETRY_AFTER_S)
+            wait = _retry_after_s(reply, headers, self._clock(), DEFAULT_RETRY_AFTER_S)
             with self._lock:
                 self.refused += 1
                 _until, times = self._refused_until.get(request.key, (0.0, 0))

@@ -136,6 +136,9 @@ class SLOState:
         annotations = {ANNOTATION_COLOCATION_STRATEGY: self._strategy_annotation} if self._strategy_annotation else {}
         colocation = source.colocation(self._labels, annotations) if source is not None else default_colocation()
         if not self._published or colocation != self._colocation:
+            for note in colocation.notes:
+                if note not in self._colocation.notes:  # once: a note already in force is not repeated
+                    log.warning("colocation-config: %s", note)
             self._colocation = colocation
             self._colocation_updated_at = now
             self._store.set_colocation(colocation)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import urllib3
@@ -391,6 +392,15 @@ class ApiClientTransport:
         self, method: str, path: str, body: Any = None, *, timeout_s: float,
         content_type: str = "application/json", params: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
+        """`request_json_with_headers` without the headers (what most writers need)."""
+        status, decoded, _headers = self.request_json_with_headers(
+            method, path, body, timeout_s=timeout_s, content_type=content_type, params=params)
+        return status, decoded
+
+    def request_json_with_headers(
+        self, method: str, path: str, body: Any = None, *, timeout_s: float,
+        content_type: str = "application/json", params: Mapping[str, str] | None = None,
+    ) -> tuple[int, Any, Mapping[str, str]]:
         """Send a request (POST, PATCH, PUT, DELETE, GET) with a JSON body and return (HTTP status, decoded
         body or None). `content_type` may be a patch type (`application/merge-patch+json`,
         `application/apply-patch+yaml`: the body is still JSON); `params` is the query.
@@ -398,7 +408,8 @@ class ApiClientTransport:
         Unlike `get_json` and `send_json`, an HTTP error status is returned, not raised: writers (the
         evictor, the server-side apply writers) act on 403, 404, 409 and 429 themselves; an error body
         that is not JSON ("404 page not found" for a resource nobody serves) comes back as its text.
-        A transport failure raises InformerError."""
+        A transport failure raises InformerError. The headers come back with lower-case names: the evictor
+        reads `retry-after` from a 429, which a proxy in front of the apiserver may send without a Status body."""
         what = f"{method} {path}"
         response = self._send(method, path, body, content_type=content_type, timeout_s=timeout_s, params=params)
         try:
@@ -411,7 +422,8 @@ class ApiClientTransport:
             decoded = json.loads(raw) if raw else None
         except ValueError:
             decoded = raw[:200].decode("utf-8", "replace") if response.status >= 300 else None
-        return response.status, decoded
+        headers = {str(k).lower(): str(v) for k, v in response.headers.items()}
+        return response.status, decoded, MappingProxyType(headers)
 
     def open_watch(
         self, path: str, params: Mapping[str, str], *, timeout_s: float, idle_timeout_s: float | None = None

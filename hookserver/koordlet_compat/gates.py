@@ -29,14 +29,20 @@ class KoordletGate:
     since: str  # "v1.8", or "unreleased" (only on koordinator's main branch)
     kind: str  # "agent" (pkg/features) or "runtime-hook" (pkg/koordlet/runtimehooks)
     description: str
+    stage: str = "alpha"  # koordlet's PreRelease: "alpha" or "beta" (what AllAlpha / AllBeta switch)
+
+
+# koordlet's Beta gates (`PreRelease: featuregate.Beta` in both tables); every other gate there is Alpha.
+_BETA = frozenset({"BECPUSuppress", "CPUBurst", "RdtResctrl", "NodeTopologyReport", "GroupIdentity",
+                   "CPUSetAllocator", "BatchResource"})
 
 
 def _agent(name: str, default: bool, since: str, description: str) -> KoordletGate:
-    return KoordletGate(name, default, since, "agent", description)
+    return KoordletGate(name, default, since, "agent", description, "beta" if name in _BETA else "alpha")
 
 
 def _hook(name: str, default: bool, since: str, description: str) -> KoordletGate:
-    return KoordletGate(name, default, since, "runtime-hook", description)
+    return KoordletGate(name, default, since, "runtime-hook", description, "beta" if name in _BETA else "alpha")
 
 
 KOORDLET_GATES: tuple[KoordletGate, ...] = (

@@ -22,9 +22,9 @@ from hookserver.errors import InputError
 from hookserver.predictor.models import SYSTEM_UID, Prediction, priority_uid
 from hookserver.podclass import (
     NodeAllocatable,
+    effective_requests,
     is_terminated,
     pod_priority_class,
-    pod_requests,
     terminated_reason,
 )
 from hookserver.store.records import PodRecord
@@ -134,7 +134,7 @@ def compute_reclaimable(
             lines.append(replace(base, counted_as=f"skipped:{klass}"))
             continue
         try:
-            req = pod_requests(pod)
+            req = effective_requests(pod)
         except InputError as exc:
             lines.append(replace(base, counted_as="bad-request", note=str(exc)))
             continue

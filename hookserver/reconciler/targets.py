@@ -20,7 +20,7 @@ from hookserver.store.records import PENDING_PREFIX, ContainerRecord, PodRecord,
 from hookserver.system.cgroupnames import (
     KubeQoS,
     container_dir_name,
-    kube_qos_of_status,
+    kube_qos_of_pod,
     normalize_cgroup_dir,
     runtime_of,
     strip_runtime_prefix,
@@ -50,8 +50,9 @@ class PodTarget:
 
 
 def kube_qos_of(pod: PodRecord) -> KubeQoS | None:
-    """`BestEffort` / `Burstable` / `Guaranteed` from the pod status; None when nobody told us."""
-    return kube_qos_of_status(pod.kube_qos)
+    """`BestEffort` / `Burstable` / `Guaranteed` from the pod status, else the tier of its cgroup parent; None
+    when nobody told us."""
+    return kube_qos_of_pod(pod.kube_qos, pod.cgroup_parent)
 
 
 def pod_target(

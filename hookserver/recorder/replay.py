@@ -33,7 +33,7 @@ from hookserver.capacity.inputs import PodInput, UsageFacts, WindowedUsage
 from hookserver.capacity.quantities import Pair
 from hookserver.errors import InputError
 from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
-from hookserver.podclass import KNOWN_PRIORITY_CLASSES, NodeAllocatable, pod_priority_class, pod_requests
+from hookserver.podclass import KNOWN_PRIORITY_CLASSES, NodeAllocatable, effective_requests, pod_priority_class
 from hookserver.predictor.models import NODE_UID, SYSTEM_UID, ModelTable, priority_uid
 from hookserver.predictor.predictors import compute_reclaimable, reclaimable_for_prod
 from hookserver.predictor.settings import PredictorSettings
@@ -263,7 +263,7 @@ class _Capacity:
             cached = self.requests.get(p.uid)
             if cached is None or cached[0] is not record:
                 try:
-                    req = pod_requests(record)
+                    req = effective_requests(record)
                     cached = (record, Pair(req.cpu_milli, req.memory_bytes))
                 except InputError:
                     cached = (record, Pair(0, 0))

@@ -17,12 +17,16 @@ build it:
    `node.koordinator.sh/mid-static-{cpu,memory}-reserved-ratio` (a ratio; percent = int(ratio * 100)).
 
 Colocation is on for the node only when both the cluster strategy and the node's merged strategy say
-`enable: true` (`isColocationCfgDisabled`). Validation follows koord-manager's webhook (`validate:` tags:
-`metricAggregateDurationSeconds >= 1`, `resourceDiffThreshold` in (0, 1], mid percents in [0, 100], ...) and
-also refuses what the controller would silently misread: an unknown calculate policy or mid mode, a reclaim
-percent above 100 (a negative safety margin), an empty nodeSelector (the webhook refuses it too). A bad field
-anywhere fails the whole document with one line per problem, so a typo never half-applies; node-level
-annotation or label overrides that do not parse are ignored with a note, as koordinator does.
+`enable: true` (`isColocationCfgDisabled`). Validation takes exactly the ranges koord-manager's webhook takes
+(`validate:` tags: `metricAggregateDurationSeconds >= 1`, reclaim percents `>= 0` with no upper bound,
+`resourceDiffThreshold` in (0, 1], mid percents in [0, 100], ...; docs/operations.md has the field-by-field
+table), plus an empty nodeSelector (the webhook refuses it too). What koordinator accepts but treats in a way
+a reader may not expect is used as koord-manager uses it and named in `notes` (`unusual_settings`): a reclaim
+percent above 100 (a negative safety margin: more batch than the margin formula would offer), a calculate
+policy koord-manager does not know for that resource (computed as `usage`), an unknown midReclaimMode
+(dynamic). A bad field anywhere fails the whole document with one line per problem, so a typo never
+half-applies; node-level annotation or label overrides that do not parse are ignored with a note, as
+koordinator does.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+from annotated_types import Le
 from pydantic import AfterValidator, Field, Strict, ValidationError
 
 from hookserver.errors import InputError
@@ -44,6 +49,7 @@ from hookserver.slo.validation import problems_of
 
 __all__ = [
     "ANNOTATION_COLOCATION_STRATEGY",
+    "BatchPolicy",
     "COLOCATION_KEY",
     "LABEL_RATIO_OVERRIDES",
     "ColocationConfig",
@@ -81,9 +87,16 @@ def _positive_go_duration(text: str) -> str:
 # keeps its previous config. Pydantic's lax mode would take "true" and "60", so a config the cluster
 # rejects would switch colocation on here; strict scalars refuse what Go refuses (an int is still a float).
 _Bool = Annotated[bool, Strict()]
+# Go's int64: a JSON number beyond it is refused by encoding/json, so it is here too.
+_INT64_MAX = 2**63 - 1
 _Int = Annotated[int, Strict()]
+_Int64 = Annotated[int, Strict(), Le(_INT64_MAX)]  # for the fields without an upper bound of their own
 _Float = Annotated[float, Strict()]
+_Str = Annotated[str, Strict()]
 _GoDuration = Annotated[str, Strict(), AfterValidator(_positive_go_duration)]
+
+BatchPolicy = Literal["usage", "request", "maxUsageRequest"]
+_MEMORY_COLLECT_POLICIES = frozenset({"usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"})
 
 
 class MetricAggregatePolicy(SLOModel):
@@ -96,36 +109,74 @@ class ColocationStrategy(SLOModel):
     """Every field of koordinator's ColocationStrategy, with its default (`DefaultColocationStrategy`)."""
 
     enable: _Bool = False
-    metric_aggregate_duration_seconds: _Int = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
-    metric_report_interval_seconds: _Int = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
+    metric_aggregate_duration_seconds: _Int64 = Field(default=300, ge=1, alias="metricAggregateDurationSeconds")
+    metric_report_interval_seconds: _Int64 = Field(default=60, ge=1, alias="metricReportIntervalSeconds")
     metric_aggregate_policy: MetricAggregatePolicy = Field(
         default_factory=MetricAggregatePolicy, alias="metricAggregatePolicy"
     )
-    metric_memory_collect_policy: Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"] = (
-        Field(default="usageWithoutPageCache", alias="metricMemoryCollectPolicy")
+    # koordinator: any non-empty string (`IsColocationStrategyValid`); one it does not know collects without
+    # page cache, as the default does.
+    metric_memory_collect_policy: _Str = Field(
+        default="usageWithoutPageCache", min_length=1, alias="metricMemoryCollectPolicy"
     )
-    cpu_reclaim_threshold_percent: _Int = Field(default=60, ge=0, le=100, alias="cpuReclaimThresholdPercent")
-    # koordinator documents usage and maxUsageRequest for CPU (`request` is memory only).
-    cpu_calculate_policy: Literal["usage", "maxUsageRequest"] = Field(default="usage", alias="cpuCalculatePolicy")
-    memory_reclaim_threshold_percent: _Int = Field(default=65, ge=0, le=100, alias="memoryReclaimThresholdPercent")
-    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] = Field(
-        default="usage", alias="memoryCalculatePolicy"
-    )
-    degrade_time_minutes: _Int = Field(default=15, ge=1, alias="degradeTimeMinutes")
-    update_time_threshold_seconds: _Int = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
+    # koordinator: `min=0`, no upper bound; above 100 the safety margin is negative (unusual_settings).
+    cpu_reclaim_threshold_percent: _Int64 = Field(default=60, ge=0, alias="cpuReclaimThresholdPercent")
+    # koordinator: any string. batch-cpu knows maxUsageRequest and computes everything else as usage.
+    cpu_calculate_policy: _Str = Field(default="usage", alias="cpuCalculatePolicy")
+    memory_reclaim_threshold_percent: _Int64 = Field(default=65, ge=0, alias="memoryReclaimThresholdPercent")
+    # koordinator: any string. batch-memory knows request and maxUsageRequest, everything else is usage.
+    memory_calculate_policy: _Str = Field(default="usage", alias="memoryCalculatePolicy")
+    degrade_time_minutes: _Int64 = Field(default=15, ge=1, alias="degradeTimeMinutes")
+    update_time_threshold_seconds: _Int64 = Field(default=300, ge=1, alias="updateTimeThresholdSeconds")
     resource_diff_threshold: _Float = Field(default=0.1, gt=0, le=1, alias="resourceDiffThreshold")
-    mid_reclaim_mode: Literal["static"] | None = Field(default=None, alias="midReclaimMode")
+    # koordinator: `validate:"omitempty"`, any string; only "static" changes the formula (else dynamic).
+    mid_reclaim_mode: _Str | None = Field(default=None, alias="midReclaimMode")
     mid_cpu_threshold_percent: _Int = Field(default=100, ge=0, le=100, alias="midCPUThresholdPercent")
     mid_memory_threshold_percent: _Int = Field(default=100, ge=0, le=100, alias="midMemoryThresholdPercent")
     mid_unallocated_percent: _Int = Field(default=0, ge=0, le=100, alias="midUnallocatedPercent")
     mid_static_cpu_reserved_percent: _Int = Field(default=0, ge=0, le=100, alias="midStaticCPUReservedPercent")
     mid_static_memory_reserved_percent: _Int = Field(default=0, ge=0, le=100, alias="midStaticMemoryReservedPercent")
-    batch_cpu_threshold_percent: _Int | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
-    batch_memory_threshold_percent: _Int | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
+    batch_cpu_threshold_percent: _Int64 | None = Field(default=None, ge=0, alias="batchCPUThresholdPercent")
+    batch_memory_threshold_percent: _Int64 | None = Field(default=None, ge=0, alias="batchMemoryThresholdPercent")
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON, every field (defaults included; unset optional fields omitted)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def batch_cpu_policy(self) -> BatchPolicy:
+        """The policy batch-cpu is computed with: koord-manager's batchresource tests only for maxUsageRequest
+        and computes anything else (`request` included) by usage (`plugins/util/util.go`)."""
+        return "maxUsageRequest" if self.cpu_calculate_policy == "maxUsageRequest" else "usage"
+
+    def batch_memory_policy(self) -> BatchPolicy:
+        """The policy batch-memory is computed with: request and maxUsageRequest as written, anything else usage."""
+        if self.memory_calculate_policy == "request":
+            return "request"
+        return "maxUsageRequest" if self.memory_calculate_policy == "maxUsageRequest" else "usage"
+
+    def unusual_settings(self) -> tuple[str, ...]:
+        """Values koordinator accepts and hookserver therefore uses, but that do something a reader of the
+        config may not expect: each named once in the log and in `hookctl capacity`, never refused."""
+        notes: list[str] = []
+        for wire, pct in (("cpuReclaimThresholdPercent", self.cpu_reclaim_threshold_percent),
+                          ("memoryReclaimThresholdPercent", self.memory_reclaim_threshold_percent)):
+            if pct > 100:
+                notes.append(f"{wire} {pct} is above 100: the safety margin is negative ({100 - pct} % of "
+                             "capacity), so batch may be offered beyond what the margin formula leaves; used as "
+                             "koord-manager uses it")
+        for wire, written, used in (("cpuCalculatePolicy", self.cpu_calculate_policy, self.batch_cpu_policy()),
+                                    ("memoryCalculatePolicy", self.memory_calculate_policy,
+                                     self.batch_memory_policy())):
+            if written != used:
+                notes.append(f"{wire} {written!r} is not a policy koord-manager computes for this resource: "
+                             f"computed as {used!r}, as koord-manager does")
+        if self.mid_reclaim_mode not in (None, "static"):
+            notes.append(f"midReclaimMode {self.mid_reclaim_mode!r} is not one koord-manager knows: mid "
+                         "resources are computed dynamically, as with no mode")
+        if self.metric_memory_collect_policy not in _MEMORY_COLLECT_POLICIES:
+            notes.append(f"metricMemoryCollectPolicy {self.metric_memory_collect_policy!r} is not one koordlet "
+                         "knows: memory usage is collected without page cache")
+        return tuple(notes)
 
 
 _DEFAULT_STRATEGY = ColocationStrategy()
@@ -138,7 +189,8 @@ class ResolvedColocation:
     strategy: ColocationStrategy
     enabled: bool
     layers: tuple[str, ...]  # where each layer came from, lowest first
-    notes: tuple[str, ...] = ()  # node-level overrides that were ignored, and why
+    # node-level overrides that were ignored, and why; then the strategy's unusual_settings()
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "layers": list(self.layers), "notes": list(self.notes),
@@ -178,7 +230,7 @@ class ColocationConfig:
         strategy, notes = _node_overrides(ColocationStrategy.model_validate(merged), merged, labels,
                                           annotations or {}, layers)
         return ResolvedColocation(strategy=strategy, enabled=cluster_enabled and strategy.enable,
-                                  layers=tuple(layers), notes=tuple(notes))
+                                  layers=tuple(layers), notes=(*notes, *strategy.unusual_settings()))
 
 
 def _node_overrides(
@@ -231,6 +283,8 @@ def _ratio_percent(text: str) -> tuple[int | None, str]:
         return None, "not a finite number"
     if ratio < 0:
         return None, "must not be negative"
+    if ratio * 100 > _INT64_MAX:
+        return None, "out of range (above int64 as a percent)"
     return int(ratio * 100), ""
 
 

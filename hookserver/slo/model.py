@@ -29,7 +29,8 @@ __all__ = [
 
 
 class CPUBurstStrategy(SLOModel):
-    policy: Literal["none", "cpuBurstOnly", "cfsQuotaBurstOnly", "auto"] = "none"
+    # koordinator: a plain string; koordlet bursts for cpuBurstOnly / cfsQuotaBurstOnly / auto, nothing else.
+    policy: str = "none"
     cpu_burst_percent: int = Field(default=1000, ge=0, alias="cpuBurstPercent")
     cfs_quota_burst_percent: int = Field(default=300, ge=100, alias="cfsQuotaBurstPercent")
     # -1 means a burst may last without limit.
@@ -40,7 +41,8 @@ class CPUBurstStrategy(SLOModel):
 class SystemStrategy(SLOModel):
     """vm sysctls: min_free_kbytes = total KiB × factor / 10000; watermark_scale_factor; memcg reaper."""
 
-    min_free_kbytes_factor: int = Field(default=100, ge=0, le=10000, alias="minFreeKbytesFactor")
+    # koordinator: `gt=0`, no upper bound; the QoS plugin writes only results inside koordlet's kernel range.
+    min_free_kbytes_factor: int = Field(default=100, ge=0, alias="minFreeKbytesFactor")
     watermark_scale_factor: int = Field(default=150, ge=0, le=1000, alias="watermarkScaleFactor")
     memcg_reap_background: int = Field(default=0, ge=0, le=1, alias="memcgReapBackGround")
     total_network_bandwidth: str = Field(default="0", alias="totalNetworkBandwidth")
@@ -51,12 +53,12 @@ class SystemStrategy(SLOModel):
         text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
         if not isinstance(text, str):
             raise ValueError(f"must be a quantity string, got {type(value).__name__}")
+        # Any Kubernetes quantity, as koordinator's resource.Quantity takes (a negative one too: nothing in
+        # hookserver reads it; koordinator's netqos checks compare against it).
         try:
-            parsed = parse_quantity(text)
+            parse_quantity(text)
         except QuantityError as exc:
             raise ValueError(str(exc)) from None
-        if parsed.exact < 0:
-            raise ValueError(f"must not be negative, got {text!r}")
         return text
 
 

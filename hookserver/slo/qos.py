@@ -9,7 +9,7 @@ before validation, and a partial class (`beClass: {memoryQOS: {enable: true}}`) 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -67,24 +67,53 @@ class ResctrlQOS(SLOModel):
         return self
 
 
-class IOCfg(SLOModel):
-    """Per-device throttles; 0 means unlimited. Latencies are in microseconds (iocost qos)."""
+# What the kernel takes for each IOCfg value (inclusive; None: no upper bound).
+_IO_RANGES: tuple[tuple[str, str, int, int | None], ...] = (
+    ("io_weight_percent", "ioWeightPercent", 1, 100),
+    ("read_iops", "readIOPS", 0, None), ("write_iops", "writeIOPS", 0, None),
+    ("read_bps", "readBPS", 0, None), ("write_bps", "writeBPS", 0, None),
+    ("read_latency", "readLatency", 0, None), ("write_latency", "writeLatency", 0, None),
+    ("read_latency_percent", "readLatencyPercent", 0, 100), ("write_latency_percent", "writeLatencyPercent", 0, 100),
+)
 
-    io_weight_percent: int | None = Field(default=None, ge=1, le=100, alias="ioWeightPercent")
-    read_iops: int | None = Field(default=None, ge=0, alias="readIOPS")
-    write_iops: int | None = Field(default=None, ge=0, alias="writeIOPS")
-    read_bps: int | None = Field(default=None, ge=0, alias="readBPS")
-    write_bps: int | None = Field(default=None, ge=0, alias="writeBPS")
+
+class IOCfg(SLOModel):
+    """Per-device throttles; 0 means unlimited. Latencies are in microseconds (iocost qos).
+
+    koordinator puts no `validate:` tag on these, so any integer is accepted (a NodeSLO is never refused for
+    one): koordlet writes a value the kernel refuses and fails that write every round; `checked()` leaves such
+    a value out instead, with a note, and the block's other values still apply."""
+
+    io_weight_percent: int | None = Field(default=None, alias="ioWeightPercent")
+    read_iops: int | None = Field(default=None, alias="readIOPS")
+    write_iops: int | None = Field(default=None, alias="writeIOPS")
+    read_bps: int | None = Field(default=None, alias="readBPS")
+    write_bps: int | None = Field(default=None, alias="writeBPS")
     enable_user_model: bool | None = Field(default=None, alias="enableUserModel")
-    read_latency: int | None = Field(default=None, ge=0, alias="readLatency")
-    write_latency: int | None = Field(default=None, ge=0, alias="writeLatency")
-    read_latency_percent: int | None = Field(default=None, ge=0, le=100, alias="readLatencyPercent")
-    write_latency_percent: int | None = Field(default=None, ge=0, le=100, alias="writeLatencyPercent")
+    read_latency: int | None = Field(default=None, alias="readLatency")
+    write_latency: int | None = Field(default=None, alias="writeLatency")
+    read_latency_percent: int | None = Field(default=None, alias="readLatencyPercent")
+    write_latency_percent: int | None = Field(default=None, alias="writeLatencyPercent")
+
+    def checked(self) -> tuple[IOCfg, tuple[str, ...]]:
+        """This config with every value the kernel would refuse unset, and one note per value left out."""
+        unset: dict[str, None] = {}
+        notes: list[str] = []
+        for name, wire, low, high in _IO_RANGES:
+            value = getattr(self, name)
+            if value is not None and (value < low or (high is not None and value > high)):
+                unset[name] = None
+                bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+                notes.append(f"{wire} {value} is outside what the kernel takes ({bound}): not written")
+        return (self.model_copy(update=unset) if unset else self), tuple(notes)
 
 
 class BlockCfg(SLOModel):
+    """`type` is a plain string in koordinator: koordlet knows device, volumegroup and podvolume and skips a
+    block of any other type with an error, so the block is skipped here too (qos.snapshot.kernel_reader)."""
+
     name: str
-    type: Literal["device", "volumegroup", "podvolume"]
+    type: str
     io_cfg: IOCfg = Field(default_factory=IOCfg, alias="ioCfg")
 
 
@@ -112,8 +141,16 @@ class ResourceQOS(SLOModel):
 
 
 class ResourceQOSPolicies(SLOModel):
-    cpu_policy: Literal["groupIdentity", "coreSched"] = Field(default="groupIdentity", alias="cpuPolicy")
-    net_qos_policy: Literal["tc", "terwayQos"] = Field(default="tc", alias="netQOSPolicy")
+    """Plain strings in koordinator (no `validate:` tag). koordlet's group identity rule runs for
+    `groupIdentity` or an empty policy, core scheduling for `coreSched`, neither for anything else; the net
+    policies are `tc` and `terway-qos` (koordinator's spelling)."""
+
+    cpu_policy: str = Field(default="groupIdentity", alias="cpuPolicy")
+    net_qos_policy: str = Field(default="tc", alias="netQOSPolicy")
+
+    def uses_group_identity(self) -> bool:
+        """koordlet's `isPolicyGroupIdentity` (`runtimehooks/hooks/groupidentity/rule.go`)."""
+        return self.cpu_policy in ("", "groupIdentity")
 
 
 def _memory_defaults(wmark_min_adj: int) -> dict[str, Any]:

@@ -17,6 +17,8 @@ __all__ = ["CPUEvictPolicy", "CPUSuppressPolicy", "ResourceThresholdStrategy"]
 
 CPUSuppressPolicy = Literal["cpuset", "cfsQuota"]
 CPUEvictPolicy = Literal["evictByRealLimit", "evictByAllocatable"]
+# koordinator types both policies as plain strings without a `validate:` tag, so any string is accepted; koordlet
+# acts on cfsQuota / evictByAllocatable and treats every other value as the default (cpuset / evictByRealLimit).
 
 
 
@@ -24,7 +26,7 @@ class ResourceThresholdStrategy(SLOModel):
     enable: bool = False
     cpu_suppress_threshold_percent: int = Field(default=65, ge=0, le=100, alias="cpuSuppressThresholdPercent")
     cpu_suppress_min_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuSuppressMinPercent")
-    cpu_suppress_policy: CPUSuppressPolicy = Field(default="cpuset", alias="cpuSuppressPolicy")
+    cpu_suppress_policy: str = Field(default="cpuset", alias="cpuSuppressPolicy")
     memory_evict_threshold_percent: int = Field(default=70, ge=0, le=100, alias="memoryEvictThresholdPercent")
     memory_evict_lower_percent: int | None = Field(default=None, ge=0, le=100, alias="memoryEvictLowerPercent")
     cpu_evict_be_satisfaction_upper_percent: int | None = Field(
@@ -39,7 +41,7 @@ class ResourceThresholdStrategy(SLOModel):
     cpu_evict_threshold_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuEvictThresholdPercent")
     cpu_evict_lower_percent: int | None = Field(default=None, ge=0, le=100, alias="cpuEvictLowerPercent")
     cpu_evict_time_window_seconds: int | None = Field(default=None, ge=0, alias="cpuEvictTimeWindowSeconds")
-    cpu_evict_policy: CPUEvictPolicy = Field(default="evictByRealLimit", alias="cpuEvictPolicy")
+    cpu_evict_policy: str = Field(default="evictByRealLimit", alias="cpuEvictPolicy")
     # koordinator v1.7 (CPUEvict, MemoryEvict) and v1.8 (CPU/MemoryAllocatableEvict). Koordinator gives them
     # no defaults: unset means the mode's config check fails and the mode is skipped with a reason. Ranges are
     # checked by the mode (qos.eviction.modes), not here, so one bad field skips one mode instead of rejecting the
@@ -78,7 +80,9 @@ class ResourceThresholdStrategy(SLOModel):
         The ONE rule both sides read: the batchresource hook leaves BE pod quotas unlimited while this is
         `cfsQuota` (the tier's quota does the suppressing), and the CPU suppress reconciler suppresses with
         this mechanism and restores the other."""
-        return self.cpu_suppress_policy if self.enable else None
+        if not self.enable:
+            return None
+        return "cfsQuota" if self.cpu_suppress_policy == "cfsQuota" else "cpuset"
 
     def effective_cpu_evict_lower_percent(self) -> int | None:
         """Koordinator's fallback for CPUEvict: threshold − 2 (None while the threshold is unset)."""

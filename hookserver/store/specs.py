@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from hookserver.resources import Resources
 from hookserver.store.records import ContainerRecord, PodRecord
+from hookserver.system.cgroupnames import KubeQoS, kube_qos_of_pod
 
 __all__ = ["SOURCE_NONE", "SOURCE_SPEC", "ContainerSpec", "announced_spec", "container_spec"]
 
@@ -59,7 +60,10 @@ def announced_spec(resources: Resources, *, be: bool = False) -> tuple[dict[str,
 
 
 def _is_be(pod: PodRecord) -> bool:
-    return pod.qos_class == "BE" or (not pod.qos_class and pod.kube_qos.lower().replace("-", "") == "besteffort")
+    """BE by its class, else by its kube QoS: the status's, or the tier its cgroup parent is in."""
+    if pod.qos_class:
+        return pod.qos_class == "BE"
+    return kube_qos_of_pod(pod.kube_qos, pod.cgroup_parent) is KubeQoS.BESTEFFORT
 
 
 def container_spec(pod: PodRecord, name: str, container: ContainerRecord | None = None) -> ContainerSpec:

@@ -19,6 +19,8 @@ __all__ = [
     "KubeQoS",
     "container_dir_name",
     "expand_slice",
+    "kube_qos_of_cgroup_parent",
+    "kube_qos_of_pod",
     "kube_qos_of_status",
     "normalize_cgroup_dir",
     "pod_dir",
@@ -54,6 +56,34 @@ def kube_qos_of_status(text: str) -> KubeQoS | None:
         return KubeQoS(text.lower().replace("-", "")) if text else None
     except ValueError:
         return None
+
+
+_SYSTEMD_POD = re.compile(r"kubepods-(?:(besteffort|burstable)-)?pod[^/]+\.slice")
+
+
+def kube_qos_of_cgroup_parent(parent: str) -> KubeQoS | None:
+    """The QoS tier the kubelet put a pod in, read from its cgroup parent: systemd
+    `kubepods-besteffort-pod<uid>.slice` / `kubepods-burstable-pod…` / `kubepods-pod…` (guaranteed), cgroupfs
+    `/kubepods/besteffort/pod<uid>` / `/kubepods/burstable/pod…` / `/kubepods/pod…`. None for anything else.
+    What a pod known only from the runtime (proxy, NRI, standalone) has instead of a status qosClass."""
+    parts = [p for p in parent.split("/") if p]
+    for part in reversed(parts):
+        match = _SYSTEMD_POD.fullmatch(part)
+        if match:
+            return KubeQoS(match.group(1)) if match.group(1) else KubeQoS.GUARANTEED
+    if "kubepods" in parts:
+        after = parts[parts.index("kubepods") + 1:]
+        if after and after[0] in (KubeQoS.BESTEFFORT.value, KubeQoS.BURSTABLE.value) and len(after) > 1:
+            return KubeQoS(after[0])
+        if after and after[0].startswith("pod"):
+            return KubeQoS.GUARANTEED
+    return None
+
+
+def kube_qos_of_pod(status_qos: str, cgroup_parent: str) -> KubeQoS | None:
+    """The pod's kube QoS: the status's qosClass, else the tier of its cgroup parent (None when neither says).
+    The one rule every pod classifier uses, so a pod the apiserver never described is classed like one it did."""
+    return kube_qos_of_status(status_qos) or kube_qos_of_cgroup_parent(cgroup_parent)
 
 
 # systemd scope prefix per runtime (`<prefix>-<id>.scope`).

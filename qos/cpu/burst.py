@@ -24,6 +24,13 @@ Policy from NodeSLO `cpuBurstStrategy`, overridden per pod by the `koordinator.s
     the container first (executor pass 1 top-down max, pass 2 bottom-up). Off: every container back
     to its base quota (and the pod to the sum).
 
+With the CPUNormalization gate on as well, the two gates no longer fight over LS quota (koordinator#2306): the
+hook stands down (hookserver.hooks.plugins) and CPU burst works on the normalized CPU, as #2306 asks: the base
+quota is the normalized one, ceil(limit quota / cpu-normalization-ratio) for a ratio above 1 (the hook's rule,
+`hookserver.cgroupmath.apply_quota_rule`), so the ceiling, the reset value, the CFS burst (base x
+cpuBurstPercent / 100) and the token bucket's usage percent (of the normalized limit) all follow it. A ratio
+of 1 or less, or none, changes nothing.
+
 Knobs (qos.framework.knobs): LS containers' `cpu.cfs_burst_us`, LS pods' and containers' `cpu.cfs_quota_us`.
 """
 
@@ -35,8 +42,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from hookserver.cgroupmath import apply_quota_rule
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from hookserver.slo.model import CPUBurstStrategy
+from hookserver.view import cpu_normalization_ratio
 
 from hookserver.featuregates import FeatureGate
 from qos.snapshot.kernel import ContainerKernel, PodKernel
@@ -50,6 +59,7 @@ __all__ = [
     "BurstState",
     "CPUBurst",
     "TokenBucket",
+    "burst_normalization_ratio",
     "node_burst_state",
     "pod_burst_config",
 ]
@@ -178,8 +188,21 @@ class BurstState:
         default_factory=lambda: MappingProxyType({}))
 
 
-def _base_quota(c: ContainerKernel) -> int:
-    return c.cpu_limit_milli * c.period_us // 1000 if c.cpu_limit_milli > 0 else 0
+def burst_normalization_ratio(snap: QoSSnapshot) -> float | None:
+    """The ratio CPU burst normalizes by: the node's cpu-normalization-ratio while the CPUNormalization gate is
+    on and the ratio is above 1 (below, the hook writes the unscaled quota too), else None."""
+    if not snap.gate_on("CPUNormalization") or snap.node is None:
+        return None
+    ratio = cpu_normalization_ratio(snap.node.annotations)
+    return ratio if ratio is not None and ratio > 1 else None
+
+
+def _base_quota(c: ContainerKernel, ratio: float | None) -> int:
+    """The container's quota from its CPU limit, normalized when `ratio` is set (the hook's rule)."""
+    if c.cpu_limit_milli <= 0:
+        return 0
+    return apply_quota_rule(c.cpu_limit_milli * c.period_us // 1000, cfs_quota_suppress=False,
+                            normalization_ratio=ratio)
 
 
 class CPUBurst(Reconciler):
@@ -209,6 +232,7 @@ class CPUBurst(Reconciler):
     def plan_disabled(self, snap: QoSSnapshot, state: Any, why: str) -> QoSPlan:
         """Burst back to 0 and every quota back to its base (containers first, then pods: a shrink)."""
         reset = CPUBurstStrategy.model_validate({})
+        ratio = burst_normalization_ratio(snap)
         pods = self._pods(snap)
         burst: list[CgroupWrite] = []
         pod_level: list[CgroupWrite] = []
@@ -219,7 +243,7 @@ class CPUBurst(Reconciler):
                 if c.burst_us is not None and c.burst_us > 0:
                     burst.append(CgroupWrite(c.dir, CgroupResource.CPU_CFS_BURST, 0, owner=self.name,
                                              reason=f"{pod.key}/{c.name}: CPU burst off ({why})"))
-                base = _base_quota(c)
+                base = _base_quota(c, ratio)
                 if base > 0 and c.quota_us is not None and c.quota_us > base:
                     delta_sum += base - c.quota_us
                     cont_level.append(CgroupWrite(c.dir, CgroupResource.CPU_CFS_QUOTA, base, owner=self.name,
@@ -244,6 +268,7 @@ class CPUBurst(Reconciler):
             return QoSPlan.skip(self.name, "no kernel facts read this round", state=st)
         burst_supported = "cpu.cfs_burst_us" in snap.kernel.cgroup_files
         node_state, ratio = node_burst_state(snap, strategy.share_pool_threshold_percent)
+        normalization = burst_normalization_ratio(snap)
         notes: list[str] = []
         burst_writes: list[CgroupWrite] = []
         pod_level: list[CgroupWrite] = []
@@ -260,9 +285,11 @@ class CPUBurst(Reconciler):
                 notes.append(problem)
             pod_delta = 0
             for c in pk.containers:
-                base = _base_quota(c)
+                base = _base_quota(c, normalization)
                 if base <= 0:
                     continue
+                # the limit as the container gets it: normalized (milli-cores of the cluster's base CPU)
+                limit_milli = c.cpu_limit_milli / normalization if normalization else float(c.cpu_limit_milli)
                 # (a) kernel CFS burst
                 if cfg.cfs_burst or (c.burst_us or 0) > 0:
                     if not burst_supported:
@@ -270,11 +297,16 @@ class CPUBurst(Reconciler):
                             notes.append("cpu.cfs_burst_us is not offered by this kernel (needs Linux >= 5.14): CFS burst unsupported")
                             unsupported_noted = True
                     else:
-                        wanted = c.cpu_limit_milli * cfg.cpu_burst_percent * c.period_us // 100_000 if cfg.cfs_burst else 0
+                        if normalization:
+                            wanted = base * cfg.cpu_burst_percent // 100 if cfg.cfs_burst else 0
+                            how = f"normalized quota {base} × {cfg.cpu_burst_percent}% (ratio {normalization:g})"
+                        else:
+                            wanted = c.cpu_limit_milli * cfg.cpu_burst_percent * c.period_us // 100_000 if cfg.cfs_burst else 0
+                            how = f"{c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × {c.period_us}µs"
                         cap = min(base, c.quota_us) if c.quota_us is not None and c.quota_us > 0 else base
                         target = min(wanted, cap)
-                        reason = (f"{pod.key}/{c.name}: burst {wanted} = {c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × "
-                                  f"{c.period_us}µs" if cfg.cfs_burst else f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})")
+                        reason = (f"{pod.key}/{c.name}: burst {wanted} = {how}" if cfg.cfs_burst
+                                  else f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})")
                         scaled[(pod.namespace, pod.name, c.id, c.name)] = (target, c.quota_us)
                         if target < wanted:
                             clamped += 1
@@ -296,7 +328,7 @@ class CPUBurst(Reconciler):
                 if cfg.quota_burst:
                     op = "up" if (c.throttled_ratio or 0.0) > 0 else ("down" if c.throttled_ratio is not None else "hold")
                     if cfg.cfs_quota_burst_period_s >= 0:
-                        usage_pct = (c.cpu_usage_cores * 100_000 / c.cpu_limit_milli) if c.cpu_usage_cores is not None else None
+                        usage_pct = (c.cpu_usage_cores * 100_000 / limit_milli) if c.cpu_usage_cores is not None else None
                         bucket = st.buckets.get(c.dir) or TokenBucket(TokenBucket.capacity(cfg), snap.now)
                         bucket = bucket.step(cfg, usage_pct, snap.now)
                         buckets[c.dir] = bucket
@@ -344,6 +376,8 @@ class CPUBurst(Reconciler):
                    f"quota up {scaled_up} down {scaled_down}")
         if unsupported_noted:
             summary += "; CFS burst unsupported on this kernel (no cpu.cfs_burst_us)"
+        if normalization:
+            summary += f"; on the normalized CPU (ratio {normalization:g})"
         values = numbers(node_state=node_state, share_pool_ratio=ratio if ratio is not None else -1.0,
                          burst_writes=len(burst_writes), clamped=clamped, scaled_up=scaled_up, scaled_down=scaled_down)
         return QoSPlan(self.name, summary, values, writes=tuple(writes), notes=tuple(dict.fromkeys(notes)), state=new_state)

@@ -23,7 +23,8 @@ The decisions (and why):
   share pool) and LSE/LSR pods' and containers' `cpu.cfs_quota_us` (unset for a cpuset pod, koordinator#489);
   BE cpusets stay CPU suppress's, LS quota CPU burst's.
 * CPUNormalization (the hook) owns LS pods' and containers' `cpu.cfs_quota_us` only while CPU burst's gate is
-  off (it stands down otherwise, koordinator#2306), so the two claims never meet in one running agent.
+  off (it stands down otherwise, koordinator#2306, and CPU burst works on the normalized quota instead), so the
+  two claims never meet in one running agent.
 * GroupIdentity owns `cpu.bvt_warp_ns` everywhere and BE pods' `cpu.idle` (never the tier's: koordinator#2732).
 * memory QoS owns memory.min/low/high and the Anolis wmark/priority/oom files at every level and class.
 * system config owns the vm sysctls; resctrl the three resctrl groups; blkio the BE tier's and BE pods'

@@ -10,22 +10,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from hookserver.aio.hotgate import pause, paced
 from hookserver.errors import InputError
-from hookserver.quantity import parse_quantity
+from hookserver.podclass import request_amounts
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
-from hookserver.store.records import PodRecord, named_containers_by_pod, started_containers
+from hookserver.store.records import ContainerRecord, PodRecord, named_containers_by_pod, started_containers
 from hookserver.store.specs import container_spec
 from hookserver.store.state import StateStore, StoreSnapshot
 from hookserver.store.timeseries import TimeSeriesStore
 from hookserver.system.cgroupnames import (
     KubeQoS,
     container_dir_name,
+    kube_qos_of_pod,
     kube_qos_of_status,
     normalize_cgroup_dir,
     pod_dir,
@@ -99,42 +100,30 @@ def be_window_s(slo: NodeSLOSpec, collect_interval_s: float) -> float:
     return window
 
 
-def _milli(text: str, field: str) -> int:
-    return parse_quantity(text, field=field).milli_value()
-
-
-def pod_requests(pod: PodRecord) -> dict[str, int]:
-    """The requests the eviction modes read, summed over containers: `cpu` in milli-cores, the others as
-    their count (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad quantity: InputError."""
-    out: dict[str, int] = {}
-    for name, (requests, _limits) in pod.container_specs.items():
-        for res in REQUEST_RESOURCES:
-            if res in requests:
-                q = parse_quantity(requests[res], field=f"{name}.requests[{res}]")
-                out[res] = out.get(res, 0) + max(q.milli_value() if res == "cpu" else q.value(), 0)
-    return out
+def pod_requests(pod: PodRecord, containers: Iterable[ContainerRecord] = ()) -> dict[str, int]:
+    """The requests the eviction modes read, as the scheduler counts them (k8s PodRequests: sidecars beside
+    the containers, init containers as a floor; hookserver.podclass.request_amounts), from the containers the
+    runtime announced for a pod without a spec: `cpu` in milli-cores, the others as their count
+    (batch-cpu/mid-cpu are milli-cores already, memory resources bytes). Bad quantity: InputError."""
+    return request_amounts(pod, REQUEST_RESOURCES, containers)
 
 
 def pod_requests_milli(pod: PodRecord) -> tuple[int, int]:
-    """(batch-cpu request, cpu request) in milli-cores, summed over containers. batch-cpu is a count of
+    """(batch-cpu request, cpu request) in milli-cores, as pod_requests counts them. batch-cpu is a count of
     milli-cores already (koordlet reads it with `Value()`). A bad quantity raises InputError."""
-    batch = cpu = 0
-    for name, (requests, _limits) in pod.container_specs.items():
-        if BATCH_CPU in requests:
-            value = parse_quantity(requests[BATCH_CPU], field=f"{name}.requests[{BATCH_CPU}]").value()
-            batch += max(value, 0)
-        if "cpu" in requests:
-            cpu += max(_milli(requests["cpu"], f"{name}.requests[cpu]"), 0)
-    return batch, cpu
+    amounts = pod_requests(pod)
+    return amounts.get(BATCH_CPU, 0), amounts.get("cpu", 0)
 
 
 def _koord_qos(pod: PodRecord) -> str:
+    """The label's class, else from kube QoS: the status's, or the tier of the cgroup parent for a pod the
+    runtime announced (proxy, NRI, standalone), so it is judged like an apiserver pod."""
     if pod.qos_class:
         return pod.qos_class
-    kube = pod.kube_qos.lower().replace("-", "")
-    if not kube:
+    kube = kube_qos_of_pod(pod.kube_qos, pod.cgroup_parent)
+    if kube is None:
         return ""
-    return "BE" if kube == "besteffort" else "LS"
+    return "BE" if kube is KubeQoS.BESTEFFORT else "LS"
 
 
 class SnapshotBuilder:
@@ -155,7 +144,10 @@ class SnapshotBuilder:
         self.cgroups = cgroups
         self.collect_interval_s = collect_interval_s
         self.max_age_s = max_age_s if max_age_s is not None else 2 * collect_interval_s + 0.5
-        self._requests: dict[str, tuple[object, tuple[int, int, Mapping[str, int]]]] = {}
+        # keyed by the identity of every record field the requests come from (records are immutable), and the
+        # announced resources of a pod without a spec
+        self._requests: dict[str, tuple[tuple[tuple[object, ...], tuple[object, ...]],
+                                        tuple[int, int, Mapping[str, int]]]] = {}
         self._pod_cache: tuple[int, tuple[PodRecord, ...]] | None = None
         self._problems: dict[str, str] = {}
         # Why the BE tier is missing ("" when it is there): `hookctl qos` shows it as one calm line.
@@ -194,19 +186,24 @@ class SnapshotBuilder:
         values = self._latest(series, metric, now)
         return values[0][1] if values else None
 
-    def _requests_of(self, pod: PodRecord) -> tuple[int, int, Mapping[str, int]]:
+    def _requests_of(self, pod: PodRecord, containers: list[Any]) -> tuple[int, int, Mapping[str, int]]:
         cached = self._requests.get(pod.uid)
-        if cached is not None and cached[0] is pod.container_specs:
+        # without a pod spec the requests come from the announced resources, so those are part of the key
+        announced = () if pod.container_specs else tuple((c.name, c.updated_at, c.resources) for c in containers)
+        key = (pod.container_specs, pod.init_container_specs, pod.overhead, pod.pod_level_requests)
+        if (cached is not None and all(a is b for a, b in zip(cached[0][0], key, strict=True))
+                and cached[0][1] == announced):
             return cached[1]
         value: tuple[int, int, Mapping[str, int]]
         try:
-            value = (*pod_requests_milli(pod), MappingProxyType(pod_requests(pod)))
+            amounts = pod_requests(pod, containers)
+            value = (amounts.get(BATCH_CPU, 0), amounts.get("cpu", 0), MappingProxyType(amounts))
         except InputError as exc:
             if self._problems.get(pod.uid) != str(exc):
                 self._problems[pod.uid] = str(exc)
                 log.warning("qos: pod %s: request not counted: %s", pod.key, exc)
             value = (0, 0, MappingProxyType({}))
-        self._requests[pod.uid] = (pod.container_specs, value)
+        self._requests[pod.uid] = ((key, announced), value)
         return value
 
     def _pod_dir(self, pod: PodRecord) -> str:
@@ -257,7 +254,7 @@ class SnapshotBuilder:
         by_pod = named_containers_by_pod(snap.containers.values())
         out: list[PodFacts] = []
         for pod in paced(snap.pods.values()):  # the hot gate: step aside between pods
-            batch, cpu_req, requests = self._requests_of(pod)
+            batch, cpu_req, requests = self._requests_of(pod, by_pod.get(pod.uid, []))
             status = json_annotation(pod.annotations, ANNOTATION_RESOURCE_STATUS)
             cpuset = cpus_of(status.get("cpuset")) if isinstance(status, Mapping) else frozenset[int]()
             pdir = self._pod_dir(pod)

@@ -152,7 +152,9 @@ def resolve_block_device(sys_root: str, name: str, kind: str) -> BlockDevice:
                 if devno:
                     return BlockDevice(name, kind, devno=devno)
         return BlockDevice(name, kind, problem=f"no logical volume of volume group {name!r} found under {block}")
-    return BlockDevice(name, kind, problem=f"{kind} blocks need the PVC to device map; not supported by this agent")
+    if kind == "podvolume":
+        return BlockDevice(name, kind, problem=f"{kind} blocks need the PVC to device map; not supported by this agent")
+    return BlockDevice(name, kind, problem=f"block type {kind!r} is not supported (koordlet skips it too)")
 
 
 def read_resctrl(root: str, proc_root: str, *, created: frozenset[str] = frozenset()) -> ResctrlFacts:

@@ -204,6 +204,8 @@ class FakeApiServer:
         self.policy_versions: list[str] = ["policy/v1", "policy/v1beta1"]
         self.pdb_refusals: dict[str, int] = {}
         self.pdb_retry_after_s = 10  # the apiserver's retryAfterSeconds on a PDB refusal
+        self.pdb_retry_after_header: str | None = None  # a Retry-After header on the refusal (None: none)
+        self.pdb_plain_refusal = False  # the 429 as a proxy answers it: text, no Status body
         # pod exec: (namespace, pod, container, command) -> (stdout, stderr, exit status); None: not served
         self.exec_run: Callable[[str, str, str, list[str]], tuple[bytes, bytes, int]] | None = None
         # pods/proxy: (namespace, pod, port, path, query) -> (HTTP status, body); with it and no exec_run, an
@@ -553,19 +555,24 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
             "reason": reason, "code": code}
 
 
-def _send_text(handler: BaseHTTPRequestHandler, code: int, text: str | bytes) -> None:
+def _send_text(handler: BaseHTTPRequestHandler, code: int, text: str | bytes,
+               headers: Mapping[str, str] | None = None) -> None:
     data = text.encode() if isinstance(text, str) else text
     handler.send_response(code)
     handler.send_header("Content-Type", "text/plain; charset=utf-8")
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
 
 
-def _send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
+def _send_json(handler: BaseHTTPRequestHandler, code: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
     data = json.dumps(body).encode()
     handler.send_response(code)
     handler.send_header("Content-Type", "application/json")
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
@@ -665,7 +672,10 @@ def _handler_for(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     refusal["details"] = {"causes": [{"type": "DisruptionBudget", "message": "The disruption budget "
                                                       "needs 1 healthy pods and has 1 currently"}],
                                           "retryAfterSeconds": fake.pdb_retry_after_s}
-                    return _send_json(self, 429, refusal)
+                    extra = {} if fake.pdb_retry_after_header is None else {"Retry-After": fake.pdb_retry_after_header}
+                    if fake.pdb_plain_refusal:
+                        return _send_text(self, 429, "Too many requests, please try again later.\n", extra)
+                    return _send_json(self, 429, refusal, extra)
                 fake.evictions.append({"pod": key, "apiVersion": version, "body": copy.deepcopy(body)})
                 old = copy.deepcopy(pod)
                 pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

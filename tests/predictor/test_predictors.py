@@ -8,7 +8,7 @@ import pytest
 
 from hookserver.predictor.models import SYSTEM_UID, priority_uid
 from hookserver.predictor.predictors import MIN_PREDICTOR, compute_reclaimable
-from hookserver.podclass import node_allocatable, pod_priority_class, pod_qos_class, pod_requests
+from hookserver.podclass import effective_requests, node_allocatable, pod_priority_class, pod_qos_class
 from tests.predictor.helpers import DAY, GI, MI, NOW, node, pod, prediction
 
 PROD = {"koordinator.sh/priority-class": "koord-prod"}
@@ -139,7 +139,7 @@ def test_priority_class_rules(kwargs, expected):
 def test_qos_and_requests():
     assert pod_qos_class(pod("p", kube_qos="Guaranteed")) == "LSR"
     assert pod_qos_class(pod("p", kube_qos="BestEffort")) == "BE"
-    assert pod_requests(pod("p", cpu="1500m", memory="1Gi")).cpu_milli == 1500
+    assert effective_requests(pod("p", cpu="1500m", memory="1Gi")).cpu_milli == 1500
 
 
 def test_a_terminating_pod_is_not_reclaimable_and_leaves_the_priority_requests():

@@ -206,3 +206,35 @@ def test_dry_run_and_replay_leave_the_apiserver_untouched(fake: FakeApiServer, t
     assert fake.posts == [] and fake.evictions == [] and fake.events == []
     assert [e.status for e in store.audit.evictions()] == ["dry_run"]
     assert [p.mode for p in store.audit.plans()] == ["replay", "dry_run"]
+
+
+@pytest.mark.parametrize(
+    ("body_s", "header", "plain", "wait_s"),
+    [
+        (0, "30", False, 30.0),  # a Status without retryAfterSeconds, the header says 30 s
+        (10, "30", False, 30.0),  # both: the longer one
+        (20, "5", False, 20.0),
+        (0, "45", True, 45.0),  # a proxy's plain-text 429: only the header
+        (0, "Thu, 01 Jan 1970 00:17:20 GMT", False, 40.0),  # an HTTP date: 1040 s since the epoch, now 1000
+        (0, "soon", False, 5.0),  # unreadable: the default (DEFAULT_RETRY_AFTER_S)
+        (0, "900", False, 600.0),  # capped at 10 minutes
+    ],
+)
+def test_a_429_honours_the_retry_after_header(fake: FakeApiServer, tmp_path: Path, body_s: int, header: str,
+                                              plain: bool, wait_s: float) -> None:
+    _pod(fake, "a")
+    fake.pdb_refusals[f"{NS}/a"] = 100
+    fake.pdb_retry_after_s = body_s
+    fake.pdb_retry_after_header = header
+    fake.pdb_plain_refusal = plain
+    evictor = _evictor(fake, tmp_path)
+    t = [1000.0]
+    evictor._clock = lambda: t[0]
+    first = evictor.evict(_request("a"))
+    assert first.status is EvictionStatus.REFUSED and f"next try in {wait_s:.0f} s" in first.detail, first.detail
+    t[0] += wait_s - 0.5
+    assert evictor.evict(_request("a")).status is EvictionStatus.REFUSED
+    assert evictor.refused == 1 and evictor.held == 1  # still inside the wait: nothing sent
+    t[0] += 1.0
+    evictor.evict(_request("a"))
+    assert evictor.refused == 2  # past it: asked again

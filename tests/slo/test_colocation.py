@@ -111,15 +111,15 @@ def test_set_fields_keep_the_others_at_their_defaults() -> None:
 @pytest.mark.parametrize(
     ("doc", "path", "value"),
     [
-        ({"cpuCalculatePolicy": "request"}, "colocation-config.cpuCalculatePolicy", "'request'"),
-        ({"cpuCalculatePolicy": "Usage"}, "colocation-config.cpuCalculatePolicy", "'Usage'"),
-        ({"memoryCalculatePolicy": "usageAndRequest"}, "colocation-config.memoryCalculatePolicy", "'usageAndRequest'"),
-        ({"midReclaimMode": "dynamic"}, "colocation-config.midReclaimMode", "'dynamic'"),
-        ({"metricMemoryCollectPolicy": "all"}, "colocation-config.metricMemoryCollectPolicy", "'all'"),
+        # koordinator types the policies and modes as strings: Go's encoding/json refuses anything else
+        ({"cpuCalculatePolicy": 1}, "colocation-config.cpuCalculatePolicy", "1"),
+        ({"memoryCalculatePolicy": ["usage"]}, "colocation-config.memoryCalculatePolicy", ""),
+        ({"midReclaimMode": True}, "colocation-config.midReclaimMode", "True"),
+        ({"metricMemoryCollectPolicy": ""}, "colocation-config.metricMemoryCollectPolicy", "''"),
+        ({"cpuReclaimThresholdPercent": 2**63}, "colocation-config.cpuReclaimThresholdPercent", str(2**63)),
         ({"resourceDiffThreshold": 0}, "colocation-config.resourceDiffThreshold", "0"),
         ({"resourceDiffThreshold": 1.5}, "colocation-config.resourceDiffThreshold", "1.5"),
-        ({"cpuReclaimThresholdPercent": 101}, "colocation-config.cpuReclaimThresholdPercent", "101"),
-        ({"memoryReclaimThresholdPercent": 101}, "colocation-config.memoryReclaimThresholdPercent", "101"),
+        ({"memoryReclaimThresholdPercent": -1}, "colocation-config.memoryReclaimThresholdPercent", "-1"),
         ({"cpuReclaimThresholdPercent": -1}, "colocation-config.cpuReclaimThresholdPercent", "-1"),
         ({"midCPUThresholdPercent": 101}, "colocation-config.midCPUThresholdPercent", "101"),
         ({"midMemoryThresholdPercent": -1}, "colocation-config.midMemoryThresholdPercent", "-1"),
@@ -140,8 +140,8 @@ def test_set_fields_keep_the_others_at_their_defaults() -> None:
          "colocation-config.nodeConfigs[0].nodeSelector", ""),
         ({"nodeConfigs": [{"nodeSelector": {"matchExpressions": [{"key": "k", "operator": "In"}]}}]},
          "colocation-config.nodeConfigs[0].nodeSelector.matchExpressions[0]", ""),
-        ({"nodeConfigs": [{"nodeSelector": selector(a="b"), "cpuReclaimThresholdPercent": 101}]},
-         "colocation-config.nodeConfigs[0].cpuReclaimThresholdPercent", "101"),
+        ({"nodeConfigs": [{"nodeSelector": selector(a="b"), "cpuReclaimThresholdPercent": -1}]},
+         "colocation-config.nodeConfigs[0].cpuReclaimThresholdPercent", "-1"),
         ({"nodeConfigs": "all"}, "colocation-config.nodeConfigs", "str"),
         ({"nodeConfigs": {"nodeSelector": selector(a="b")}}, "colocation-config.nodeConfigs", "dict"),
         ({"nodeConfigs": {}}, "colocation-config.nodeConfigs", "dict"),
@@ -181,7 +181,7 @@ def test_integers_are_fine_where_go_has_a_float() -> None:
 
 def test_every_problem_of_the_document_is_reported_together() -> None:
     doc = {
-        "cpuCalculatePolicy": "bogus",
+        "cpuCalculatePolicy": 7,
         "resourceDiffThreshold": 0,
         "nodeConfigs": [
             {"name": "ok", "nodeSelector": selector(pool="a"), "midCPUThresholdPercent": 50},
@@ -204,7 +204,7 @@ def test_every_problem_of_the_document_is_reported_together() -> None:
 
 
 def test_a_colocation_problem_fails_the_whole_configmap_with_the_other_keys() -> None:
-    data = {COLOCATION_KEY: json.dumps({"cpuReclaimThresholdPercent": 101}),
+    data = {COLOCATION_KEY: json.dumps({"cpuReclaimThresholdPercent": -1}),
             "resource-threshold-config": json.dumps({"clusterStrategy": {"enable": "yes please"}}),
             "cpu-burst-config": "{}"}
     with pytest.raises(ConfigError) as info:
@@ -341,8 +341,8 @@ def test_the_annotation_can_switch_a_node_off_but_not_on() -> None:
         ("{enable: true", "not JSON"),
         ("[1, 2]", "not a JSON object"),
         ("null", "not a JSON object"),
-        ('{"cpuReclaimThresholdPercent": 500}', "cpuReclaimThresholdPercent"),
-        ('{"cpuCalculatePolicy": "nope"}', "cpuCalculatePolicy"),
+        ('{"cpuReclaimThresholdPercent": -5}', "cpuReclaimThresholdPercent"),
+        ('{"cpuCalculatePolicy": 3}', "cpuCalculatePolicy"),
         ('{"enable": "false"}', "enable"),
     ],
 )
@@ -384,7 +384,7 @@ def test_ratio_labels_override_percents_like_go(label: str, text: str, wire: str
     ("text", "note"),
     [("half", "not a number"), ("0_5", "not a number"), ("-0.1", "must not be negative"),
      ("nan", "not a finite number"), ("inf", "not a finite number"), ("-Infinity", "not a finite number"),
-     ("1.5", "cpuReclaimThresholdPercent"), ("1e300", "cpuReclaimThresholdPercent")],
+     ("1e300", "out of range"), ("92233720368547758.08", "out of range")],
 )
 def test_a_bad_ratio_label_is_ignored_with_a_note_and_the_others_still_apply(text: str, note: str) -> None:
     config = parse({"enable": True, "cpuReclaimThresholdPercent": 55})

@@ -54,7 +54,7 @@ def _cm(key: str, doc: Any) -> dict[str, Any]:
 def test_errors_name_key_and_path_and_cover_unmatched_node_strategies() -> None:
     data = {
         **_cm("resource-threshold-config", {"clusterStrategy": {"enable": True}, "nodeStrategies": [
-            {"name": "x", "nodeSelector": {"matchLabels": {"never": "matches"}}, "cpuSuppressPolicy": "bogus"}]}),
+            {"name": "x", "nodeSelector": {"matchLabels": {"never": "matches"}}, "cpuSuppressPolicy": 5}]}),
         **_cm("cpu-burst-config", {"clusterStrategy": {"sharePoolThresholdPercent": -1}}),
         "system-config": "{not json",
     }

@@ -66,7 +66,7 @@ def test_unknown_fields_are_kept_without_error() -> None:
     [
         ({"resourceUsedThresholdWithBE": {"cpuSuppressThresholdPercent": 101}},
          "spec.resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"),
-        ({"resourceUsedThresholdWithBE": {"cpuSuppressPolicy": "quota"}},
+        ({"resourceUsedThresholdWithBE": {"cpuSuppressPolicy": 1}},
          "spec.resourceUsedThresholdWithBE.cpuSuppressPolicy"),
         ({"resourceUsedThresholdWithBE": {"memoryEvictThresholdPercent": 60, "memoryEvictLowerPercent": 65}},
          "memoryEvictLowerPercent (65) must not exceed"),
@@ -74,7 +74,7 @@ def test_unknown_fields_are_kept_without_error() -> None:
          "spec.resourceQOSStrategy.beClass.cpuQOS.groupIdentity"),
         ({"resourceQOSStrategy": {"lsClass": {"resctrlQOS": {"catRangeStartPercent": 80, "catRangeEndPercent": 20}}}},
          "spec.resourceQOSStrategy.lsClass.resctrlQOS"),
-        ({"resourceQOSStrategy": {"beClass": {"blkioQOS": {"blocks": [{"name": "sda", "type": "disk"}]}}}},
+        ({"resourceQOSStrategy": {"beClass": {"blkioQOS": {"blocks": [{"name": "sda", "type": 7}]}}}},
          "spec.resourceQOSStrategy.beClass.blkioQOS.blocks[0].type"),
         ({"cpuBurstStrategy": {"cfsQuotaBurstPercent": 50}}, "spec.cpuBurstStrategy.cfsQuotaBurstPercent"),
         ({"systemStrategy": {"totalNetworkBandwidth": "10 Gbit"}}, "spec.systemStrategy.totalNetworkBandwidth"),

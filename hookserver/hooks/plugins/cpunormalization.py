@@ -14,7 +14,9 @@ plan (containers shrink before their pod). The quota comes from the pod spec's l
 builds it.
 
 CPU burst also owns LS quota (koordinator#2306): while the CPUBurst gate is on, this hook stands down (the daemon
-builds it disabled) and says so, as koordinator#3176 proposes, so the two never fight over one file.
+builds it disabled) and says so, as koordinator#3176 proposes, so the two never fight over one file; CPU burst then
+applies the ratio itself (its base quota is this hook's normalized quota: qos.cpu.burst), so the pods are still
+normalized with both gates on.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from hookserver.view import NodeView
 
 __all__ = ["CPUNormalizationPlugin"]
 
-_OFF = HookResult.skip("feature gate CPUNormalization is off, or CPUBurst owns LS quota (koordinator#2306)")
+_OFF = HookResult.skip("feature gate CPUNormalization is off, or CPUBurst owns LS quota and normalizes it "
+                       "(koordinator#2306)")
 _NOT_RUNNING = HookResult.skip("scaled only once the pod runs, by the reconciler (koordinator#2694)")
 _NO_RATIO = HookResult.skip("the node has no cpu-normalization-ratio")
 
