@@ -75,11 +75,12 @@ def test_the_store_follows_the_configmap_the_node_and_a_nodeslo(
                              timeout_s=10, what="the edit")
             followed_s = time.monotonic() - started
 
+            # an edit koordinator refuses too (min=0); an unknown policy it takes and computes as usage
             kube.must(kube.merge_patch(f"{cms}/{NAME}", {"data": {"colocation-config": json.dumps(
-                {**COLOCATION, "memoryCalculatePolicy": "bogus"})}}), "invalid edit")
+                {**COLOCATION, "cpuReclaimThresholdPercent": -5})}}), "invalid edit")
             await eventually(lambda: "last_error" in informer.slo_report()["colocation"], timeout_s=10,
                              what="the rejection")
-            assert "colocation-config.memoryCalculatePolicy" in informer.slo_report()["colocation"]["last_error"]
+            assert "colocation-config.cpuReclaimThresholdPercent" in informer.slo_report()["colocation"]["last_error"]
             assert store.snapshot().colocation.strategy.cpu_reclaim_threshold_percent == 30
 
             kube.must(kube.merge_patch(f"/api/v1/nodes/{node}", {"metadata": {"labels": {"pool": "b"}}}), "relabel")
@@ -109,3 +110,49 @@ def test_the_store_follows_the_configmap_the_node_and_a_nodeslo(
     followed_s = asyncio.run(scenario())
     print(f"ConfigMap edit in the store after {followed_s:.2f} s")
     assert followed_s < 2.0
+
+
+def test_a_cluster_at_150_percent_reclaim_gets_an_offer_on_the_real_node(
+    kube: KubeHttp, kube_namespace: str, kube_nodes: NodeFactory, admin_kubeconfig: str, slo_crds: None
+) -> None:
+    """koordinator validates the reclaim thresholds as min=0 only; operators set them above 100 to offer more
+    batch than the margin would. Read from a real ConfigMap through the informer (accepted, no error), the
+    capacity publisher's offer (8 cores / 32Gi, reserved 500m / 2Gi, system 500m / 1Gi, no pods) goes onto a real
+    Node: 8000 - 8000 x (100 - 150) % - max(500, 500) = 11500 milli-cores; 32Gi - int(32Gi x (100 - 120) %) -
+    max(1Gi, 2Gi) = 39084202393 bytes (worked by hand, as koord-manager's formula gives it)."""
+    from hookserver.capacity import CapacityPublisher, CapacitySettings
+    from hookserver.informer import NodeCapacityWriter
+    from hookserver.informer.transport import ApiClientTransport, load_client_configuration
+    from hookserver.koord_resources import BATCH_CPU, BATCH_MEMORY
+    from tests.capacity.world import World
+
+    ns = kube_namespace
+    node = kube_nodes.make("coloc150")["metadata"]["name"]
+    colocation = {"enable": True, "cpuReclaimThresholdPercent": 150, "memoryReclaimThresholdPercent": 120}
+    kube.must(kube.post(f"/api/v1/namespaces/{ns}/configmaps",
+                        {"metadata": {"name": NAME}, "data": _data(colocation, 65)}), "configmap")
+
+    async def read() -> StateStore:
+        store = StateStore()
+        async with running(admin_kubeconfig, node, store, slo_configmap=f"{ns}/{NAME}") as informer:
+            assert await informer.wait_synced(15), informer.status()
+            assert "last_error" not in informer.slo_report()["colocation"], informer.slo_report()
+        return store
+
+    strategy = asyncio.run(read()).snapshot().colocation
+    assert (strategy.strategy.cpu_reclaim_threshold_percent, strategy.strategy.memory_reclaim_threshold_percent) == (150, 120)
+    world = World()
+    world.store.set_colocation(strategy)
+    transport = ApiClientTransport(load_client_configuration(admin_kubeconfig))
+    try:
+        publisher = CapacityPublisher(store=world.store, settings=CapacitySettings(warmup_s=10.0),
+                                      sink=NodeCapacityWriter(transport, node_name=node), standalone=False,
+                                      clock=world.clock)
+        world.sample(15)
+        outcome = publisher.tick()
+        assert outcome.state == "published", outcome
+        allocatable = kube.must(kube.get(f"/api/v1/nodes/{node}"), "get node")["status"]["allocatable"]
+        assert allocatable[BATCH_CPU] == "11500"
+        assert int(allocatable[BATCH_MEMORY]) == 39_084_202_393
+    finally:
+        transport.close()
