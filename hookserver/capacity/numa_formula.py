@@ -196,7 +196,7 @@ def compute_zone_capacity(
         by_usage = (capacity - margin - floor - zone_used).clamp0()
         by_request = (capacity - margin - reserved - zone_requests).clamp0()
         by_max = (capacity - margin - floor - zone_most).clamp0()
-        cpu_policy, memory_policy = strategy.cpu_calculate_policy, strategy.memory_calculate_policy
+        cpu_policy, memory_policy = strategy.batch_cpu_policy(), strategy.batch_memory_policy()
         cpu, cpu_hp = (by_max.cpu, zone_most.cpu) if cpu_policy == "maxUsageRequest" else (by_usage.cpu, zone_used.cpu)
         if memory_policy == "request":
             memory, memory_floor, memory_hp = by_request.memory, reserved.memory, zone_requests.memory
