@@ -18,6 +18,8 @@ The rooms
     qos/resctrl.py      RdtResctrl
     qos/system_config.py SystemConfig (sysreconcile)
     qos/group_identity.py GroupIdentity (bvt.warm_ns; a runtime hook in koordlet, a reconciler here)
+    qos/isolation/    isolation beyond CPU and memory: OOMScoreAdj (oom_score_adj.py; a runtime hook in
+                      koordlet whose only action is its reconciler)
 
 How a round works
 -----------------

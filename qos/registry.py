@@ -12,6 +12,7 @@ from qos.cpu.burst import CPUBurst
 from qos.eviction.cpu import CPUEvict
 from qos.cpu.suppress import CPUSuppress
 from qos.group_identity import GroupIdentity
+from qos.isolation import OOMScoreAdj
 from hookserver.featuregates import FeatureGate, GateRegistry
 from qos.eviction.memory import MemoryEvict
 from qos.memory_qos import MemoryQoS
@@ -29,6 +30,8 @@ RECONCILER_TYPES: list[Callable[..., Reconciler]] = [CPUSuppress, CPUEvict, Memo
 RECONCILER_TYPES += [CPUBurst, MemoryQoS, SystemConfig, BlkIO, Resctrl]
 # Issue 20: CPU priority by class (bvt, or BE cpu.idle).
 RECONCILER_TYPES += [GroupIdentity]
+# Issue 38: isolation beyond CPU and memory (qos/isolation/).
+RECONCILER_TYPES += [OOMScoreAdj]
 
 
 def build_reconcilers(

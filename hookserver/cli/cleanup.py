@@ -7,6 +7,8 @@ Runs while the agent is stopped, with the same settings as `serve` (`--config`, 
   * the BE tier's CFS quota and cpuset to what they were before CPU suppress (the cpuset also on every
     BE pod and container below, widened top-down so the kernel accepts it);
   * resctrl groups the agent created are removed (their tasks return to the default group);
+  * processes whose oom_score_adj OOMScoreAdj changed get their recorded score back, when the same process
+    (pid and start time) still runs; the others are listed as gone;
   * the batch/mid capacity offer is withdrawn: in cluster mode a server-side apply of nothing to the Node's
     status with the agent's field manager (fields another writer owns stay theirs), in standalone mode the
     state dir's capacity document is removed. Without this, a node whose agent is gone would keep offering
@@ -28,7 +30,10 @@ from hookserver.errors import HookServerError
 from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, ResourcePlan
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.socketfiles import socket_is_live
+from hookserver.system.processes import read_start_ticks, split_process_key
+from qos.isolation.oom_score_adj import restore_writes
 from qos.snapshot.kernel import NODE_SETTINGS
+from qos.snapshot.oom_reader import ORIGINALS_SECTION
 
 __all__ = ["add_cleanup_parser", "run_cleanup"]
 
@@ -37,7 +42,8 @@ def add_cleanup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                        parent: argparse.ArgumentParser) -> None:
     cleanup = sub.add_parser(
         "cleanup", parents=[parent], add_help=False,  # `serve`'s flags (and its -h), so the settings are the same
-        help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups) and "
+        help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups, "
+             "processes' oom_score_adj) and "
              "withdraw its batch/mid capacity offer",
     )
     cleanup.add_argument("--force", action="store_true", help="run even though the agent's sockets answer")
@@ -92,6 +98,21 @@ def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str
             failed += 1
             out.append(f"FAILED    {subsystem}:{directory}/{name} = {value}: {report.errors[0].error}")
     return failed
+
+
+def _oom_score_restores(settings: Settings, originals: NodeOriginals, out: list[str]) -> list[FileWrite]:
+    """OOMScoreAdj's recorded scores, for the processes that still run: a process that exited (or whose pid
+    another process now has, told by its start time) cannot be given its score back; it is said and forgotten."""
+    recorded = originals.section(ORIGINALS_SECTION)
+    live: dict[str, str] = {}
+    for key, value in sorted(recorded.items()):
+        parsed = split_process_key(key)
+        if parsed is not None and read_start_ticks(settings.proc_root, parsed[0]) == parsed[1]:
+            live[key] = value
+            continue
+        out.append(f"gone      oom_score_adj of process {key}: the process exited; nothing to restore")
+        originals.forget(ORIGINALS_SECTION, key)
+    return restore_writes(live, owner="cleanup", why="hookserver cleanup")
 
 
 def _withdraw_capacity(settings: Settings, out: list[str]) -> int:
@@ -153,7 +174,7 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
 
     files = SystemFileExecutor(
         {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
-         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
+         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl"), "proc": settings.proc_root},
         store=StateStore(), originals=originals,
     )
     writes: list[FileWrite] = [
@@ -166,10 +187,13 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
                   original_key=("resctrl_groups", group))
         for group in sorted(originals.section("resctrl_groups"))
     ]
+    writes += _oom_score_restores(settings, originals, lines)
     failed = 0
     for result in files.apply(writes):
         w = result.write
-        what = f"resctrl group {w.path} removed" if w.root == "resctrl" else f"sysctl {w.original_key[1]} = {w.value}"
+        what = (f"resctrl group {w.path} removed" if w.root == "resctrl"
+                else f"oom_score_adj of pid {w.path.split('/')[0]} = {w.value}" if w.root == "proc"
+                else f"sysctl {w.original_key[1]} = {w.value}")
         if result.ok:
             lines.append(f"restored  {what}" + (" (already)" if result.skipped else f" (was {result.previous})" if result.previous else ""))
         else:

@@ -157,9 +157,10 @@ class FileWrite:
     `compare`: "text" (whitespace-trimmed equality), "int", "schemata" (every `RES:dom=val` of the value is
     already in the file), or "always" (a tasks file: writing a pid moves it, reading shows all of them).
     `original` and `original_key` (section, key) drive the originals store (see executor/sysfiles.py).
+    Root "proc" is `<proc-root>` itself, for per-process files (`<pid>/oom_score_adj`).
     """
 
-    root: Literal["proc_sys", "sys", "resctrl"]
+    root: Literal["proc_sys", "sys", "resctrl", "proc"]
     path: str
     value: str = ""
     op: Literal["write", "mkdir", "rmdir"] = "write"

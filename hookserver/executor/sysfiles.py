@@ -1,4 +1,5 @@
-"""Writes to node files that are not cgroups: sysctls under `/proc/sys` and the resctrl filesystem.
+"""Writes to node files that are not cgroups: sysctls under `/proc/sys`, the resctrl filesystem and
+per-process files under `/proc/<pid>` (oom_score_adj).
 
 The cgroup executor's rules, for two more roots: every path is relative to a configured root and must stay
 beneath it (no `..`, no symlinked file, O_NOFOLLOW), each write is read-before-write (a file that already
@@ -29,6 +30,8 @@ __all__ = ["FileResult", "SystemFileExecutor"]
 log = logging.getLogger(__name__)
 
 _READ_MAX = 1 << 16
+# A per-process file ("proc" root) of a process that exited: ENOENT at open, ESRCH once its task is reaped.
+_PROCESS_GONE = (errno.ENOENT, errno.ESRCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ def _holds(compare: str, current: str, value: str) -> bool:
 
 
 class SystemFileExecutor:
-    """`apply(writes)` in order; `roots` maps "proc_sys", "sys" and "resctrl" to absolute directories."""
+    """`apply(writes)` in order; `roots` maps "proc_sys", "sys", "resctrl" and "proc" to absolute directories."""
 
     def __init__(
         self, roots: Mapping[str, str], *, store: StateStore, originals: NodeOriginals,
@@ -101,6 +104,8 @@ class SystemFileExecutor:
         try:
             current = _read(path)
         except OSError as exc:
+            if write.root == "proc" and exc.errno in _PROCESS_GONE:
+                return self._record(FileResult(write, path, ok=True, skipped=True, error="process exited"))
             return self._record(FileResult(write, path, ok=False, error=_os_error("read", path, exc), errno=exc.errno or 0))
         previous = current.strip()
         if _holds(write.compare, current, write.value):
@@ -118,6 +123,10 @@ class SystemFileExecutor:
         try:
             _write(path, write.value)
         except OSError as exc:
+            if write.root == "proc" and exc.errno in _PROCESS_GONE:
+                # The process exited between the read and the write: nothing left to change.
+                return self._record(FileResult(write, path, ok=True, skipped=True, previous=previous,
+                                               error="process exited"))
             if exc.errno == errno.ESRCH and os.path.basename(path) == "tasks":
                 # The task exited between the read and the write: nothing to move.
                 return self._record(FileResult(write, path, ok=True, skipped=True, previous=previous,

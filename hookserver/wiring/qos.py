@@ -63,7 +63,7 @@ def build_qos(
     originals = NodeOriginals(settings.state_dir)
     system_files = SystemFileExecutor(
         {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
-         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl")},
+         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl"), "proc": settings.proc_root},
         store=store, originals=originals,
     )
     collect_interval_s = max(

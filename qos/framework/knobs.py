@@ -29,6 +29,8 @@ The decisions (and why):
 * memory QoS owns memory.min/low/high and the Anolis wmark/priority/oom files at every level and class.
 * system config owns the vm sysctls; resctrl the three resctrl groups; blkio the BE tier's and BE pods'
   throttles and cost.weight, and the root iocost files.
+* OOMScoreAdj owns the `oom_score_adj` of the processes of annotated pods' containers (every class): the
+  runtime sets it once at container start from the kubelet's value and nothing else rewrites it.
 * The kubelet owns the QoS tiers' `cpu.shares` and memory limits (seed 003: rewritten every 60 s); no
   feature here claims them.
 """
@@ -93,6 +95,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
     "BlkIO": (*_claims(_BLKIO_THROTTLES, ("tier", "pod"), ("BE",)),
               *_claims(("blkio.cost.qos", "blkio.cost.model"), ("root",), ("*",))),
     "Resctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("node",), ("*",)),
+    "OOMScoreAdj": _claims(("oom_score_adj",), ("container",), ("*",)),
 })
 
 

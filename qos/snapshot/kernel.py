@@ -18,7 +18,9 @@ __all__ = [
     "BlockDevice",
     "ContainerKernel",
     "KernelFacts",
+    "OOMFacts",
     "PodKernel",
+    "ProcessScore",
     "ResctrlFacts",
     "SysctlFacts",
 ]
@@ -114,11 +116,33 @@ class ResctrlFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessScore:
+    """One process of a container: its pid, its start time (clock ticks since boot: with the pid, the key that
+    survives pid reuse) and its `oom_score_adj` now."""
+
+    pid: int
+    start_ticks: int
+    score: int
+
+
+@dataclass(frozen=True, slots=True)
+class OOMFacts:
+    """For OOMScoreAdj: the processes of each container (by container id) of the pods that carry an
+    oom-score-adj annotation, and the originals recorded before the agent's first change (process key ->
+    value) that still belong to a live process (the reader forgets the others). `can_lower`: the agent holds
+    CAP_SYS_RESOURCE (without it the kernel refuses to lower a score below the runtime's)."""
+
+    processes: Mapping[str, tuple[ProcessScore, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    originals: Mapping[str, str] = field(default_factory=lambda: _NO_STR)
+    can_lower: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class KernelFacts:
     """`tiers`: the kubelet QoS dirs ("kubepods", "burstable", "besteffort"); `cgroup_files`: which optional
     cgroup files exist at the kubepods dir (cpu.cfs_burst_us, memory.min, memory.wmark_ratio, ...)."""
 
-    read: frozenset[str] = frozenset()  # which parts were read this round ("pods", "sysctl", "blkio", "resctrl")
+    read: frozenset[str] = frozenset()  # which parts were read this round ("pods", "sysctl", "blkio", "resctrl", "oom")
     v2: bool = False
     tiers: Mapping[str, str] = field(default_factory=lambda: _NO_STR)
     cgroup_files: frozenset[str] = frozenset()
@@ -126,3 +150,4 @@ class KernelFacts:
     sysctl: SysctlFacts = field(default_factory=SysctlFacts)
     devices: tuple[BlockDevice, ...] = ()
     resctrl: ResctrlFacts = field(default_factory=ResctrlFacts)
+    oom: OOMFacts = field(default_factory=OOMFacts)

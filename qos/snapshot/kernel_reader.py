@@ -40,11 +40,13 @@ from qos.snapshot.kernel import (
     BlockDevice,
     ContainerKernel,
     KernelFacts,
+    OOMFacts,
     PodKernel,
     ResctrlFacts,
     SysctlFacts,
 )
 from qos.snapshot.node import quantity_or_zero
+from qos.snapshot.oom_reader import ORIGINALS_SECTION, read_oom_facts
 
 __all__ = [
     "BATCH_MEMORY",
@@ -444,11 +446,20 @@ class KernelReader:
         if self.enabled("SystemConfig") or sysctl.originals or replay_gate == "SystemConfig":
             sysctl = self.sysctl()
             read.add("sysctl")
+        oom_on = self.enabled("OOMScoreAdj") or replay_gate == "OOMScoreAdj"
+        oom = OOMFacts()
+        if oom_on or self.originals.section(ORIGINALS_SECTION):
+            oom = read_oom_facts(
+                pods, lambda uid: snap.pods[uid].annotations if uid in snap.pods else {},
+                cpu_root=self.view.hierarchy_root("cpu"), proc_root=self.proc_root, originals=self.originals,
+                wanted=oom_on,
+            )
+            read.add("oom")
         devices: tuple[BlockDevice, ...] = ()
         if self.enabled("BlkIOReconcile") or replay_gate == "BlkIOReconcile":
             devices = self.devices(slo)
             read.add("blkio")
         return KernelFacts(
             read=frozenset(read), v2=self.view.v2, tiers=self.tiers, cgroup_files=self.cgroup_files(),
-            pods=MappingProxyType(pods), sysctl=sysctl, devices=devices, resctrl=resctrl,
+            pods=MappingProxyType(pods), sysctl=sysctl, devices=devices, resctrl=resctrl, oom=oom,
         )

@@ -58,7 +58,7 @@ def build_stack(
     view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
     originals = NodeOriginals(state_dir)
     files = SystemFileExecutor({"proc_sys": os.path.join(proc_root, "sys"), "sys": sys_root,
-                                "resctrl": os.path.join(sys_root, "fs", "resctrl")},
+                                "resctrl": os.path.join(sys_root, "fs", "resctrl"), "proc": proc_root},
                                store=store, originals=originals)
     values = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("test", gates)])
     snapshots = SnapshotBuilder.for_node(store, view, proc_root=proc_root, sys_root=sys_root, originals=originals,

@@ -1,0 +1,10 @@
+"""Isolation beyond CPU time and memory limits (issue 38): reconcilers that act on what the kernel keeps per
+process or per pod rather than per cgroup knob. Same layer as the other reconciler rooms (above
+`qos.framework`, below `qos.registry`); each module is one koordlet feature:
+
+    oom_score_adj.py   OOMScoreAdj: the pod annotations' oom_score_adj on every process of its containers
+"""
+
+from qos.isolation.oom_score_adj import OOMScoreAdj
+
+__all__ = ["OOMScoreAdj"]
