@@ -19,7 +19,8 @@ The rooms
     qos/system_config.py SystemConfig (sysreconcile)
     qos/group_identity.py GroupIdentity (bvt.warm_ns; a runtime hook in koordlet, a reconciler here)
     qos/isolation/    isolation beyond CPU and memory: OOMScoreAdj (oom_score_adj.py; a runtime hook in
-                      koordlet whose only action is its reconciler)
+                      koordlet whose only action is its reconciler), PodResctrl (pod_resctrl.py; koordlet's
+                      pod-level Resctrl hook)
 
 How a round works
 -----------------

@@ -13,6 +13,8 @@ LSR (LSE and LSR pods), LS and BE, from NodeSLO `resourceQOSStrategy.<class>.res
 
 A class whose resctrlQOS is disabled gets the full mask and 100 % MB (its group is not narrowed) and its
 tasks are not moved. No resctrl mount, or no CAT and no MBA in `info/`, is one "unsupported" status.
+A pod with its own group (`node.koordinator.sh/resctrl`, gate Resctrl: `qos.isolation.pod_resctrl`) keeps
+its tasks there: they are not moved into its class's group while that gate is on.
 Groups this agent created are recorded in the state dir; when the feature is turned off (gate or NodeSLO)
 or on `hookserver cleanup` they are removed, and the kernel puts their tasks back in the default group.
 
@@ -31,44 +33,14 @@ from hookserver.system.resctrl import schemata_holds
 from hookserver.featuregates import FeatureGate
 from qos.snapshot.kernel import ResctrlFacts
 from qos.framework.plan import QoSPlan, numbers
+from qos.framework.resctrl_groups import cat_mask, mba_value, remove_group_writes, task_writes, unusable
 from qos.framework.reconciler import Reconciler, Verdict
 from qos.snapshot.model import QoSSnapshot
+from qos.snapshot.pod_resctrl_reader import ANNOTATION_POD_RESCTRL
 
 __all__ = ["GROUP_OF_QOS", "Resctrl", "cat_mask", "mba_value", "remove_group_writes"]
 
 GROUP_OF_QOS = {"LSE": "LSR", "LSR": "LSR", "LS": "LS", "BE": "BE"}
-AMD_MBA_UNLIMITED = 2048
-AMD_MBA_MAX_GBPS = 160  # 25 GB/s × 8 × 0.8, koordlet's AMD formula
-
-
-def cat_mask(cbm_bits: int, start_percent: int, end_percent: int, *, min_bits: int = 1) -> int:
-    """The L3 mask for [start %, end %) of a `cbm_bits`-wide cache (contiguous ways)."""
-    if cbm_bits <= 0:
-        raise ValueError("no L3 CBM width")
-    start = math.ceil(cbm_bits * start_percent / 100)
-    end = math.ceil(cbm_bits * end_percent / 100)
-    if end - start < min_bits:
-        end = min(start + min_bits, cbm_bits)
-        start = end - min_bits
-    return ((1 << end) - 1) >> start << start
-
-
-def mba_value(percent: int, *, vendor: str, gran: int = 10, minimum: int = 10) -> int:
-    if vendor == "amd":
-        return AMD_MBA_UNLIMITED if percent >= 100 else int(AMD_MBA_MAX_GBPS * percent / 100)
-    step = max(10, gran)
-    value = math.ceil(percent / step) * step
-    return min(max(value, minimum), 100)
-
-
-def remove_group_writes(groups: frozenset[str] | set[str], *, owner: str, why: str) -> list[FileWrite]:
-    return [
-        FileWrite("resctrl", group, op="rmdir", owner=owner, original="restore", original_key=("resctrl_groups", group),
-                  reason=f"remove resctrl group {group} this agent created ({why}); its tasks return to the default group")
-        for group in sorted(groups)
-    ]
-
-
 class Resctrl(Reconciler):
     name = "Resctrl"
     gate = FeatureGate("RdtResctrl", True, "L3 cache and memory bandwidth partitions (resctrl) per QoS class")
@@ -88,7 +60,7 @@ class Resctrl(Reconciler):
         if not created:
             return QoSPlan.skip(self.name, why, state=state)
         return QoSPlan(self.name, f"disabled ({why}); removing groups {', '.join(sorted(created))}",
-                       files=tuple(remove_group_writes(created, owner=self.name, why=why)), state=state)
+                       files=tuple(remove_group_writes(created, section="resctrl_groups", owner=self.name, why=why)), state=state)
 
     def _schemata(self, r: ResctrlFacts, cfg: ResctrlQOS, notes: list[str], group: str) -> tuple[str, str]:
         enable = cfg.enable
@@ -108,11 +80,10 @@ class Resctrl(Reconciler):
         return l3, mb
 
     def plan(self, snap: QoSSnapshot, state: Any) -> QoSPlan:
+        skipped = unusable(snap, self.name, state)
+        if skipped is not None:
+            return skipped
         r = snap.kernel.resctrl
-        if "resctrl" not in snap.kernel.read:
-            return QoSPlan.skip(self.name, "resctrl not read this round", state=state)
-        if r.problem:
-            return QoSPlan.skip(self.name, f"unsupported: {r.problem}", state=state)
         if r.num_closids and r.num_closids < 4 and len(r.groups) < 3:
             return QoSPlan.skip(self.name, f"unsupported: only {r.num_closids} CLOSIDs (needs 4: default + LSR, LS, BE)",
                                 state=state)
@@ -149,12 +120,11 @@ class Resctrl(Reconciler):
             pk = snap.kernel.pods.get(pod.uid)
             if target is None or pk is None or not pod.active or not classes[target].enable:
                 continue
-            have = r.group_tasks.get(target, frozenset())
-            for c in pk.containers:
-                for task in sorted(c.tasks - have):
-                    moved += 1
-                    files.append(FileWrite("resctrl", f"{target}/tasks", str(task), compare="always", owner=self.name,
-                                           reason=f"{pod.key}/{c.name}: task {task} into {target}"))
+            if ANNOTATION_POD_RESCTRL in pod.annotations and snap.gate_on("Resctrl"):
+                continue  # in its own pod-level group (qos.isolation.pod_resctrl): one owner per task
+            tasks = task_writes(pk, pod.key, target, r.group_tasks.get(target, frozenset()), owner=self.name)
+            moved += len(tasks)
+            files += tasks
         summary = "; ".join(f"{k}={v}" for k, v in shown.items()) + f"; {moved} tasks to move"
         return QoSPlan(self.name, summary, numbers(cbm_bits=r.cbm_bits, tasks_moved=moved, **shown), files=tuple(files),
                        notes=tuple(dict.fromkeys(notes)), state=state)

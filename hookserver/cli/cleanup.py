@@ -6,7 +6,8 @@ Runs while the agent is stopped, with the same settings as `serve` (`--config`, 
   * sysctls (vm.min_free_kbytes, watermark_scale_factor, memcg_reap_background) to their recorded values;
   * the BE tier's CFS quota and cpuset to what they were before CPU suppress (the cpuset also on every
     BE pod and container below, widened top-down so the kernel accepts it);
-  * resctrl groups the agent created are removed (their tasks return to the default group);
+  * resctrl groups the agent created (class-level and pod-level `koordlet-<uid>`) are removed (their tasks
+    return to the default group);
   * processes whose oom_score_adj OOMScoreAdj changed get their recorded score back, when the same process
     (pid and start time) still runs; the others are listed as gone;
   * the batch/mid capacity offer is withdrawn: in cluster mode a server-side apply of nothing to the Node's
@@ -34,6 +35,7 @@ from hookserver.system.processes import read_start_ticks, split_process_key
 from qos.isolation.oom_score_adj import restore_writes
 from qos.snapshot.kernel import NODE_SETTINGS
 from qos.snapshot.oom_reader import ORIGINALS_SECTION
+from qos.snapshot.pod_resctrl_reader import POD_GROUPS_SECTION
 
 __all__ = ["add_cleanup_parser", "run_cleanup"]
 
@@ -184,8 +186,8 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
     ]
     writes += [
         FileWrite("resctrl", group, op="rmdir", owner="cleanup", reason="hookserver cleanup", original="restore",
-                  original_key=("resctrl_groups", group))
-        for group in sorted(originals.section("resctrl_groups"))
+                  original_key=(section, group))
+        for section in ("resctrl_groups", POD_GROUPS_SECTION) for group in sorted(originals.section(section))
     ]
     writes += _oom_score_restores(settings, originals, lines)
     failed = 0

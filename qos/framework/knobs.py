@@ -29,6 +29,8 @@ The decisions (and why):
 * memory QoS owns memory.min/low/high and the Anolis wmark/priority/oom files at every level and class.
 * system config owns the vm sysctls; resctrl the three resctrl groups; blkio the BE tier's and BE pods'
   throttles and cost.weight, and the root iocost files.
+* PodResctrl (koordlet's Resctrl hook) owns the pod-level `koordlet-<uid>` groups' schemata and the tasks of
+  annotated pods (the class-level Resctrl leaves those tasks alone while the gate is on).
 * OOMScoreAdj owns the `oom_score_adj` of the processes of annotated pods' containers (every class): the
   runtime sets it once at container start from the kubelet's value and nothing else rewrites it.
 * The kubelet owns the QoS tiers' `cpu.shares` and memory limits (seed 003: rewritten every 60 s); no
@@ -96,6 +98,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
               *_claims(("blkio.cost.qos", "blkio.cost.model"), ("root",), ("*",))),
     "Resctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("node",), ("*",)),
     "OOMScoreAdj": _claims(("oom_score_adj",), ("container",), ("*",)),
+    "PodResctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("pod",), ("*",)),
 })
 
 

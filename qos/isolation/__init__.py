@@ -3,8 +3,10 @@ process or per pod rather than per cgroup knob. Same layer as the other reconcil
 `qos.framework`, below `qos.registry`); each module is one koordlet feature:
 
     oom_score_adj.py   OOMScoreAdj: the pod annotations' oom_score_adj on every process of its containers
+    pod_resctrl.py     PodResctrl (koordlet's Resctrl hook): a resctrl group per annotated pod
 """
 
 from qos.isolation.oom_score_adj import OOMScoreAdj
+from qos.isolation.pod_resctrl import PodResctrl
 
-__all__ = ["OOMScoreAdj"]
+__all__ = ["OOMScoreAdj", "PodResctrl"]

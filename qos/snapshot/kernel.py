@@ -113,6 +113,11 @@ class ResctrlFacts:
     groups: Mapping[str, str] = field(default_factory=lambda: _NO_STR)
     group_tasks: Mapping[str, frozenset[int]] = field(default_factory=lambda: MappingProxyType({}))
     created: frozenset[str] = frozenset()
+    # Pod-level groups (`koordlet-<pod uid>`, the Resctrl hook's): schemata and tasks of each one there, and the
+    # ones this agent created (state dir section `resctrl_pod_groups`).
+    pod_groups: Mapping[str, str] = field(default_factory=lambda: _NO_STR)
+    pod_group_tasks: Mapping[str, frozenset[int]] = field(default_factory=lambda: MappingProxyType({}))
+    pod_created: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Reads `KernelFacts` once per round, before any planner runs (all part-2 I/O happens here).
 
-Only what an enabled feature needs is read: container CFS files for CPU burst, task ids for resctrl,
+Only what an enabled feature needs is read: container CFS files for CPU burst, task ids for resctrl (every
+pod's for the class-level groups, annotated pods' for the pod-level ones),
 sysctls for system config, block devices for blkio. A missing or unreadable file is None / absent, never
 an exception: planners say "unsupported" or skip. Each part that cannot be read is logged once.
 """
@@ -47,6 +48,7 @@ from qos.snapshot.kernel import (
 )
 from qos.snapshot.node import quantity_or_zero
 from qos.snapshot.oom_reader import ORIGINALS_SECTION, read_oom_facts
+from qos.snapshot.pod_resctrl_reader import ANNOTATION_POD_RESCTRL, POD_GROUPS_SECTION, with_pod_groups
 
 __all__ = [
     "BATCH_MEMORY",
@@ -306,7 +308,8 @@ class KernelReader:
         text = read_text(os.path.join(self.view.hierarchy_root("cpu"), rel, name)) or ""
         return frozenset(int(t) for t in text.split() if t.isdigit())
 
-    def _pods(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, cfs: bool, tasks: bool) -> dict[str, PodKernel]:
+    def _pods(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, cfs: bool,
+              tasks: Callable[[PodRecord], bool]) -> dict[str, PodKernel]:
         throttled = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_THROTTLED) if ts >= now - 5}
         usage = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_CPU) if ts >= now - 5}
         by_pod = named_containers_by_pod(snap.containers.values())
@@ -318,6 +321,7 @@ class KernelReader:
             if not pdir:
                 continue
             be = (pod.qos_class or ("BE" if pod.kube_qos.lower() == "besteffort" else "")) == "BE"
+            pod_tasks = tasks(pod)
             containers: list[ContainerKernel] = []
             for c in started_containers(pod, by_pod.get(pod.uid, [])):
                 try:
@@ -342,7 +346,7 @@ class KernelReader:
                     # the collectors label containers by the bare ID
                     throttled_ratio=throttled.get(strip_runtime_prefix(c.id)),
                     cpu_usage_cores=usage.get(strip_runtime_prefix(c.id)),
-                    tasks=self._tasks(cdir) if tasks else frozenset(),
+                    tasks=self._tasks(cdir) if pod_tasks else frozenset(),
                 ))
             quota, period, _ = self._cfs(pdir, container=False) if cfs else (None, 100_000, None)
             limited = bool(containers) and all(c.cpu_limit_milli > 0 for c in containers)
@@ -437,11 +441,18 @@ class KernelReader:
             self.record_be_tier()
         resctrl = ResctrlFacts()
         created = frozenset(self.originals.section("resctrl_groups"))
-        if resctrl_on or created:
+        # The pod-level groups (gate Resctrl): read when on, or while groups it created are left to remove.
+        pod_groups_on = self.enabled("Resctrl") or replay_gate == "Resctrl"
+        pod_created = frozenset(self.originals.section(POD_GROUPS_SECTION))
+        if resctrl_on or created or pod_groups_on or pod_created:
             resctrl = read_resctrl(self.resctrl_root, self.proc_root, created=created)
+            if pod_groups_on or pod_created:
+                resctrl = with_pod_groups(resctrl, self.resctrl_root, created=pod_created)
             read.add("resctrl")
-        tasks = resctrl_on and resctrl_wanted and not resctrl.problem
-        pods = self._pods(snap, series, now, cfs=burst, tasks=tasks)
+        class_tasks = resctrl_on and resctrl_wanted and not resctrl.problem
+        pod_tasks = pod_groups_on and not resctrl.problem
+        pods = self._pods(snap, series, now, cfs=burst,
+                          tasks=lambda pod: class_tasks or (pod_tasks and ANNOTATION_POD_RESCTRL in pod.annotations))
         sysctl = SysctlFacts(originals=self.originals.section("sysctl"))
         if self.enabled("SystemConfig") or sysctl.originals or replay_gate == "SystemConfig":
             sysctl = self.sysctl()
