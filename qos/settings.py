@@ -40,3 +40,5 @@ class QoSSettings(_Frozen):
     eviction_cooldown_s: float = Field(default=300.0, ge=0, le=86400)
     evict_timeout_s: float = Field(default=10.0, gt=0, le=120)
     reconcilers: dict[str, ReconcilerSettings] = Field(default_factory=dict)
+    # TCNetworkQoS's interface; "" = the IPv4 default route's (koordlet's choice).
+    network_interface: str = Field(default="", max_length=15, pattern=r"^[A-Za-z0-9_.:@-]*$")

@@ -76,7 +76,8 @@ def test_cleanup_restores_everything_and_says_what(node: Path, capsys: pytest.Ca
     assert "restored  sysctl vm.min_free_kbytes = 67584 (was 160000)" in out
     assert "resctrl group BE removed" in out and "cpu.cfs_quota_us = -1" in out and "cpuset.cpus = 0-7" in out
     saved = json.loads((node / "state" / ORIGINALS_FILE).read_text())
-    assert saved == {"sysctl": {}, "cgroup": {}, "resctrl_groups": {}, "oom_score_adj": {}, "resctrl_pod_groups": {}}
+    assert saved == {"sysctl": {}, "cgroup": {}, "resctrl_groups": {}, "oom_score_adj": {}, "resctrl_pod_groups": {},
+                     "tc": {}}
     assert main(_argv(node)) == 0  # a second run has nothing left
     assert "nothing to restore" in capsys.readouterr().out
 

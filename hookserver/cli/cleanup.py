@@ -10,6 +10,7 @@ Runs while the agent is stopped, with the same settings as `serve` (`--config`, 
     return to the default group);
   * processes whose oom_score_adj OOMScoreAdj changed get their recorded score back, when the same process
     (pid and start time) still runs; the others are listed as gone;
+  * the htb TCNetworkQoS put on the network interface is deleted (the kernel's default qdisc returns);
   * the batch/mid capacity offer is withdrawn: in cluster mode a server-side apply of nothing to the Node's
     status with the agent's field manager (fields another writer owns stay theirs), in standalone mode the
     state dir's capacity document is removed. Without this, a node whose agent is gone would keep offering
@@ -28,7 +29,7 @@ from typing import TextIO
 
 from hookserver.config import Settings
 from hookserver.errors import HookServerError
-from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, ResourcePlan
+from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, NetCommand, ResourcePlan
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.socketfiles import socket_is_live
 from hookserver.system.processes import read_start_ticks, split_process_key
@@ -36,6 +37,7 @@ from qos.isolation.oom_score_adj import restore_writes
 from qos.snapshot.kernel import NODE_SETTINGS
 from qos.snapshot.oom_reader import ORIGINALS_SECTION
 from qos.snapshot.pod_resctrl_reader import POD_GROUPS_SECTION
+from qos.snapshot.tc_reader import TC_SECTION
 
 __all__ = ["add_cleanup_parser", "run_cleanup"]
 
@@ -45,8 +47,7 @@ def add_cleanup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     cleanup = sub.add_parser(
         "cleanup", parents=[parent], add_help=False,  # `serve`'s flags (and its -h), so the settings are the same
         help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups, "
-             "processes' oom_score_adj) and "
-             "withdraw its batch/mid capacity offer",
+             "processes' oom_score_adj, the network interface's tc htb) and withdraw its batch/mid capacity offer",
     )
     cleanup.add_argument("--force", action="store_true", help="run even though the agent's sockets answer")
 
@@ -115,6 +116,28 @@ def _oom_score_restores(settings: Settings, originals: NodeOriginals, out: list[
         out.append(f"gone      oom_score_adj of process {key}: the process exited; nothing to restore")
         originals.forget(ORIGINALS_SECTION, key)
     return restore_writes(live, owner="cleanup", why="hookserver cleanup")
+
+
+def _remove_tc(settings: Settings, originals: NodeOriginals, out: list[str]) -> int:
+    """TCNetworkQoS's htb on each interface it changed: deleted (its classes and filters go with it), and the
+    kernel puts its default qdisc back. An interface that is gone has nothing left to undo."""
+    from hookserver.executor.netcmd import TcExecutor
+    from hookserver.store import StateStore
+
+    recorded = originals.section(TC_SECTION)
+    tc = TcExecutor(store=StateStore(), originals=originals)
+    failed = 0
+    for interface, before in sorted(recorded.items()):
+        result = tc.apply([NetCommand(("qdisc", "del", "dev", interface, "root"), owner="cleanup",
+                                      reason="hookserver cleanup", original="restore",
+                                      original_key=(TC_SECTION, interface))])[0]
+        if result.ok:
+            out.append(f"restored  tc root qdisc of {interface} (the htb removed; was {before})"
+                       + (f" ({result.error})" if result.skipped else ""))
+        else:
+            failed += 1
+            out.append(f"FAILED    tc root qdisc of {interface}: {result.error}")
+    return failed
 
 
 def _withdraw_capacity(settings: Settings, out: list[str]) -> int:
@@ -206,6 +229,7 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
     except HookServerError as exc:
         failed += 1
         lines.append(f"FAILED    BE tier: {exc}")
+    failed += _remove_tc(settings, originals, lines)
     failed += _withdraw_capacity(settings, lines)
     if not lines:
         lines.append(f"nothing to restore (no originals recorded in {settings.state_dir})")

@@ -18,6 +18,7 @@ __all__ = [
     "CgroupResource",
     "CgroupWrite",
     "FileWrite",
+    "NetCommand",
     "ResourceExecutor",
     "ResourcePlan",
     "WriteResult",
@@ -157,10 +158,11 @@ class FileWrite:
     `compare`: "text" (whitespace-trimmed equality), "int", "schemata" (every `RES:dom=val` of the value is
     already in the file), or "always" (a tasks file: writing a pid moves it, reading shows all of them).
     `original` and `original_key` (section, key) drive the originals store (see executor/sysfiles.py).
-    Root "proc" is `<proc-root>` itself, for per-process files (`<pid>/oom_score_adj`).
+    Root "proc" is `<proc-root>` itself, for per-process files (`<pid>/oom_score_adj`); "net_cls" the cgroup v1
+    net_cls hierarchy (a pod's `net_cls.classid`, which no `ResourcePlan` resource covers).
     """
 
-    root: Literal["proc_sys", "sys", "resctrl", "proc"]
+    root: Literal["proc_sys", "sys", "resctrl", "proc", "net_cls"]
     path: str
     value: str = ""
     op: Literal["write", "mkdir", "rmdir"] = "write"
@@ -172,3 +174,25 @@ class FileWrite:
 
     def describe(self) -> dict[str, str]:
         return {"root": self.root, "path": self.path, "value": self.value, "op": self.op, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class NetCommand:
+    """One `tc` command on a network interface (`args` after `tc`, e.g. `("class", "add", "dev", "eth0", ...)`),
+    carried out by `executor.netcmd.TcExecutor`. The interface's traffic-control tree has no file to write, so a
+    plan names the commands that build it; the planner reads the tree first and plans only what differs.
+
+    `original` and `original_key` drive the originals store as for `FileWrite`: "record" saves `original_value`
+    (what the interface had before the agent's first change) before the command runs, "restore" forgets it
+    once the command went through.
+    """
+
+    args: tuple[str, ...]
+    owner: str = ""
+    reason: str = ""
+    original: Literal["", "record", "restore"] = ""
+    original_key: tuple[str, str] = ("", "")
+    original_value: str = ""
+
+    def describe(self) -> dict[str, str]:
+        return {"command": "tc " + " ".join(self.args), "reason": self.reason}

@@ -5,7 +5,8 @@ One JSON file (`node-originals.json`) of sections, each a map of key -> the file
 write: `sysctl` ("vm.min_free_kbytes"), `cgroup` ("cpu:kubepods/besteffort/cpu.cfs_quota_us") and
 `resctrl_groups` (groups we created, value "created") and `oom_score_adj` ("<pid>@<start ticks>": a process's
 score before OOMScoreAdj first changed it; see `hookserver.system.processes`) and `resctrl_pod_groups` (the
-pod-level `koordlet-<uid>` groups we created, value "created"). A key is recorded once (the first write) and kept
+pod-level `koordlet-<uid>` groups we created, value "created") and `tc` (interface -> the kind of root qdisc it had
+before TCNetworkQoS put its htb there). A key is recorded once (the first write) and kept
 until the value is restored (`forget`). Every change is written atomically (temporary file, fsync, rename,
 fsync of the directory), so a crash leaves either the old or the new file, never half of one, plus at worst a
 temporary file named after the dead process, which the next load removes. A corrupt
@@ -30,7 +31,7 @@ __all__ = ["ORIGINALS_FILE", "SECTIONS", "NodeOriginals"]
 log = logging.getLogger(__name__)
 
 ORIGINALS_FILE = "node-originals.json"
-SECTIONS = ("sysctl", "cgroup", "resctrl_groups", "oom_score_adj", "resctrl_pod_groups")
+SECTIONS = ("sysctl", "cgroup", "resctrl_groups", "oom_score_adj", "resctrl_pod_groups", "tc")
 _MAX_BYTES = 1 << 20
 # `_persist`'s temporary file; one left by a killed agent is removed at the next load.
 _TMP = re.compile(re.escape(ORIGINALS_FILE) + r"\.tmp\.(?P<pid>[0-9]+)\.[0-9]+")

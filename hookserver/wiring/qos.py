@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from hookserver.config import Settings
 from hookserver.executor.executor import CgroupExecutor
+from hookserver.executor.netcmd import TcExecutor
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.featuregates import GateValues
 from hookserver.hooks.registry import HookRegistry
@@ -24,6 +25,7 @@ from qos.framework.metrics import QoSMetrics
 from qos.framework.reconciler import Reconciler
 from qos.framework.runner import QoSRunner
 from qos.snapshot import CgroupView, SnapshotBuilder
+from qos.snapshot.tc_reader import TcReader
 
 __all__ = ["QoSParts", "build_qos", "eviction_backend"]
 
@@ -63,7 +65,8 @@ def build_qos(
     originals = NodeOriginals(settings.state_dir)
     system_files = SystemFileExecutor(
         {"proc_sys": os.path.join(settings.proc_root, "sys"), "sys": settings.sys_root,
-         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl"), "proc": settings.proc_root},
+         "resctrl": os.path.join(settings.sys_root, "fs", "resctrl"), "proc": settings.proc_root,
+         "net_cls": layout.hierarchy_root("net_cls")},
         store=store, originals=originals,
     )
     collect_interval_s = max(
@@ -73,13 +76,14 @@ def build_qos(
     snapshots = SnapshotBuilder.for_node(
         store, view, proc_root=settings.proc_root, sys_root=settings.sys_root, originals=originals,
         gate_on=gates.enabled, collect_interval_s=collect_interval_s,
+        tc=TcReader(proc_root=settings.proc_root, interface=settings.qos.network_interface),
     )
     guard = EvictionGuard(eviction_backend(settings, informer=informer, executor=executor, store=store),
                           cooldown_s=settings.qos.eviction_cooldown_s)
     runner = QoSRunner(
         reconcilers, gates=gates, snapshots=snapshots, store=store, executor=executor, evictions=guard,
         settings=settings.qos, metrics=QoSMetrics(prometheus, node=settings.node_name), ready=informer.synced,
-        system_files=system_files,
+        system_files=system_files, net_commands=TcExecutor(store=store, originals=originals),
     )
     return QoSParts(runner, snapshots, originals, system_files, knob_owners)
 

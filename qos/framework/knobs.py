@@ -31,6 +31,8 @@ The decisions (and why):
   throttles and cost.weight, and the root iocost files.
 * PodResctrl (koordlet's Resctrl hook) owns the pod-level `koordlet-<uid>` groups' schemata and the tasks of
   annotated pods (the class-level Resctrl leaves those tasks alone while the gate is on).
+* TCNetworkQoS owns the node interface's egress tc tree (root htb 1: and its classes and filters) and pods'
+  net_cls.classid.
 * OOMScoreAdj owns the `oom_score_adj` of the processes of annotated pods' containers (every class): the
   runtime sets it once at container start from the kubelet's value and nothing else rewrites it.
 * The kubelet owns the QoS tiers' `cpu.shares` and memory limits (seed 003: rewritten every 60 s); no
@@ -99,6 +101,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
     "Resctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("node",), ("*",)),
     "OOMScoreAdj": _claims(("oom_score_adj",), ("container",), ("*",)),
     "PodResctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("pod",), ("*",)),
+    "TCNetworkQoS": (KnobClaim("tc.egress", "node", "*"), KnobClaim("net_cls.classid", "pod", "*")),
 })
 
 

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.eviction import EvictionRequest
-from hookserver.executor.plan import FileWrite, ResourcePlan
+from hookserver.executor.plan import FileWrite, NetCommand, ResourcePlan
 
 __all__ = ["Numbers", "PlannedEviction", "QoSPlan", "ReleaseTarget", "numbers"]
 
@@ -89,17 +89,19 @@ class QoSPlan:
     # are every mode's candidates and `qos.evict_round.walk` decides who goes; without, the runner evicts in
     # plan order until `numbers["release_target"]` is covered.
     release_targets: tuple[ReleaseTarget, ...] = ()
+    # `tc` commands on a network interface (hookserver.executor.netcmd), carried out after `files`.
+    commands: tuple[NetCommand, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.writes and not self.evictions and not self.files
+        return not self.writes and not self.evictions and not self.files and not self.commands
 
     @classmethod
     def skip(cls, reconciler: str, why: str, *, state: object = None, **values: float | int | str) -> QoSPlan:
         return cls(reconciler=reconciler, summary=f"skipped: {why}", skipped=why, numbers=numbers(**values), state=state)
 
     def write_count(self) -> int:
-        return sum(len(level) for plan in self.writes for level in plan.levels) + len(self.files)
+        return sum(len(level) for plan in self.writes for level in plan.levels) + len(self.files) + len(self.commands)
 
     def describe(self, *, max_items: int | None = None) -> dict[str, Any]:
         """JSON-able: `hookctl qos plan` shows all of it; the audit keeps the first `max_items` writes and
@@ -123,6 +125,7 @@ class QoSPlan:
             "evictions": evictions,
             "notes": list(self.notes),
             **({"files": [f.describe() for f in self.files]} if self.files else {}),
+            **({"commands": [c.describe() for c in self.commands]} if self.commands else {}),
             **({"release_targets": [t.describe() for t in self.release_targets]} if self.release_targets else {}),
         }
         if max_items is not None and (len(writes) > max_items or len(self.evictions) > max_items):

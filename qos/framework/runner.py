@@ -29,7 +29,7 @@ from hookserver.aio.hotgate import pause, paced
 from hookserver.aio.periodic import run_every
 from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.eviction import EvictionResult, EvictionStatus
-from hookserver.executor.plan import FileWrite, ResourceExecutor
+from hookserver.executor.plan import FileWrite, NetCommand, ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
 from hookserver.store.state import StateStore
 
@@ -56,6 +56,12 @@ class SystemFiles(Protocol):
     """Carries out a plan's `files` (hookserver.executor.sysfiles.SystemFileExecutor; the daemon wires it)."""
 
     def apply(self, writes: Sequence[FileWrite]) -> Sequence[Any]: ...
+
+
+class NetCommands(Protocol):
+    """Carries out a plan's `commands` (hookserver.executor.netcmd.TcExecutor; the daemon wires it)."""
+
+    def apply(self, commands: Sequence[NetCommand]) -> Sequence[Any]: ...
 
 
 class RoundRecorder(Protocol):
@@ -119,6 +125,7 @@ class QoSRunner:
         system_files: SystemFiles | None = None,
         ready: Callable[[], bool] | None = None,
         recorder: RoundRecorder | None = None,
+        net_commands: NetCommands | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -145,6 +152,7 @@ class QoSRunner:
         self.recorder = recorder
         self.executor = executor
         self.system_files = system_files
+        self.net_commands = net_commands
         self.evictions = evictions
         # pod UID -> the status of its last eviction result; repeated refusals are counted, not re-audited
         self._eviction_states: dict[str, str] = {}
@@ -309,7 +317,8 @@ class QoSRunner:
 
     # -- execution --------------------------------------------------------------------------------
     def _apply_writes(self, plan: QoSPlan, dry: bool) -> tuple[int, int]:
-        """cgroup writes through the executor, then node files through the system-file executor."""
+        """cgroup writes through the executor, then node files through the system-file executor, then `tc`
+        commands through the tc executor."""
         ok = failed = 0
         if dry:
             return ok, failed
@@ -320,10 +329,16 @@ class QoSRunner:
                 report = self.executor.apply(resource_plan)
                 ok += sum(1 for r in report.results if r.ok)
                 failed += len(report.errors)
-        if plan.files:
-            if self.system_files is None:
-                raise HookServerError("no system-file executor is wired: cannot write sysctls or resctrl")
-            results = self.system_files.apply(plan.files)
+        steps: tuple[tuple[Sequence[Any], SystemFiles | NetCommands | None, str], ...] = (
+            (plan.files, self.system_files, "no system-file executor is wired: cannot write sysctls or resctrl"),
+            (plan.commands, self.net_commands, "no tc executor is wired: cannot change the network interface"),
+        )
+        for items, carrier, missing in steps:
+            if not items:
+                continue
+            if carrier is None:
+                raise HookServerError(missing)
+            results = carrier.apply(items)
             ok += sum(1 for r in results if r.ok)
             failed += sum(1 for r in results if not r.ok)
         return ok, failed

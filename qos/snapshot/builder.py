@@ -42,6 +42,7 @@ from qos.snapshot.node import BATCH_CPU, cpus_of, json_annotation, node_facts
 from qos.snapshot.cgroups import CgroupView
 from qos.snapshot.kernel import KernelFacts
 from qos.snapshot.kernel_reader import KernelReader
+from qos.snapshot.tc_reader import TcReader
 from qos.snapshot.priority import REQUEST_RESOURCES
 from qos.snapshot.model import (
     ANNOTATION_RESOURCE_STATUS,
@@ -168,12 +169,14 @@ class SnapshotBuilder:
         originals: NodeOriginals,
         gate_on: Callable[[str], bool],
         collect_interval_s: float = 1.0,
+        tc: TcReader | None = None,
     ) -> SnapshotBuilder:
         """The builder of a running agent, with its kernel part: the one way a snapshot of the node is read.
-        `gate_on` says which kernel facts to read (only those of reconcilers whose gate is on)."""
+        `gate_on` says which kernel facts to read (only those of reconcilers whose gate is on); `tc` reads the
+        network interface's traffic control (default: the default route's, in this network namespace)."""
         kernel = KernelReader(
             cgroups, runtime=cgroups.runtime, proc_root=proc_root, sys_root=sys_root, originals=originals,
-            enabled=gate_on,
+            enabled=gate_on, tc=tc,
         )
         return cls(store, cgroups=cgroups, collect_interval_s=collect_interval_s, kernel=kernel)
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from hookserver.system.tc import TcClass
+
 __all__ = [
     "NODE_SETTINGS",
     "BlockDevice",
@@ -23,6 +25,7 @@ __all__ = [
     "ProcessScore",
     "ResctrlFacts",
     "SysctlFacts",
+    "TcFacts",
 ]
 
 _NO_STR: Mapping[str, str] = MappingProxyType({})
@@ -143,6 +146,25 @@ class OOMFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class TcFacts:
+    """For TCNetworkQoS: the egress traffic-control tree of the node's interface. `problem` non-empty: nothing
+    can be done (no `tc`, no interface), said once as the reconciler's status. `recorded` is the root qdisc kind
+    the interface had before the agent replaced it (state dir; "" when the agent has not). `cgroup_prefs` the
+    preferences of the `cgroup` filters under 1:. `net_cls`: each pod's `net_cls.classid` now (by uid; only on
+    cgroup v1 with a net_cls hierarchy, `net_cls_root` non-empty)."""
+
+    interface: str = ""
+    problem: str = ""
+    root_kind: str = ""
+    root_handle: str = ""
+    classes: Mapping[str, TcClass] = field(default_factory=lambda: MappingProxyType({}))
+    cgroup_prefs: frozenset[int] = frozenset()
+    recorded: str = ""
+    net_cls_root: str = ""
+    net_cls: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
 class KernelFacts:
     """`tiers`: the kubelet QoS dirs ("kubepods", "burstable", "besteffort"); `cgroup_files`: which optional
     cgroup files exist at the kubepods dir (cpu.cfs_burst_us, memory.min, memory.wmark_ratio, ...)."""
@@ -156,3 +178,4 @@ class KernelFacts:
     devices: tuple[BlockDevice, ...] = ()
     resctrl: ResctrlFacts = field(default_factory=ResctrlFacts)
     oom: OOMFacts = field(default_factory=OOMFacts)
+    tc: TcFacts = field(default_factory=TcFacts)

@@ -45,9 +45,11 @@ from qos.snapshot.kernel import (
     PodKernel,
     ResctrlFacts,
     SysctlFacts,
+    TcFacts,
 )
 from qos.snapshot.node import quantity_or_zero
 from qos.snapshot.oom_reader import ORIGINALS_SECTION, read_oom_facts
+from qos.snapshot.tc_reader import TC_SECTION, TcReader
 from qos.snapshot.pod_resctrl_reader import ANNOTATION_POD_RESCTRL, POD_GROUPS_SECTION, with_pod_groups
 
 __all__ = [
@@ -221,8 +223,10 @@ class KernelReader:
         resctrl_root: str = "",
         originals: NodeOriginals | None = None,
         enabled: Callable[[str], bool] = lambda gate: True,
+        tc: TcReader | None = None,
     ) -> None:
         self.view = view
+        self.tc = tc or TcReader(proc_root=proc_root)
         self.runtime = runtime
         self.proc_root = proc_root
         self.sys_root = sys_root
@@ -268,6 +272,13 @@ class KernelReader:
         if probed:
             self._files = result
         return result
+
+    def _net_cls_root(self) -> str:
+        """The net_cls hierarchy (cgroup v1 only: v2 has no net_cls), "" when the node has none."""
+        if self.view.v2:
+            return ""
+        root = self.view.hierarchy_root("net_cls")
+        return root if os.path.isfile(os.path.join(root, "net_cls.classid")) else ""
 
     def _pod_dir(self, pod: PodRecord) -> str:
         try:
@@ -466,11 +477,15 @@ class KernelReader:
                 wanted=oom_on,
             )
             read.add("oom")
+        tc = TcFacts()
+        if self.enabled("TCNetworkQoS") or replay_gate == "TCNetworkQoS" or self.originals.section(TC_SECTION):
+            tc = self.tc.read(self.originals, pods, self._net_cls_root())
+            read.add("tc")
         devices: tuple[BlockDevice, ...] = ()
         if self.enabled("BlkIOReconcile") or replay_gate == "BlkIOReconcile":
             devices = self.devices(slo)
             read.add("blkio")
         return KernelFacts(
             read=frozenset(read), v2=self.view.v2, tiers=self.tiers, cgroup_files=self.cgroup_files(),
-            pods=MappingProxyType(pods), sysctl=sysctl, devices=devices, resctrl=resctrl, oom=oom,
+            pods=MappingProxyType(pods), sysctl=sysctl, devices=devices, resctrl=resctrl, oom=oom, tc=tc,
         )
