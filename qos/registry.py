@@ -12,7 +12,7 @@ from qos.cpu.burst import CPUBurst
 from qos.eviction.cpu import CPUEvict
 from qos.cpu.suppress import CPUSuppress
 from qos.group_identity import GroupIdentity
-from qos.isolation import OOMScoreAdj, PodResctrl, TCNetworkQoS
+from qos.isolation import CoreSched, OOMScoreAdj, PodResctrl, TCNetworkQoS
 from hookserver.featuregates import FeatureGate, GateRegistry
 from qos.eviction.memory import MemoryEvict
 from qos.memory_qos import MemoryQoS
@@ -31,7 +31,7 @@ RECONCILER_TYPES += [CPUBurst, MemoryQoS, SystemConfig, BlkIO, Resctrl]
 # Issue 20: CPU priority by class (bvt, or BE cpu.idle).
 RECONCILER_TYPES += [GroupIdentity]
 # Issue 38: isolation beyond CPU and memory (qos/isolation/).
-RECONCILER_TYPES += [OOMScoreAdj, PodResctrl, TCNetworkQoS]
+RECONCILER_TYPES += [OOMScoreAdj, PodResctrl, TCNetworkQoS, CoreSched]
 
 
 def build_reconcilers(

@@ -11,6 +11,7 @@ Runs while the agent is stopped, with the same settings as `serve` (`--config`, 
   * processes whose oom_score_adj OOMScoreAdj changed get their recorded score back, when the same process
     (pid and start time) still runs; the others are listed as gone;
   * the htb TCNetworkQoS put on the network interface is deleted (the kernel's default qdisc returns);
+  * pod processes holding a core-scheduling cookie get the default cookie back (CoreSched);
   * the batch/mid capacity offer is withdrawn: in cluster mode a server-side apply of nothing to the Node's
     status with the agent's field manager (fields another writer owns stay theirs), in standalone mode the
     state dir's capacity document is removed. Without this, a node whose agent is gone would keep offering
@@ -32,6 +33,7 @@ from hookserver.errors import HookServerError
 from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, NetCommand, ResourcePlan
 from hookserver.store.originals import NodeOriginals
 from hookserver.system.socketfiles import socket_is_live
+from hookserver.system.coresched import CoreSchedKernel
 from hookserver.system.processes import read_start_ticks, split_process_key
 from qos.isolation.oom_score_adj import restore_writes
 from qos.snapshot.kernel import NODE_SETTINGS
@@ -47,7 +49,8 @@ def add_cleanup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     cleanup = sub.add_parser(
         "cleanup", parents=[parent], add_help=False,  # `serve`'s flags (and its -h), so the settings are the same
         help="restore what the agent changed on the node (sysctls, BE tier quota and cpuset, resctrl groups, "
-             "processes' oom_score_adj, the network interface's tc htb) and withdraw its batch/mid capacity offer",
+             "processes' oom_score_adj, the network interface's tc htb, core-sched cookies) and withdraw its "
+             "batch/mid capacity offer",
     )
     cleanup.add_argument("--force", action="store_true", help="run even though the agent's sockets answer")
 
@@ -140,6 +143,47 @@ def _remove_tc(settings: Settings, originals: NodeOriginals, out: list[str]) -> 
     return failed
 
 
+def clear_core_sched_cookies(settings: Settings, out: list[str], *, kernel: CoreSchedKernel | None = None) -> int:
+    """Every process under the kubelet's pods dir (cpu hierarchy) that holds a core-scheduling cookie goes back
+    to the default cookie (CoreSched gave them; the cookies live only as long as their processes). Silent where
+    the kernel has no core scheduling: there is nothing to undo."""
+    from hookserver.executor import build_executor
+    from hookserver.store import StateStore
+    from hookserver.system import SystemRoots
+    from hookserver.system.coresched import LibcCoreSched, unavailable_reason
+    from hookserver.system.cgroupnames import qos_dir, KubeQoS
+
+    cookies = kernel or LibcCoreSched()
+    if unavailable_reason(cookies, settings.sys_root).startswith("this kernel has no"):
+        return 0
+    roots = SystemRoots(proc=settings.proc_root, sys=settings.sys_root, cgroup=settings.cgroup.root)
+    layout = build_executor(settings.cgroup, store=StateStore(), roots=roots).layout
+    top = os.path.join(layout.hierarchy_root("cpu"), qos_dir(layout.driver, KubeQoS.GUARANTEED))
+    held: list[int] = []
+    for directory, _dirs, files in os.walk(top):
+        if "cgroup.procs" not in files:
+            continue
+        try:
+            with open(os.path.join(directory, "cgroup.procs"), "rb") as handle:
+                pids = [int(t) for t in handle.read().split() if t.isdigit()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                if cookies.get(pid) != 0:
+                    held.append(pid)
+            except OSError:
+                continue
+    if not held:
+        return 0
+    failed = cookies.clear(held)
+    if failed:
+        out.append(f"FAILED    core-sched cookies of {len(failed)} of {len(held)} processes: not reset (exited?)")
+        return 1
+    out.append(f"restored  core-sched cookies of {len(held)} pod processes (back to the default cookie)")
+    return 0
+
+
 def _withdraw_capacity(settings: Settings, out: list[str]) -> int:
     """The capacity offer: withdrawn from the Node (cluster mode) or its document removed (standalone)."""
     from hookserver.informer import resolve_mode
@@ -230,6 +274,11 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
         failed += 1
         lines.append(f"FAILED    BE tier: {exc}")
     failed += _remove_tc(settings, originals, lines)
+    try:
+        failed += clear_core_sched_cookies(settings, lines)
+    except HookServerError as exc:
+        failed += 1
+        lines.append(f"FAILED    core-sched cookies: {exc}")
     failed += _withdraw_capacity(settings, lines)
     if not lines:
         lines.append(f"nothing to restore (no originals recorded in {settings.state_dir})")

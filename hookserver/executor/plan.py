@@ -17,6 +17,7 @@ __all__ = [
     "ApplyReport",
     "CgroupResource",
     "CgroupWrite",
+    "CookieOp",
     "FileWrite",
     "NetCommand",
     "ResourceExecutor",
@@ -196,3 +197,22 @@ class NetCommand:
 
     def describe(self) -> dict[str, str]:
         return {"command": "tc " + " ".join(self.args), "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class CookieOp:
+    """One core-scheduling change (`hookserver.system.coresched`), carried out by
+    `executor.coresched.CookieExecutor`: "create" a new cookie for `pid` and give it to `to_pids`, "assign"
+    `pid`'s cookie to `to_pids`, or "clear" `to_pids` back to the default cookie. `group` is the core-sched group
+    the cookie stands for (shown in the audit)."""
+
+    kind: Literal["create", "assign", "clear"]
+    pid: int = 0
+    to_pids: tuple[int, ...] = ()
+    group: str = ""
+    owner: str = ""
+    reason: str = ""
+
+    def describe(self) -> dict[str, str]:
+        return {"op": self.kind, "pid": str(self.pid), "to": ",".join(map(str, self.to_pids)), "group": self.group,
+                "reason": self.reason}

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from hookserver.config import Settings
 from hookserver.executor.executor import CgroupExecutor
+from hookserver.executor.coresched import CookieExecutor
 from hookserver.executor.netcmd import TcExecutor
 from hookserver.executor.sysfiles import SystemFileExecutor
 from hookserver.featuregates import GateValues
@@ -84,6 +85,7 @@ def build_qos(
         reconcilers, gates=gates, snapshots=snapshots, store=store, executor=executor, evictions=guard,
         settings=settings.qos, metrics=QoSMetrics(prometheus, node=settings.node_name), ready=informer.synced,
         system_files=system_files, net_commands=TcExecutor(store=store, originals=originals),
+        cookies=CookieExecutor(snapshots.core_sched_kernel(), store=store),
     )
     return QoSParts(runner, snapshots, originals, system_files, knob_owners)
 

@@ -33,6 +33,7 @@ The decisions (and why):
   annotated pods (the class-level Resctrl leaves those tasks alone while the gate is on).
 * TCNetworkQoS owns the node interface's egress tc tree (root htb 1: and its classes and filters) and pods'
   net_cls.classid.
+* CoreSched owns the core-scheduling cookies of non-SYSTEM pods' processes (cpu.idle stays GroupIdentity's).
 * OOMScoreAdj owns the `oom_score_adj` of the processes of annotated pods' containers (every class): the
   runtime sets it once at container start from the kubelet's value and nothing else rewrites it.
 * The kubelet owns the QoS tiers' `cpu.shares` and memory limits (seed 003: rewritten every 60 s); no
@@ -102,6 +103,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
     "OOMScoreAdj": _claims(("oom_score_adj",), ("container",), ("*",)),
     "PodResctrl": _claims(("resctrl.schemata", "resctrl.tasks"), ("pod",), ("*",)),
     "TCNetworkQoS": (KnobClaim("tc.egress", "node", "*"), KnobClaim("net_cls.classid", "pod", "*")),
+    "CoreSched": _claims(("core_sched.cookie",), ("container",), ("LSE", "LSR", "LS", "BE")),
 })
 
 

@@ -11,9 +11,9 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.eviction import EvictionRequest
-from hookserver.executor.plan import FileWrite, NetCommand, ResourcePlan
+from hookserver.executor.plan import CookieOp, FileWrite, NetCommand, ResourcePlan
 
-__all__ = ["Numbers", "PlannedEviction", "QoSPlan", "ReleaseTarget", "numbers"]
+__all__ = ["Numbers", "PlannedEviction", "QoSPlan", "ReleaseTarget", "kernel_part_skip", "numbers"]
 
 Numbers = Mapping[str, float | int | str]
 _NONE: Numbers = MappingProxyType({})
@@ -91,17 +91,19 @@ class QoSPlan:
     release_targets: tuple[ReleaseTarget, ...] = ()
     # `tc` commands on a network interface (hookserver.executor.netcmd), carried out after `files`.
     commands: tuple[NetCommand, ...] = ()
+    # Core-scheduling cookie changes (hookserver.executor.coresched), carried out last.
+    cookies: tuple[CookieOp, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.writes and not self.evictions and not self.files and not self.commands
+        return not self.writes and not self.evictions and not self.files and not self.commands and not self.cookies
 
     @classmethod
     def skip(cls, reconciler: str, why: str, *, state: object = None, **values: float | int | str) -> QoSPlan:
         return cls(reconciler=reconciler, summary=f"skipped: {why}", skipped=why, numbers=numbers(**values), state=state)
 
     def write_count(self) -> int:
-        return sum(len(level) for plan in self.writes for level in plan.levels) + len(self.files) + len(self.commands)
+        return sum(len(level) for plan in self.writes for level in plan.levels) + len(self.files) + len(self.commands) + len(self.cookies)
 
     def describe(self, *, max_items: int | None = None) -> dict[str, Any]:
         """JSON-able: `hookctl qos plan` shows all of it; the audit keeps the first `max_items` writes and
@@ -126,9 +128,21 @@ class QoSPlan:
             "notes": list(self.notes),
             **({"files": [f.describe() for f in self.files]} if self.files else {}),
             **({"commands": [c.describe() for c in self.commands]} if self.commands else {}),
+            **({"cookies": [c.describe() for c in self.cookies]} if self.cookies else {}),
             **({"release_targets": [t.describe() for t in self.release_targets]} if self.release_targets else {}),
         }
         if max_items is not None and (len(writes) > max_items or len(self.evictions) > max_items):
             out["writes_total"] = len(writes)
             out["evictions_total"] = len(self.evictions)
         return out
+
+
+def kernel_part_skip(reconciler: str, state: object, *, read: frozenset[str], part: str, what: str, problem: str,
+                     word: str = "unsupported") -> QoSPlan | None:
+    """The round's skip when the snapshot did not read `part` of the kernel facts ("<what> not read this round")
+    or read that it cannot be used ("<word>: <problem>", the one status line `hookctl qos` shows); else None."""
+    if part not in read:
+        return QoSPlan.skip(reconciler, f"{what} not read this round", state=state)
+    if problem:
+        return QoSPlan.skip(reconciler, f"{word}: {problem}", state=state)
+    return None

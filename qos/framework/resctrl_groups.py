@@ -17,7 +17,7 @@ from collections.abc import Set
 from typing import Any
 
 from hookserver.executor.plan import FileWrite
-from qos.framework.plan import QoSPlan
+from qos.framework.plan import QoSPlan, kernel_part_skip
 from qos.snapshot.kernel import PodKernel
 from qos.snapshot.model import QoSSnapshot
 
@@ -58,11 +58,8 @@ def remove_group_writes(groups: Set[str], *, section: str, owner: str, why: str)
 
 def unusable(snap: QoSSnapshot, reconciler: str, state: Any) -> QoSPlan | None:
     """The round's skip when resctrl was not read or cannot be used (one "unsupported" status), else None."""
-    if "resctrl" not in snap.kernel.read:
-        return QoSPlan.skip(reconciler, "resctrl not read this round", state=state)
-    if snap.kernel.resctrl.problem:
-        return QoSPlan.skip(reconciler, f"unsupported: {snap.kernel.resctrl.problem}", state=state)
-    return None
+    return kernel_part_skip(reconciler, state, read=snap.kernel.read, part="resctrl", what="resctrl",
+                            problem=snap.kernel.resctrl.problem)
 
 
 def task_writes(pod: PodKernel, pod_key: str, group: str, have: frozenset[int], *, owner: str) -> list[FileWrite]:

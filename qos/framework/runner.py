@@ -29,7 +29,7 @@ from hookserver.aio.hotgate import pause, paced
 from hookserver.aio.periodic import run_every
 from hookserver.errors import ConfigError, HookServerError, InputError
 from hookserver.eviction import EvictionResult, EvictionStatus
-from hookserver.executor.plan import FileWrite, NetCommand, ResourceExecutor
+from hookserver.executor.plan import CookieOp, FileWrite, NetCommand, ResourceExecutor
 from hookserver.store.audit import EvictionRecord, PlanRecord
 from hookserver.store.state import StateStore
 
@@ -62,6 +62,12 @@ class NetCommands(Protocol):
     """Carries out a plan's `commands` (hookserver.executor.netcmd.TcExecutor; the daemon wires it)."""
 
     def apply(self, commands: Sequence[NetCommand]) -> Sequence[Any]: ...
+
+
+class CookieCarrier(Protocol):
+    """Carries out a plan's `cookies` (hookserver.executor.coresched.CookieExecutor; the daemon wires it)."""
+
+    def apply(self, ops: Sequence[CookieOp]) -> Sequence[Any]: ...
 
 
 class RoundRecorder(Protocol):
@@ -126,6 +132,7 @@ class QoSRunner:
         ready: Callable[[], bool] | None = None,
         recorder: RoundRecorder | None = None,
         net_commands: NetCommands | None = None,
+        cookies: CookieCarrier | None = None,
     ) -> None:
         names = [r.name for r in reconcilers]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -153,6 +160,7 @@ class QoSRunner:
         self.executor = executor
         self.system_files = system_files
         self.net_commands = net_commands
+        self.cookies = cookies
         self.evictions = evictions
         # pod UID -> the status of its last eviction result; repeated refusals are counted, not re-audited
         self._eviction_states: dict[str, str] = {}
@@ -317,8 +325,8 @@ class QoSRunner:
 
     # -- execution --------------------------------------------------------------------------------
     def _apply_writes(self, plan: QoSPlan, dry: bool) -> tuple[int, int]:
-        """cgroup writes through the executor, then node files through the system-file executor, then `tc`
-        commands through the tc executor."""
+        """cgroup writes through the executor, then node files through the system-file executor, `tc`
+        commands through the tc executor, and core-sched cookies through theirs."""
         ok = failed = 0
         if dry:
             return ok, failed
@@ -329,9 +337,10 @@ class QoSRunner:
                 report = self.executor.apply(resource_plan)
                 ok += sum(1 for r in report.results if r.ok)
                 failed += len(report.errors)
-        steps: tuple[tuple[Sequence[Any], SystemFiles | NetCommands | None, str], ...] = (
+        steps: tuple[tuple[Sequence[Any], SystemFiles | NetCommands | CookieCarrier | None, str], ...] = (
             (plan.files, self.system_files, "no system-file executor is wired: cannot write sysctls or resctrl"),
             (plan.commands, self.net_commands, "no tc executor is wired: cannot change the network interface"),
+            (plan.cookies, self.cookies, "no core-sched executor is wired: cannot set cookies"),
         )
         for items, carrier, missing in steps:
             if not items:

@@ -5,10 +5,12 @@ process or per pod rather than per cgroup knob. Same layer as the other reconcil
     oom_score_adj.py   OOMScoreAdj: the pod annotations' oom_score_adj on every process of its containers
     pod_resctrl.py     PodResctrl (koordlet's Resctrl hook): a resctrl group per annotated pod
     network_qos.py     TCNetworkQoS: egress bandwidth per QoS class, an htb tree on the node's interface
+    core_sched.py      CoreSched: core-scheduling cookies per pod group
 """
 
+from qos.isolation.core_sched import CoreSched
 from qos.isolation.network_qos import TCNetworkQoS
 from qos.isolation.oom_score_adj import OOMScoreAdj
 from qos.isolation.pod_resctrl import PodResctrl
 
-__all__ = ["OOMScoreAdj", "PodResctrl", "TCNetworkQoS"]
+__all__ = ["CoreSched", "OOMScoreAdj", "PodResctrl", "TCNetworkQoS"]

@@ -48,7 +48,7 @@ from hookserver.featuregates import FeatureGate
 from hookserver.quantity import parse_quantity
 from hookserver.slo.qos import NetworkQOS
 from hookserver.system.tc import rates_match
-from qos.framework.plan import QoSPlan, numbers
+from qos.framework.plan import QoSPlan, kernel_part_skip, numbers
 from qos.framework.reconciler import Reconciler, Verdict
 from qos.snapshot.kernel import TcFacts
 from qos.snapshot.model import QoSSnapshot
@@ -175,10 +175,9 @@ class TCNetworkQoS(Reconciler):
 
     def plan(self, snap: QoSSnapshot, state: Any) -> QoSPlan:
         tc = snap.kernel.tc
-        if "tc" not in snap.kernel.read:
-            return QoSPlan.skip(self.name, "tc not read this round", state=state)
-        if tc.problem:
-            return QoSPlan.skip(self.name, f"unsupported: {tc.problem}", state=state)
+        skipped = kernel_part_skip(self.name, state, read=snap.kernel.read, part="tc", what="tc", problem=tc.problem)
+        if skipped is not None:
+            return skipped
         ours = tc.root_kind == "htb" and tc.root_handle == f"{MAJOR}:"
         if not ours and tc.root_kind not in DEFAULT_QDISCS:
             return QoSPlan.skip(self.name, f"{tc.interface} has a root qdisc {tc.root_kind} {tc.root_handle} this agent "

@@ -41,6 +41,7 @@ from hookserver.system.topology import NodeTopology
 from qos.snapshot.node import BATCH_CPU, cpus_of, json_annotation, node_facts
 from qos.snapshot.cgroups import CgroupView
 from qos.snapshot.kernel import KernelFacts
+from hookserver.system.coresched import CoreSchedKernel, LibcCoreSched
 from qos.snapshot.kernel_reader import KernelReader
 from qos.snapshot.tc_reader import TcReader
 from qos.snapshot.priority import REQUEST_RESOURCES
@@ -179,6 +180,13 @@ class SnapshotBuilder:
             enabled=gate_on, tc=tc,
         )
         return cls(store, cgroups=cgroups, collect_interval_s=collect_interval_s, kernel=kernel)
+
+    def core_sched_kernel(self) -> CoreSchedKernel:
+        """The prctl the snapshot reads cookies with, for the executor that sets them (one kernel interface, so a
+        test's fake serves both)."""
+        if isinstance(self.kernel, KernelReader):
+            return self.kernel.core_sched.kernel
+        return LibcCoreSched()
 
     # -- readers ---------------------------------------------------------------------------------
     def _latest(self, series: TimeSeriesStore, metric: str, now: float) -> list[tuple[dict[str, str], float]]:

@@ -19,6 +19,7 @@ __all__ = [
     "NODE_SETTINGS",
     "BlockDevice",
     "ContainerKernel",
+    "CoreSchedFacts",
     "KernelFacts",
     "OOMFacts",
     "PodKernel",
@@ -165,6 +166,16 @@ class TcFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class CoreSchedFacts:
+    """For CoreSched: `problem` non-empty when the node cannot do core scheduling (no PR_SCHED_CORE, no SMT);
+    else the processes of each container (by container id) with their cookie now (pid, cookie; 0 = default).
+    A process whose cookie could not be read is left out."""
+
+    problem: str = ""
+    processes: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
 class KernelFacts:
     """`tiers`: the kubelet QoS dirs ("kubepods", "burstable", "besteffort"); `cgroup_files`: which optional
     cgroup files exist at the kubepods dir (cpu.cfs_burst_us, memory.min, memory.wmark_ratio, ...)."""
@@ -179,3 +190,4 @@ class KernelFacts:
     resctrl: ResctrlFacts = field(default_factory=ResctrlFacts)
     oom: OOMFacts = field(default_factory=OOMFacts)
     tc: TcFacts = field(default_factory=TcFacts)
+    core_sched: CoreSchedFacts = field(default_factory=CoreSchedFacts)

@@ -40,6 +40,7 @@ from qos.snapshot.kernel import (
     NODE_SETTINGS,
     BlockDevice,
     ContainerKernel,
+    CoreSchedFacts,
     KernelFacts,
     OOMFacts,
     PodKernel,
@@ -49,6 +50,7 @@ from qos.snapshot.kernel import (
 )
 from qos.snapshot.node import quantity_or_zero
 from qos.snapshot.oom_reader import ORIGINALS_SECTION, read_oom_facts
+from qos.snapshot.coresched_reader import CoreSchedReader
 from qos.snapshot.tc_reader import TC_SECTION, TcReader
 from qos.snapshot.pod_resctrl_reader import ANNOTATION_POD_RESCTRL, POD_GROUPS_SECTION, with_pod_groups
 
@@ -224,9 +226,11 @@ class KernelReader:
         originals: NodeOriginals | None = None,
         enabled: Callable[[str], bool] = lambda gate: True,
         tc: TcReader | None = None,
+        core_sched: CoreSchedReader | None = None,
     ) -> None:
         self.view = view
         self.tc = tc or TcReader(proc_root=proc_root)
+        self.core_sched = core_sched or CoreSchedReader(sys_root=sys_root)
         self.runtime = runtime
         self.proc_root = proc_root
         self.sys_root = sys_root
@@ -481,6 +485,10 @@ class KernelReader:
         if self.enabled("TCNetworkQoS") or replay_gate == "TCNetworkQoS" or self.originals.section(TC_SECTION):
             tc = self.tc.read(self.originals, pods, self._net_cls_root())
             read.add("tc")
+        core_sched = CoreSchedFacts()
+        if self.enabled("CoreSched") or replay_gate == "CoreSched":
+            core_sched = self.core_sched.read(pods, self.view.hierarchy_root("cpu"))
+            read.add("core_sched")
         devices: tuple[BlockDevice, ...] = ()
         if self.enabled("BlkIOReconcile") or replay_gate == "BlkIOReconcile":
             devices = self.devices(slo)
@@ -488,4 +496,5 @@ class KernelReader:
         return KernelFacts(
             read=frozenset(read), v2=self.view.v2, tiers=self.tiers, cgroup_files=self.cgroup_files(),
             pods=MappingProxyType(pods), sysctl=sysctl, devices=devices, resctrl=resctrl, oom=oom, tc=tc,
+            core_sched=core_sched,
         )

@@ -108,7 +108,7 @@ def test_the_daemon_logs_not_implemented_gates_once(tmp_path: Path, caplog: pyte
     (tmp_path / "cg").mkdir()
     settings = load_settings(overrides={
         "standalone": True, "state_dir": str(tmp_path / "state"),
-        "feature_gates": CHART_GATES + ",CoreSched=true",
+        "feature_gates": CHART_GATES + ",TerwayQoS=true",
         "hook": {"socket": str(tmp_path / "h.sock"), "registration_dir": str(tmp_path / "reg")},
         "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
         "metrics": {"addr": "127.0.0.1:0"}, "cgroup": {"root": str(tmp_path / "cg"), "version": "v2"},
@@ -116,12 +116,12 @@ def test_the_daemon_logs_not_implemented_gates_once(tmp_path: Path, caplog: pyte
     with caplog.at_level(logging.INFO, logger="hookserver.daemon"):
         daemon = Daemon(settings)
     lines = [r.getMessage() for r in caplog.records if "accepted, not implemented" in r.getMessage()]
-    assert len(lines) == 1 and "CoreSched=true (flag --feature-gates)" in lines[0]
+    assert len(lines) == 1 and "TerwayQoS=true (flag --feature-gates)" in lines[0]
     assert "Accelerators" not in lines[0]  # the chart's gates are all implemented (Accelerators: the Device report)
     assert [r.levelno for r in caplog.records if "accepted, not implemented" in r.getMessage()] == [logging.WARNING]
     compat = daemon.koordlet_compat()
-    assert {"name": "CoreSched", "value": True, "source": "flag --feature-gates"} in compat["gates_not_implemented"]
-    for gate in ("OOMScoreAdj", "Resctrl", "TCNetworkQoS"):  # issue 38's reconcilers
+    assert {"name": "TerwayQoS", "value": True, "source": "flag --feature-gates"} in compat["gates_not_implemented"]
+    for gate in ("CoreSched", "OOMScoreAdj", "Resctrl", "TCNetworkQoS"):  # issue 38's reconcilers
         assert daemon.gates.values[gate].implemented, gate
     assert daemon.gates.values["Accelerators"].implemented and daemon.devices is not None
     assert daemon.gates.values["BatchResource"].implemented
