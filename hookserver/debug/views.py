@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from hookserver.debug.cpu_sources import cpu_sources
+from hookserver.debug.cpu_sources import core_sched_source, cpu_sources
 from hookserver.debug.encoding import format_age, format_ts
 from hookserver.errors import InputError
 from hookserver.store.audit import DecisionRecord, EvictionRecord, HookEventRecord, WriteRecord
@@ -249,7 +249,7 @@ def explain_view(store: StateStore, namespace: str, name: str) -> dict[str, Any]
     return {
         "pod": section,
         "decisions": _group_decisions(records),
-        "cpu": cpu_sources(records, writes),
+        "cpu": {**cpu_sources(records, writes), "core_sched": core_sched_source(snap.node_slo, pod)},
         "writes": [write_row(w) for w in writes],
         "events": [event_row(e) for e in recent],
     }

@@ -36,13 +36,13 @@ from typing import Any
 
 from hookserver.executor.plan import CookieOp
 from hookserver.featuregates import FeatureGate
-from hookserver.slo.qos import CPUQOS
+from hookserver.slo.qos import CPUQOS, ResourceQOSStrategy
 from qos.framework.plan import QoSPlan, kernel_part_skip, numbers
 from qos.framework.reconciler import Reconciler, Verdict
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 __all__ = ["COOKIE_EXPIRY_S", "CookieCache", "CoreSched", "LABEL_CORE_SCHED_GROUP", "LABEL_CORE_SCHED_POLICY",
-           "pod_group"]
+           "group_of", "pod_group"]
 
 LABEL_CORE_SCHED_GROUP = "koordinator.sh/core-sched-group-id"
 LABEL_CORE_SCHED_POLICY = "koordinator.sh/core-sched-policy"
@@ -57,25 +57,31 @@ class CookieCache:
     groups: Mapping[str, tuple[int, float]] = field(default_factory=lambda: MappingProxyType({}))
 
 
-def _class_cfg(snap: QoSSnapshot, qos: str) -> CPUQOS | None:
+def _class_cfg(strategy: ResourceQOSStrategy, qos: str) -> CPUQOS | None:
     """The cpuQOS of the pod's class (LSE/LSR: the LSR class's; no class: LS, as the snapshot's kube-QoS
     fallback already made BestEffort pods BE); None for SYSTEM and anything else."""
-    s = snap.slo.resource_qos_strategy
+    s = strategy
     by_qos = {"LSE": s.lsr_class, "LSR": s.lsr_class, "LS": s.ls_class, "": s.ls_class, "BE": s.be_class}
     cls = by_qos.get(qos)
     return cls.cpu_qos if cls is not None else None
 
 
-def pod_group(snap: QoSSnapshot, pod: PodFacts) -> str | None:
-    """The pod's core-sched group, or None when core scheduling is off for it (koordlet's getPodEnabledAndGroup)."""
-    cfg = _class_cfg(snap, pod.qos)
+def group_of(strategy: ResourceQOSStrategy, qos: str, uid: str, labels: Mapping[str, str]) -> str | None:
+    """The core-sched group of a pod of koordinator class `qos` (koordlet's getPodEnabledAndGroup), or None when
+    core scheduling is off for it. Does not look at `policies.cpuPolicy`: that is the reconciler's verdict."""
+    cfg = _class_cfg(strategy, qos)
     if cfg is None or not cfg.enable:
         return None
-    policy = pod.labels.get(LABEL_CORE_SCHED_POLICY, "")
+    policy = labels.get(LABEL_CORE_SCHED_POLICY, "")
     if policy == "none":
         return None
-    group = pod.uid if policy == "exclusive" else pod.labels.get(LABEL_CORE_SCHED_GROUP, "")
+    group = uid if policy == "exclusive" else labels.get(LABEL_CORE_SCHED_GROUP, "")
     return group + EXPELLER_SUFFIX if cfg.core_expeller else group
+
+
+def pod_group(snap: QoSSnapshot, pod: PodFacts) -> str | None:
+    """`group_of` for a pod of the snapshot."""
+    return group_of(snap.slo.resource_qos_strategy, pod.qos, pod.uid, pod.labels)
 
 
 class CoreSched(Reconciler):
