@@ -38,12 +38,13 @@ class CommandResult:
 
 
 class TcExecutor:
-    """`apply(commands)` in order. `netns` runs every command in that network namespace (`tc -n`)."""
+    """`apply(commands)` in order. `netns` runs every command in that network namespace (`tc -n`); `on_change`
+    is called after a batch that ran anything (the wiring passes the reader's `invalidate`)."""
 
     def __init__(
         self, *, store: StateStore, originals: NodeOriginals, tc: str = "tc", netns: str = "",
         run: Runner = run_tc, timeout_s: float = 5.0, retry_unsupported_s: float = 600.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.originals = originals
@@ -54,12 +55,17 @@ class TcExecutor:
         self.retry_unsupported_s = retry_unsupported_s
         self._clock = clock
         self._unsupported: dict[tuple[str, ...], tuple[float, str]] = {}
+        # Called after commands ran (the reader's cached tree is then out of date).
+        self._on_change = on_change
 
     def argv(self, command: NetCommand) -> list[str]:
         return [self.tc, *(("-n", self.netns) if self.netns else ()), *command.args]
 
     def apply(self, commands: Sequence[NetCommand]) -> list[CommandResult]:
-        return [self._one(c) for c in commands]
+        results = [self._one(c) for c in commands]
+        if any(not r.skipped for r in results):
+            self._on_change()
+        return results
 
     def _one(self, command: NetCommand) -> CommandResult:
         now = self._clock()

@@ -74,17 +74,18 @@ def build_qos(
         settings.collectors.node_resource.interval_s, settings.collectors.pod_resource.interval_s,
         settings.collectors.be_resource.interval_s,
     )
+    tc_reader = TcReader(proc_root=settings.proc_root, interface=settings.qos.network_interface)
     snapshots = SnapshotBuilder.for_node(
         store, view, proc_root=settings.proc_root, sys_root=settings.sys_root, originals=originals,
         gate_on=gates.enabled, collect_interval_s=collect_interval_s,
-        tc=TcReader(proc_root=settings.proc_root, interface=settings.qos.network_interface),
+        tc=tc_reader,
     )
     guard = EvictionGuard(eviction_backend(settings, informer=informer, executor=executor, store=store),
                           cooldown_s=settings.qos.eviction_cooldown_s)
     runner = QoSRunner(
         reconcilers, gates=gates, snapshots=snapshots, store=store, executor=executor, evictions=guard,
         settings=settings.qos, metrics=QoSMetrics(prometheus, node=settings.node_name), ready=informer.synced,
-        system_files=system_files, net_commands=TcExecutor(store=store, originals=originals),
+        system_files=system_files, net_commands=TcExecutor(store=store, originals=originals, on_change=tc_reader.invalidate),
         cookies=CookieExecutor(snapshots.core_sched_kernel(), store=store),
     )
     return QoSParts(runner, snapshots, originals, system_files, knob_owners)

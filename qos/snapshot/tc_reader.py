@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from hookserver.store.originals import NodeOriginals
@@ -32,9 +34,14 @@ TC_SECTION = "tc"  # originals: interface -> the root qdisc kind before the agen
 
 
 class TcReader:
+    """`read` runs `tc` three times (~17 ms on a small node): the tree is read again only when the last read is
+    `max_age_s` old (TCNetworkQoS plans every 5 s) or `invalidate` was called (the tc executor calls it after
+    it changed something, so a round never plans on the tree as it was before its own last change)."""
+
     def __init__(
         self, *, proc_root: str = "/proc", interface: str = "", netns: str = "", tc: str = "tc",
-        run: Runner = run_tc, timeout_s: float = 5.0,
+        run: Runner = run_tc, timeout_s: float = 5.0, max_age_s: float = 4.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.proc_root = proc_root
         self.interface = interface
@@ -42,6 +49,12 @@ class TcReader:
         self.tc = tc
         self._run = run
         self.timeout_s = timeout_s
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._cached: tuple[float, str, _Tree | str] | None = None  # (when, interface, tree or problem)
+
+    def invalidate(self) -> None:
+        self._cached = None
 
     def _show(self, *args: str) -> tuple[int, str]:
         return self._run([self.tc, *(("-n", self.netns) if self.netns else ()), "-j", *args], self.timeout_s)
@@ -54,23 +67,40 @@ class TcReader:
         if not interface:
             return TcFacts(problem="no network interface: none configured (qos.network_interface) and no IPv4 "
                                    "default route", net_cls_root=net_cls_root, net_cls=classids)
+        now = self._clock()
+        cached = self._cached
+        if cached is not None and cached[1] == interface and now - cached[0] < self.max_age_s:
+            tree = cached[2]
+        else:
+            tree = self._tree(interface)
+            self._cached = (now, interface, tree)
+        if isinstance(tree, str):
+            return TcFacts(interface=interface, problem=tree, recorded=recorded, net_cls_root=net_cls_root,
+                           net_cls=classids)
+        return TcFacts(interface=interface, root_kind=tree.kind, root_handle=tree.handle, classes=tree.classes,
+                       cgroup_prefs=tree.prefs, recorded=recorded, net_cls_root=net_cls_root, net_cls=classids)
+
+    def _tree(self, interface: str) -> _Tree | str:
+        """The interface's tree, or the problem that keeps it from being read."""
         if shutil.which(self.tc) is None and os.sep not in self.tc:
-            return TcFacts(interface=interface, problem=f"{self.tc} is not installed (iproute2)", recorded=recorded,
-                           net_cls_root=net_cls_root, net_cls=classids)
+            return f"{self.tc} is not installed (iproute2)"
         status, qdisc = self._show("qdisc", "show", "dev", interface)
         if status != 0:
-            return TcFacts(interface=interface, problem=f"tc cannot read {interface}: {qdisc.splitlines()[0] if qdisc else status}",
-                           recorded=recorded, net_cls_root=net_cls_root, net_cls=classids)
+            return f"tc cannot read {interface}: {qdisc.splitlines()[0] if qdisc else status}"
         kind, handle = parse_root_qdisc(qdisc)
-        classes: Mapping[str, TcClass] = MappingProxyType({})
-        prefs: frozenset[int] = frozenset()
-        if kind == "htb":
-            _, text = self._show("class", "show", "dev", interface)
-            classes = parse_classes(text)
-            _, text = self._show("filter", "show", "dev", interface, "parent", "1:")
-            prefs = parse_filter_prefs(text, "cgroup")
-        return TcFacts(interface=interface, root_kind=kind, root_handle=handle,
-                       classes=classes, cgroup_prefs=prefs, recorded=recorded, net_cls_root=net_cls_root, net_cls=classids)
+        if kind != "htb":
+            return _Tree(kind, handle)
+        _, classes = self._show("class", "show", "dev", interface)
+        _, filters = self._show("filter", "show", "dev", interface, "parent", "1:")
+        return _Tree(kind, handle, parse_classes(classes), parse_filter_prefs(filters, "cgroup"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Tree:
+    kind: str
+    handle: str
+    classes: Mapping[str, TcClass] = field(default_factory=lambda: MappingProxyType({}))
+    prefs: frozenset[int] = frozenset()
 
 
 def _net_cls(root: str, pods: Mapping[str, PodKernel]) -> Mapping[str, int]:

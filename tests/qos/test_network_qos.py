@@ -189,3 +189,31 @@ def test_the_executor_stops_asking_for_what_the_kernel_lacks() -> None:
     assert len(calls) == 2  # tried again after the back-off
     undo = tc.apply([NetCommand(("qdisc", "del", "dev", "eth0", "root"), original="restore", original_key=("tc", "eth0"))])
     assert undo[0].ok and undo[0].skipped and originals.section("tc") == {}
+
+
+def test_the_reader_reads_tc_again_only_when_old_or_told(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def run(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
+        calls.append(argv[2] if argv[1] == "-j" else argv[4])
+        if "qdisc" in argv:
+            return 0, '[{"kind":"htb","handle":"1:","root":true}]'
+        return 0, "class htb 1:1 root rate 50Mbit ceil 50Mbit" if "class" in argv else "[]"
+
+    from qos.snapshot.tc_reader import TcReader
+
+    clock = [0.0]
+    reader = TcReader(interface="eth0", tc="/bin/true", run=run, max_age_s=4.0, clock=lambda: clock[0])
+    originals = NodeOriginals("")
+    first = reader.read(originals, {}, "")
+    assert first.root_kind == "htb" and first.classes["1:1"].rate_bps == 50 * M and len(calls) == 3
+    clock[0] = 3.0
+    assert reader.read(originals, {}, "") == first and len(calls) == 3  # cached
+    executor = TcExecutor(store=StateStore(), originals=originals, run=lambda argv, t: (0, ""),
+                          on_change=reader.invalidate)
+    executor.apply([NetCommand(("class", "change", "dev", "eth0"))])
+    reader.read(originals, {}, "")
+    assert len(calls) == 6  # the executor changed something: read again at once
+    clock[0] = 7.5
+    reader.read(originals, {}, "")
+    assert len(calls) == 9  # old: read again

@@ -122,8 +122,10 @@ def _stack(tmp_path: Path, p: Pair) -> Stack:
     cg = tmp_path / "cg"
     (cg / "cpu").mkdir(parents=True, exist_ok=True)
     stack = build_stack(str(cg), TCNetworkQoS(), gates={"TCNetworkQoS": True}, state_dir=str(tmp_path / "state"), spec=SLO)
-    stack.reader.tc = TcReader(interface=p.dev, netns=p.a)
-    stack.runner.net_commands = TcExecutor(store=stack.store, originals=stack.originals, netns=p.a)
+    reader = TcReader(interface=p.dev, netns=p.a, max_age_s=60.0)  # re-read only after its own changes
+    stack.reader.tc = reader
+    stack.runner.net_commands = TcExecutor(store=stack.store, originals=stack.originals, netns=p.a,
+                                           on_change=reader.invalidate)
     return stack
 
 
