@@ -217,3 +217,12 @@ def test_the_reader_reads_tc_again_only_when_old_or_told(tmp_path: Path) -> None
     clock[0] = 7.5
     reader.read(originals, {}, "")
     assert len(calls) == 9  # old: read again
+
+
+def test_a_bad_interface_name_is_a_clear_config_error() -> None:
+    from hookserver.config import load_settings
+    from hookserver.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="network_interface"):
+        load_settings(overrides={"qos": {"network_interface": "eth0; reboot"}}, environ={})
+    assert load_settings(overrides={"qos": {"network_interface": "bond0.12"}}, environ={}).qos.network_interface == "bond0.12"
