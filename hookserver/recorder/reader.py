@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
+import sqlite3
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -22,9 +24,9 @@ from hookserver.recorder.codec import (
     unpack_pods,
 )
 from hookserver.recorder.decisions import Decision
-from hookserver.recorder.schema import open_read
+from hookserver.recorder.schema import RecordingError, explain_sqlite_error, open_read
 
-__all__ = ["Frame", "Recording"]
+__all__ = ["Frame", "Recording", "open_recording"]
 
 _POD_SLOTS = tuple((PodFacts.__dict__[f.name].__set__, f.name) for f in fields(PodFacts)
                    if f.name not in ("cpu_usage_cores", "memory_usage_bytes"))
@@ -91,6 +93,11 @@ class Recording:
     def predictor_settings(self) -> dict[str, Any]:
         return json.loads(self.meta["predictor"]) if "predictor" in self.meta else {}
 
+    def config_history(self, kind: str) -> list[tuple[float, Any]]:
+        """Every value of one config kind the recording holds, with the time it took effect, oldest first."""
+        timeline = self._config.get(kind)
+        return list(zip(timeline.ts, timeline.values)) if timeline is not None else []
+
     def config_at(self, kind: str, ts: float) -> Any:
         timeline = self._config.get(kind)
         return timeline.at(ts) if timeline is not None else None
@@ -149,3 +156,32 @@ class Recording:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def open_recording(path: str) -> Recording:
+    """A recording checked before a replay starts: a file (not a directory, not empty), SQLite that SQLite finds
+    sound (`PRAGMA quick_check`), of this format, with at least one frame. RecordingError otherwise, one line."""
+    if not os.path.exists(path):
+        raise RecordingError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise RecordingError(f"{path}: a directory, not a recording file")
+    if os.path.getsize(path) == 0:
+        raise RecordingError(f"{path}: an empty file, not a recording")
+    recording: Recording | None = None
+    try:
+        recording = Recording(path)
+        problems = [row[0] for row in recording._conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise RecordingError(f"{path}: SQLite found the recording malformed ({'; '.join(map(str, problems[:3]))}): "
+                                 "a truncated or corrupted copy; export it again with `hookctl record export`")
+        if recording.span()[2] == 0:
+            raise RecordingError(f"{path}: a recording without frames (the agent had not recorded a round yet)")
+    except sqlite3.Error as exc:
+        if recording is not None:
+            recording.close()
+        raise explain_sqlite_error(path, exc) from None
+    except BaseException:
+        if recording is not None:
+            recording.close()
+        raise
+    return recording

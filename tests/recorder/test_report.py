@@ -16,7 +16,7 @@ import pytest
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.replay import ReplayConfig, replay
 from hookserver.recorder.summary import compare
-from hookserver.slo.document import spec_from_json
+from hookserver.recorder.proposal import Proposal
 
 from tests.recorder.helpers import small_recording
 
@@ -38,9 +38,8 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("report")
     rec = Recording(small_recording(str(d / "r.sqlite"), hours=1, start_hour=7))
     recorded = replay(rec, ReplayConfig("recorded"))
-    spec = spec_from_json({"resourceUsedThresholdWithBE": {"enable": True, "memoryEvictThresholdPercent": 60}},
-                          origin="test").spec
-    proposed = replay(rec, ReplayConfig("proposed", slo=spec, as_recorded=False))
+    proposal = Proposal(slo={"resourceUsedThresholdWithBE": {"memoryEvictThresholdPercent": 60}})
+    proposed = replay(rec, ReplayConfig("proposed", proposal, as_recorded=False))
     path = d / "report.html"
     path.write_text(render_html(compare("node-a", recorded, proposed)), encoding="utf-8")
     return str(path)
