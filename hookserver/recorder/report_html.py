@@ -126,6 +126,26 @@ def _eviction_table(run: ReplayRun, limit: int = 50) -> str:
             f"</tbody></table>{more}")
 
 
+def _proposal(cmp: Comparison) -> str:
+    """The effective proposal as a diff against the recording, and what the replay assumed: a saved page says
+    what "proposed" was."""
+    items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in cmp.proposal or ["(not given)"])
+    out = f"<section class='proposal'><h2>Proposal</h2><ul>{items}</ul>"
+    if cmp.unchanged:
+        out += "<p class='unchanged'><b>No change:</b> every series of the proposed run equals the recorded one.</p>"
+    diverged = cmp.diverged_frames()
+    if diverged:
+        kinds: dict[str, list[float]] = {}
+        for ts, why in diverged:
+            kinds.setdefault(why, []).append(ts)
+        rows = "".join(f"<li>{len(tss)} frames from {_x([tss[0]])[0]} UTC: {html.escape(why)}</li>"
+                       for why, tss in kinds.items())
+        out += (f"<p class='counterfactual'><b>Counterfactual:</b> {len(diverged)} of {cmp.frames} frames are not "
+                f"the recorded node; the replay assumed there:</p><ul>{rows}</ul>")
+    out += "".join(f"<p class='note'>{html.escape(note)}</p>" for note in cmp.notes)
+    return out + "</section>"
+
+
 def render_html(cmp: Comparison, *, title: str = "hookserver replay") -> str:
     parts = []
     for i, (name, caption, fig) in enumerate(_figures(cmp)):
@@ -149,6 +169,7 @@ table.evictions td:nth-child(-n+3) {{ white-space: nowrap; }}
 <body>
 <h1>{html.escape(title)}</h1>
 <p>Node <b>{html.escape(cmp.node or '?')}</b>: {span}. {html.escape(reproduced)}</p>
+{_proposal(cmp)}
 {_table(cmp)}
 {''.join(parts)}
 {_eviction_table(cmp.recorded)}
