@@ -8,6 +8,8 @@ import bisect
 import json
 import os
 import sqlite3
+import struct
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -56,10 +58,31 @@ class _Timeline:
         return self.values[max(i, 0)]
 
 
+# What decoding a damaged row raises: a bad zlib stream, a short packed blob, bad JSON or UTF-8 (ValueError,
+# pydantic's ValidationError too), a facts id or field that is not there.
+_DECODE_ERRORS = (zlib.error, struct.error, ValueError, KeyError, IndexError, TypeError)
+
+
+def _undecodable(path: str, what: str, exc: Exception) -> RecordingError:
+    text = " ".join(str(exc).split())[:200]
+    return RecordingError(f"{path}: cannot decode {what} ({type(exc).__name__}: {text}): a corrupted copy; "
+                          "export it again with `hookctl record export`")
+
+
 class Recording:
     def __init__(self, path: str) -> None:
         self.path = path
         self._conn = open_read(path)
+        try:
+            self._load()
+        except _DECODE_ERRORS as exc:
+            self._conn.close()
+            raise _undecodable(path, "its config or pod facts", exc) from None
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _load(self) -> None:
         self.meta = {k: v for k, v in self._conn.execute("SELECT key, value FROM meta")}
         self._config: dict[str, _Timeline] = {}
         rows: dict[str, list[tuple[float, Any]]] = {}
@@ -140,19 +163,27 @@ class Recording:
         return pod
 
     def frames(self) -> Iterator[Frame]:
+        """The frames in time order. A frame that does not decode is a RecordingError naming it."""
         for ts, misc_blob, blob in self._conn.execute("SELECT ts, misc, pods FROM frames ORDER BY ts"):
-            misc = unpack_misc(misc_blob)
-            slo_body = self.config_at("slo", ts)
-            slo = self._cached("slo", ts, lambda v: slo_from_json(v["spec"]) if v else slo_from_json({}), "slo-spec")
-            pods = tuple(self._pod(u.facts_id, u.cpu_cores, u.memory_bytes) for u in unpack_pods(blob))
-            snap = decode_snapshot(
-                ts, misc, pods, slo=slo, slo_sources=(slo_body or {}).get("sources", {}),
-                node=self._cached("node", ts, node_from_json), tier_layout=self.config_at("be_tier", ts),
-                topology=self._cached("topology", ts, topology_from_json), gates=self.config_at("gates", ts),
-                collect_interval_s=float(self.config_at("collect_interval_s", ts) or 1.0),
-            )
-            decisions = {name: Decision.parse(name, text) for name, text in misc.get("decisions", {}).items()}
-            yield Frame(snap, misc.get("extra", {}), self.config_at("colocation", ts), decisions)
+            try:
+                frame = self._frame(ts, misc_blob, blob)
+            except _DECODE_ERRORS as exc:
+                raise _undecodable(self.path, f"the frame at {ts!r}", exc) from None
+            yield frame
+
+    def _frame(self, ts: float, misc_blob: bytes, blob: bytes) -> Frame:
+        misc = unpack_misc(misc_blob)
+        slo_body = self.config_at("slo", ts)
+        slo = self._cached("slo", ts, lambda v: slo_from_json(v["spec"]) if v else slo_from_json({}), "slo-spec")
+        pods = tuple(self._pod(u.facts_id, u.cpu_cores, u.memory_bytes) for u in unpack_pods(blob))
+        snap = decode_snapshot(
+            ts, misc, pods, slo=slo, slo_sources=(slo_body or {}).get("sources", {}),
+            node=self._cached("node", ts, node_from_json), tier_layout=self.config_at("be_tier", ts),
+            topology=self._cached("topology", ts, topology_from_json), gates=self.config_at("gates", ts),
+            collect_interval_s=float(self.config_at("collect_interval_s", ts) or 1.0),
+        )
+        decisions = {name: Decision.parse(name, text) for name, text in misc.get("decisions", {}).items()}
+        return Frame(snap, misc.get("extra", {}), self.config_at("colocation", ts), decisions)
 
     def close(self) -> None:
         self._conn.close()
