@@ -97,6 +97,8 @@ class ReplayRun:
     evictions: list[dict[str, Any]] = field(default_factory=list)
     # per frame: "" where the run is on the recorded node, else what the replay had to assume (world.py)
     diverged: list[str] = field(default_factory=list)
+    # pods the agent evicted that this run never did: the recording has no usage of them after the eviction
+    kept_pods: list[str] = field(default_factory=list)
     matched: int = 0
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     cpu_capacity_cores: float = 0.0
@@ -407,6 +409,8 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 run.capacity_ts.append(snap.now)
                 run.batch_cpu_milli.append(values[0])
                 run.batch_memory_bytes.append(values[1])
+    if world is not None:
+        run.kept_pods = sorted(set(world.agent_evicted) - world.evicted_here)
     return run
 
 

@@ -84,6 +84,15 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _fmt(value: float, fmt: str) -> str:
+    """`fmt`, unless it would print a value that is not zero as zero ("0.0", "0.00%"): then two significant
+    digits, so a small change is never shown as none."""
+    text = fmt.format(value)
+    if value and not any(c in "123456789" for c in text):
+        text = f"{value * 100:.2g}%" if fmt.endswith("%}") else f"{value:.2g}"
+    return text
+
+
 def _series(run: ReplayRun) -> tuple[Any, ...]:
     return (run.frame_ts, run.be_cpu_cores, run.suppress_budget_cores, run.capacity_ts, run.batch_cpu_milli,
             run.batch_memory_bytes, run.predicted_cpu_milli, run.predicted_memory_bytes,
@@ -108,13 +117,17 @@ def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: li
             rows.append((label, "n/a", "n/a", ""))
             continue
         delta = b[key] - a[key]
-        change = ("±0" if abs(delta) < 1e-9 else ("+" if delta > 0 else "−") + fmt.format(abs(delta)))
-        rows.append((label, fmt.format(a[key]), fmt.format(b[key]), change))
+        change = "±0" if delta == 0 else ("+" if delta > 0 else "−") + _fmt(abs(delta), fmt)
+        rows.append((label, _fmt(a[key], fmt), _fmt(b[key], fmt), change))
     notes = []
     if meaningless:
         notes.append("LS above the predicted peak: not meaningful here; the predictor held back no peak for prod "
                      "pods (none with a request reached it, e.g. pods created through the proxy), so there is "
                      "nothing to compare their usage with")
+    if proposed.kept_pods:
+        notes.append(f"evictions proposed may undercount: {len(proposed.kept_pods)} pod(s) the agent evicted were "
+                     "kept by the proposal, and the recording has no usage of them after the agent's eviction "
+                     "(they are absent from its later frames, so nothing could evict them again)")
     ts = recorded.frame_ts
     return Comparison(node, ts[0] if ts else 0.0, ts[-1] if ts else 0.0, len(ts), recorded, proposed, rows,
                       tuple(proposal or ()), tuple(notes))
