@@ -74,8 +74,8 @@ def _figures(cmp: Comparison) -> list[tuple[str, str, Any]]:
     import plotly.graph_objects as go
 
     runs = (cmp.recorded, cmp.proposed)
-    layout: dict[str, Any] = {"height": 340, "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
-                              "legend": {"orientation": "h", "y": -0.2}, "template": "plotly_white"}
+    layout: dict[str, Any] = {"height": 380, "margin": {"l": 60, "r": 20, "t": 40, "b": 90},
+                              "legend": {"orientation": "h", "y": -0.3}, "template": "plotly_white"}
     span = [_x([cmp.start])[0], _x([cmp.end])[0]]
     shaded = " Shaded: frames where the proposal's node is not the recorded one (see above)." if any(
         cmp.proposed.diverged) else ""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -84,13 +85,19 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _fmt(value: float, fmt: str) -> str:
-    """`fmt`, unless it would print a value that is not zero as zero ("0.0", "0.00%"): then two significant
-    digits, so a small change is never shown as none."""
-    text = fmt.format(value)
-    if value and not any(c in "123456789" for c in text):
-        text = f"{value * 100:.2g}%" if fmt.endswith("%}") else f"{value:.2g}"
-    return text
+def _precise(fmt: str, *values: float) -> str:
+    """`fmt` ("{:.1f}", "{:.2%}") with as many more decimals (at most 4) as it takes to show every value that is
+    not zero, the change included, with two significant digits: never "0.0" for a change, never "0.3 -> 0.3
+    (+0.1)"."""
+    if not fmt.startswith("{:.") or fmt == "{:.0f}":
+        return fmt
+    percent = fmt.endswith("%}")
+    decimals = int(fmt[3:-2])
+    scale = 100.0 if percent else 1.0
+    for v in values:
+        if v:
+            decimals = max(decimals, min(4, 1 - math.floor(math.log10(abs(v) * scale))))
+    return f"{{:.{decimals}{'%' if percent else 'f'}}}"
 
 
 def _series(run: ReplayRun) -> tuple[Any, ...]:
@@ -117,8 +124,9 @@ def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: li
             rows.append((label, "n/a", "n/a", ""))
             continue
         delta = b[key] - a[key]
-        change = "±0" if delta == 0 else ("+" if delta > 0 else "−") + _fmt(abs(delta), fmt)
-        rows.append((label, _fmt(a[key], fmt), _fmt(b[key], fmt), change))
+        shown = _precise(fmt, a[key], b[key], delta)
+        change = "±0" if delta == 0 else ("+" if delta > 0 else "−") + shown.format(abs(delta))
+        rows.append((label, shown.format(a[key]), shown.format(b[key]), change))
     notes = []
     if meaningless:
         notes.append("LS above the predicted peak: not meaningful here; the predictor held back no peak for prod "

@@ -84,7 +84,7 @@ def test_a_recording_without_a_predicted_peak_says_so_instead_of_comparing_zeros
 def test_a_small_change_is_never_printed_as_zero() -> None:
     cmp = compare("n", _flat("recorded", be=2.0), _flat("proposed", be=1.996))
     change = {label: c for label, _a, _b, c in cmp.rows}["BE CPU after suppress, mean (cores)"]
-    assert change == "−0.004"
+    assert change == "−0.0040"  # and the values 2.0000 and 1.9960, not 2.00 and 2.00
     assert {label: c for label, _a, _b, c in cmp.rows}["evictions"] == "±0"
 
 
