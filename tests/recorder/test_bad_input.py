@@ -91,6 +91,17 @@ def _text_file(tmp: Path, good: str) -> str:
     return str(tmp / "notes.txt")
 
 
+def _undecodable_frame(tmp: Path, good: str) -> str:
+    """Sound to SQLite, but one frame's blob is not what the writer wrote (found only while replaying)."""
+    path = str(tmp / "blob.sqlite")
+    shutil.copy(good, path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE frames SET misc = ? WHERE ts = (SELECT MAX(ts) FROM frames)", (b"not zlib",))
+    conn.commit()
+    conn.close()
+    return path
+
+
 RECORDINGS: list[tuple[str, Callable[[Path, str], str], str]] = [
     ("empty recording", _empty_recording, "a recording without frames"),
     ("zero bytes", _zero_bytes, "an empty file"),
@@ -99,7 +110,17 @@ RECORDINGS: list[tuple[str, Callable[[Path, str], str], str]] = [
     ("corrupted page", _corrupted_page, "SQLite found the recording malformed"),
     ("wrong format version", _other_version, "format 2; this hookserver reads format 1"),
     ("text file", _text_file, "not an SQLite database"),
+    ("undecodable frame", _undecodable_frame, "cannot decode the frame at"),
 ]
+
+
+def test_an_undecodable_frame_found_in_a_worker_process_is_one_line(good: str, tmp_path: Path, capsys: Any) -> None:
+    """The two replays run in worker processes (more than one CPU): the error crosses back as the same line."""
+    path = _undecodable_frame(tmp_path, good)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "cpu_count", lambda: 2)
+        rc, err = _run(["replay", path], capsys)
+    _one_line_error(rc, err, path, "cannot decode the frame at")
 
 
 def _one_line_error(rc: int, err: str, *words: str) -> None:
