@@ -11,8 +11,8 @@ it, and the rounds between two frames are replayed at the agent's cadence (`CPUS
 earlier frame's inputs, so suppress's per-round growth cap and its quota hysteresis act per second, as on the
 node, not per frame. When the proposal writes again what the agent wrote, the node is the recorded one again.
 
-A pod the proposal evicts and the agent did not is terminating for `LEAVE_S`, then gone with its usage,
-until the agent evicted it too (from then on the recording shows what became of it). What the others would
+A pod the proposal evicts and the agent did not evict in that round is terminating for `LEAVE_S`, then gone
+with its usage, for the rest of the run (even if the agent evicted it later). What the others would
 have done with the room, and what a pod the agent evicted and the proposal kept would have used, the
 recording cannot say: `Divergence` names each such frame, for the report.
 """
@@ -35,6 +35,7 @@ from hookserver.recorder.decisions import Decision, decision_of
 __all__ = ["LEAVE_S", "Divergence", "ProposedWorld", "tier_after", "tier_effect"]
 
 LEAVE_S = 30.0  # how long a pod the proposal evicted takes to go (the Eviction API's grace, roughly)
+_SAME_ROUND_S = 1.0  # an agent's eviction stamped this soon after a round is that round's
 
 # A round of CPU suppress on one snapshot: the plan, and the state to carry to the next round.
 SuppressRound = Callable[[QoSSnapshot, Any], tuple[QoSPlan, Any]]
@@ -142,8 +143,7 @@ class ProposedWorld:
             out = replace(out, be_tier=replace(snap.be_tier, cpuset=self.tier.cpuset, quota_us=self.tier.quota_us))
         removed: tuple[str, ...] = ()
         if self.gone:
-            out, removed = _without(out, {uid: at for uid, at in self.gone.items()
-                                          if self.agent_evicted.get(uid, math.inf) > snap.now})
+            out, removed = _without(out, self.gone)
         kept = tuple(sorted(uid for uid, at in self.agent_evicted.items()
                             if at < snap.now and uid not in self.evicted_here))
         return out, Divergence(tier=self.tier is not None, removed=removed, kept=kept)
@@ -163,9 +163,11 @@ class ProposedWorld:
         self._last = snap
 
     def evicted(self, uids: list[str], now: float) -> None:
-        """The proposal's evictions this frame; one the agent had already made is the recording's business."""
+        """The proposal's evictions this frame. One the agent made too, by this round (its audit may stamp it a
+        moment after the round), is the recording's business; any other pod is gone for good from this run,
+        whatever the recording shows of it later (the agent evicting it hours on must not bring it back)."""
         for uid in uids:
-            if self.agent_evicted.get(uid, math.inf) > now:
+            if self.agent_evicted.get(uid, math.inf) > now + _SAME_ROUND_S:
                 self.gone.setdefault(uid, now)
             self.evicted_here.add(uid)
 

@@ -57,6 +57,18 @@ def test_pods_the_proposal_evicted_are_marked_until_the_agent_evicted_them(evict
     assert all(not why for ts, why in zip(proposed.frame_ts, proposed.diverged) if ts <= proposed.evictions[0]["ts"])
 
 
+def test_a_pod_the_proposal_evicted_stays_gone_when_the_agent_evicts_it_later(tmp_path: Any) -> None:
+    """Before: from the agent's own eviction on, the run followed the recording again, where the pod was still
+    running at that frame, and the proposal evicted it a second time (the 200-pod day: 19 evictions, not 12)."""
+    path = small_recording(str(tmp_path / "r.sqlite"), hours=1.0, pods=40, slo=EVICTING_SLO)
+    recorded, proposed = _runs(path, Proposal(slo={"resourceUsedThresholdWithBE": {"memoryEvictThresholdPercent": 60}}))
+    uids = [e["uid"] for e in proposed.evictions]
+    agent = {e["uid"]: e["ts"] for e in recorded.evictions}
+    early = [e for e in proposed.evictions if agent.get(e["uid"], 0.0) > e["ts"]]
+    assert early, "the scenario must have the proposal evict a pod before the agent did"
+    assert len(uids) == len(set(uids))
+
+
 def test_a_tier_of_the_proposals_own_is_marked(evicting: str) -> None:
     _, proposed = _runs(evicting, Proposal(slo={"resourceUsedThresholdWithBE": {"cpuSuppressThresholdPercent": 95}}))
     assert any("BE tier limits are the proposal's" in why for why in proposed.diverged)
