@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from typing import Any
 
-from hookserver.errors import ConfigError, InputError
+from hookserver.errors import InputError
 
 __all__ = ["add_parsers", "run"]
 
@@ -39,84 +40,24 @@ def add_parsers(sub: Any, output: argparse.ArgumentParser) -> None:
     replay.add_argument("--html", help="write the HTML report here (needs hookserver[report])")
 
 
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"expected KEY=VALUE, got {item!r}", field=flag)
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _load_document(path: str, flag: str) -> Any:
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", field=flag) from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path} is not YAML or JSON: {exc}", field=flag) from exc
-
-
-def _colocation(path: str, labels: dict[str, str]) -> Any:
-    """A colocation-config ConfigMap, its `data`, the `colocation-config` JSON, or a bare strategy."""
-    from hookserver.slo.colocation import COLOCATION_KEY, ColocationStrategy, parse_colocation_config
-
-    doc = _load_document(path, "--colocation")
-    if isinstance(doc, dict) and isinstance(doc.get("data"), dict):
-        doc = doc["data"]
-    if isinstance(doc, dict) and isinstance(doc.get(COLOCATION_KEY), str):
-        doc = json.loads(doc[COLOCATION_KEY])
-    if not isinstance(doc, dict):
-        raise InputError(f"{path}: expected a colocation-config object", field="--colocation")
-    problems: list[str] = []
-    parsed = parse_colocation_config(doc, origin=path, problems=problems)
-    if parsed is None or problems:
-        raise InputError(f"{path}: " + "; ".join(problems or ["invalid colocation-config"]), field="--colocation")
-    resolved = parsed.resolve(labels)
-    strategy: ColocationStrategy = resolved.strategy
-    return strategy
-
-
 def _replay(args: argparse.Namespace, output: str) -> int:
-    from pydantic import ValidationError
-
-    from hookserver.predictor.settings import PredictorSettings
-    from hookserver.recorder.reader import Recording
-    from hookserver.recorder.replay import ReplayConfig, replay_many
+    from hookserver.recorder.proposal_files import read_proposal
+    from hookserver.recorder.reader import open_recording
+    from hookserver.recorder.replay import REPLAYED_GATES, ReplayConfig, replay_many
     from hookserver.recorder.summary import compare, render_text
-    from hookserver.slo.document import read_slo_file
 
-    if not os.path.exists(args.file):
-        raise InputError(f"no such file {args.file}", field="FILE")
-    predictor = _pairs(args.predictor, "--predictor")
+    proposal = read_proposal(slo=args.slo, colocation=args.colocation, predictor=args.predictor, gate=args.gate,
+                             gates=REPLAYED_GATES)
+    recording = open_recording(args.file)
     try:
-        PredictorSettings.model_validate(predictor)
-    except ValidationError as exc:
-        raise InputError(str(exc).replace("\n", " "), field="--predictor") from None
-    gates = {k: v.lower() in ("1", "true", "yes", "on") for k, v in _pairs(args.gate, "--gate").items()}
-    try:
-        recording = Recording(args.file)
-    except ValueError as exc:
-        raise InputError(str(exc), field="FILE") from None
-    node_labels: dict[str, str] = {}
-    slo = None
-    if args.slo:
-        try:
-            slo = read_slo_file(args.slo).resolve(node_labels).spec
-        except ConfigError as exc:
-            raise InputError(str(exc), field="--slo") from None
-    colocation = _colocation(args.colocation, node_labels) if args.colocation else None
-    node = recording.node_name
-    recording.close()
+        proposal.check_against(recording)
+        described = proposal.describe(recording)
+        node = recording.node_name
+    finally:
+        recording.close()
     recorded, proposed = replay_many(args.file, [
-        ReplayConfig("recorded"),
-        ReplayConfig("proposed", slo=slo, colocation=colocation, predictor=predictor, gates=gates, as_recorded=False),
-    ])
-    cmp = compare(node, recorded, proposed)
+        ReplayConfig("recorded"), ReplayConfig("proposed", proposal=proposal, as_recorded=False)])
+    cmp = compare(node, recorded, proposed, proposal=described)
     if output == "json":
         sys.stdout.write(json.dumps(cmp.describe(), indent=2, sort_keys=True) + "\n")
     else:
@@ -140,11 +81,18 @@ def run(args: argparse.Namespace, output: str) -> int:
             return 0
         return _replay(args, output)
     except InputError as exc:
-        print(f"hookctl: error: {exc}", file=sys.stderr)
+        print(f"hookctl: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except ImportError as exc:
         print(f"hookctl: error: {exc}; the HTML report needs: pip install 'hookserver[report]'", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
-        print(f"hookctl: error: {exc}", file=sys.stderr)
+        print(f"hookctl: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except sqlite3.Error as exc:  # a recording that went bad while it was read (RecordingError covers opening)
+        print(f"hookctl: error: {args.file}: SQLite: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

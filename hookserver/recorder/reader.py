@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
+import sqlite3
+import struct
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -22,9 +26,9 @@ from hookserver.recorder.codec import (
     unpack_pods,
 )
 from hookserver.recorder.decisions import Decision
-from hookserver.recorder.schema import open_read
+from hookserver.recorder.schema import RecordingError, explain_sqlite_error, open_read
 
-__all__ = ["Frame", "Recording"]
+__all__ = ["Frame", "Recording", "open_recording"]
 
 _POD_SLOTS = tuple((PodFacts.__dict__[f.name].__set__, f.name) for f in fields(PodFacts)
                    if f.name not in ("cpu_usage_cores", "memory_usage_bytes"))
@@ -54,10 +58,31 @@ class _Timeline:
         return self.values[max(i, 0)]
 
 
+# What decoding a damaged row raises: a bad zlib stream, a short packed blob, bad JSON or UTF-8 (ValueError,
+# pydantic's ValidationError too), a facts id or field that is not there.
+_DECODE_ERRORS = (zlib.error, struct.error, ValueError, KeyError, IndexError, TypeError)
+
+
+def _undecodable(path: str, what: str, exc: Exception) -> RecordingError:
+    text = " ".join(str(exc).split())[:200]
+    return RecordingError(f"{path}: cannot decode {what} ({type(exc).__name__}: {text}): a corrupted copy; "
+                          "export it again with `hookctl record export`")
+
+
 class Recording:
     def __init__(self, path: str) -> None:
         self.path = path
         self._conn = open_read(path)
+        try:
+            self._load()
+        except _DECODE_ERRORS as exc:
+            self._conn.close()
+            raise _undecodable(path, "its config or pod facts", exc) from None
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _load(self) -> None:
         self.meta = {k: v for k, v in self._conn.execute("SELECT key, value FROM meta")}
         self._config: dict[str, _Timeline] = {}
         rows: dict[str, list[tuple[float, Any]]] = {}
@@ -90,6 +115,11 @@ class Recording:
     @property
     def predictor_settings(self) -> dict[str, Any]:
         return json.loads(self.meta["predictor"]) if "predictor" in self.meta else {}
+
+    def config_history(self, kind: str) -> list[tuple[float, Any]]:
+        """Every value of one config kind the recording holds, with the time it took effect, oldest first."""
+        timeline = self._config.get(kind)
+        return list(zip(timeline.ts, timeline.values)) if timeline is not None else []
 
     def config_at(self, kind: str, ts: float) -> Any:
         timeline = self._config.get(kind)
@@ -133,19 +163,56 @@ class Recording:
         return pod
 
     def frames(self) -> Iterator[Frame]:
+        """The frames in time order. A frame that does not decode is a RecordingError naming it."""
         for ts, misc_blob, blob in self._conn.execute("SELECT ts, misc, pods FROM frames ORDER BY ts"):
-            misc = unpack_misc(misc_blob)
-            slo_body = self.config_at("slo", ts)
-            slo = self._cached("slo", ts, lambda v: slo_from_json(v["spec"]) if v else slo_from_json({}), "slo-spec")
-            pods = tuple(self._pod(u.facts_id, u.cpu_cores, u.memory_bytes) for u in unpack_pods(blob))
-            snap = decode_snapshot(
-                ts, misc, pods, slo=slo, slo_sources=(slo_body or {}).get("sources", {}),
-                node=self._cached("node", ts, node_from_json), tier_layout=self.config_at("be_tier", ts),
-                topology=self._cached("topology", ts, topology_from_json), gates=self.config_at("gates", ts),
-                collect_interval_s=float(self.config_at("collect_interval_s", ts) or 1.0),
-            )
-            decisions = {name: Decision.parse(name, text) for name, text in misc.get("decisions", {}).items()}
-            yield Frame(snap, misc.get("extra", {}), self.config_at("colocation", ts), decisions)
+            try:
+                frame = self._frame(ts, misc_blob, blob)
+            except _DECODE_ERRORS as exc:
+                raise _undecodable(self.path, f"the frame at {ts!r}", exc) from None
+            yield frame
+
+    def _frame(self, ts: float, misc_blob: bytes, blob: bytes) -> Frame:
+        misc = unpack_misc(misc_blob)
+        slo_body = self.config_at("slo", ts)
+        slo = self._cached("slo", ts, lambda v: slo_from_json(v["spec"]) if v else slo_from_json({}), "slo-spec")
+        pods = tuple(self._pod(u.facts_id, u.cpu_cores, u.memory_bytes) for u in unpack_pods(blob))
+        snap = decode_snapshot(
+            ts, misc, pods, slo=slo, slo_sources=(slo_body or {}).get("sources", {}),
+            node=self._cached("node", ts, node_from_json), tier_layout=self.config_at("be_tier", ts),
+            topology=self._cached("topology", ts, topology_from_json), gates=self.config_at("gates", ts),
+            collect_interval_s=float(self.config_at("collect_interval_s", ts) or 1.0),
+        )
+        decisions = {name: Decision.parse(name, text) for name, text in misc.get("decisions", {}).items()}
+        return Frame(snap, misc.get("extra", {}), self.config_at("colocation", ts), decisions)
 
     def close(self) -> None:
         self._conn.close()
+
+
+def open_recording(path: str) -> Recording:
+    """A recording checked before a replay starts: a file (not a directory, not empty), SQLite that SQLite finds
+    sound (`PRAGMA quick_check`), of this format, with at least one frame. RecordingError otherwise, one line."""
+    if not os.path.exists(path):
+        raise RecordingError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise RecordingError(f"{path}: a directory, not a recording file")
+    if os.path.getsize(path) == 0:
+        raise RecordingError(f"{path}: an empty file, not a recording")
+    recording: Recording | None = None
+    try:
+        recording = Recording(path)
+        problems = [row[0] for row in recording._conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise RecordingError(f"{path}: SQLite found the recording malformed ({'; '.join(map(str, problems[:3]))}): "
+                                 "a truncated or corrupted copy; export it again with `hookctl record export`")
+        if recording.span()[2] == 0:
+            raise RecordingError(f"{path}: a recording without frames (the agent had not recorded a round yet)")
+    except sqlite3.Error as exc:
+        if recording is not None:
+            recording.close()
+        raise explain_sqlite_error(path, exc) from None
+    except BaseException:
+        if recording is not None:
+            recording.close()
+        raise
+    return recording

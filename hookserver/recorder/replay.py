@@ -11,17 +11,18 @@
   usage averaged over `metricAggregateDurationSeconds`, with the predictor's prod-reclaimable figure.
 
 Nothing touches a node. The run "as recorded" reads the BE tier's cpuset and quota the agent found on each
-frame, so its plans are the agent's (`mismatches` lists any that are not). A run under another configuration
-feeds its own last suppress target back as the tier's state, and takes the pods it evicted off the node: 30 s
-terminating, then gone with their usage (the recording cannot say what the other pods would have done with
-the room). Frames are `recorder.interval_s` apart (10 s by default) where the agent plans every second:
-suppress's per-round growth cap acts per frame, and the predictor trains on frames, not on 1 s samples.
-"""
+frame, so its plans are the agent's (`mismatches` lists any that are not). A run under a proposal lays the
+proposal's fields over the config recorded at each frame (`proposal.py`) and runs on `world.ProposedWorld`:
+the recorded node while the proposal writes and evicts what the agent did (so a null proposal reproduces the
+recording exactly), its own BE tier and evictions from the first frame it does not, with the agent's
+suppress rounds between two frames replayed at the agent's cadence. Each such frame is marked in
+`diverged` with what the replay assumed there."""
 
 from __future__ import annotations
 
 import math
 import os
+import sqlite3
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -41,7 +42,6 @@ from hookserver.predictor.training import p90
 from hookserver.slo.colocation import ColocationStrategy
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import PodRecord
-from hookserver.system.cpulist import parse_cpu_list
 
 from qos.eviction.cpu import CPUEvict
 from qos.cpu.suppress import CPUSuppress
@@ -51,24 +51,28 @@ from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.decisions import decision_of, would_evict
+from hookserver.recorder.proposal import FrameOverlay, Proposal
 from hookserver.recorder.reader import Recording
+from hookserver.recorder.schema import explain_sqlite_error
+from hookserver.recorder.world import Divergence, ProposedWorld
 
-__all__ = ["ReplayConfig", "ReplayRun", "replay", "replay_file", "replay_many"]
+__all__ = ["REPLAYED_GATES", "ReplayConfig", "ReplayRun", "replay", "replay_file", "replay_many"]
 
 _CFS_PERIOD_US = 100_000
-_LEAVE_S = 30.0  # how long an evicted pod takes to go (what-if)
+_REPLAYED = (CPUSuppress, MemoryEvict, CPUEvict)
+# The gates of the reconcilers replayed: what `--gate` may name besides the rest of koordlet's catalog.
+REPLAYED_GATES = tuple(g for cls in _REPLAYED for g in cls.gates)
 
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """One configuration to replay under. None / empty: what the recording says was in force."""
+    """One configuration to replay under: the proposal's fields over what the recording says was in force.
+    `as_recorded`: read the recorded BE tier state (the check against the agent's own decisions), or run on
+    the proposal's node (`world.ProposedWorld`)."""
 
     label: str
-    slo: NodeSLOSpec | None = None
-    colocation: ColocationStrategy | None = None
-    predictor: Mapping[str, Any] = field(default_factory=dict)
-    gates: Mapping[str, bool] = field(default_factory=dict)
-    as_recorded: bool = True  # read the recorded BE tier state (True) or feed back this run's own (False)
+    proposal: Proposal = field(default_factory=Proposal)
+    as_recorded: bool = True
 
 
 @dataclass
@@ -91,6 +95,10 @@ class ReplayRun:
     predicted_memory_bytes: list[float | None] = field(default_factory=list)
     actual_prod_memory_bytes: list[float] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)
+    # per frame: "" where the run is on the recorded node, else what the replay had to assume (world.py)
+    diverged: list[str] = field(default_factory=list)
+    # pods the agent evicted that this run never did: the recording has no usage of them after the eviction
+    kept_pods: list[str] = field(default_factory=list)
     matched: int = 0
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     cpu_capacity_cores: float = 0.0
@@ -287,7 +295,7 @@ class _Capacity:
 def _reconcilers(recording: Recording) -> list[Reconciler]:
     settings = recording.reconciler_settings
     out: list[Reconciler] = []
-    for cls in (CPUSuppress, MemoryEvict, CPUEvict):
+    for cls in _REPLAYED:
         own = settings.get(cls.name, {})
         out.append(cls(interval_s=own.get("interval_s"), cooldown_s=own.get("cooldown_s")))
     return out
@@ -310,34 +318,42 @@ def _be_cores(plan: QoSPlan, capacity_cores: float) -> float:
     return capacity_cores
 
 
+def _agent_evictions(recording: Recording) -> dict[str, float]:
+    first: dict[str, float] = {}
+    for e in recording.evictions():
+        first.setdefault(str(e["pod_uid"]), float(e["ts"]))
+    return first
+
+
 def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
     """One pass over the recording under `config` (module docstring)."""
     run = ReplayRun(config.label)
     reconcilers = _reconcilers(recording)
     started = recording.agent_started_at
     states: dict[str, Any] = {}
-    predictor_fields = {**recording.predictor_settings, **dict(config.predictor)}
+    predictor_fields = {**recording.predictor_settings, **dict(config.proposal.predictor)}
     predictor = _Predictor(PredictorSettings.model_validate(predictor_fields))
     capacity = _Capacity()
-    gone: dict[str, float] = {}  # pods this run evicted, and when (what-if only)
-    sim_cpuset: frozenset[int] | None = None
-    sim_quota: int | None = None
+    overlay = FrameOverlay(config.proposal, config.label)
+    round_s = float(recording.reconciler_settings.get(CPUSuppress.name, {}).get("interval_s") or 1.0)
+    world = None if config.as_recorded else ProposedWorld(_agent_evictions(recording), round_s)
+    suppress = next(r for r in reconcilers if r.name == CPUSuppress.name)
+
+    def suppress_round(s: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
+        plan = _verdict_plan(suppress, s, state)
+        return plan, suppress.commit(plan, RoundOutcome(dry_run=False), state, s.now)
+
     records: dict[str, PodRecord] = {}
     for frame in recording.frames():
         snap = frame.snapshot
         if not states:
             states = {r.name: r.initial_state(min(started, snap.now) if started else snap.now) for r in reconcilers}
-        if config.slo is not None:
-            snap = snap.with_slo(config.slo, origin=config.label)
-        if config.gates:
-            snap = replace(snap, feature_gates={**dict(snap.feature_gates or {}), **dict(config.gates)})
-        if not config.as_recorded:
-            if gone:
-                snap = _without(snap, gone)
-            if snap.be_tier is not None and (sim_cpuset is not None or sim_quota is not None):
-                snap = replace(snap, be_tier=replace(
-                    snap.be_tier, cpuset=sim_cpuset if sim_cpuset is not None else snap.be_tier.cpuset,
-                    quota_us=sim_quota if sim_quota is not None else snap.be_tier.quota_us))
+        snap = overlay.snapshot(snap)
+        divergence = Divergence()
+        if world is not None:
+            states[suppress.name] = world.catch_up(snap.now, suppress_round, states[suppress.name])
+            snap, divergence = world.snapshot(snap)
+        run.diverged.append(divergence.text() if divergence else "")
         node = snap.node
         capacity_cores = node.cpu_capacity_milli / 1000 if node is not None else 0.0
         run.cpu_capacity_cores = capacity_cores
@@ -357,18 +373,14 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 req = item.request
                 run.evictions.append({"ts": snap.now, "reconciler": r.name, "pod": req.key, "uid": req.pod_uid,
                                       "reason": req.reason, "mode": item.mode, "message": req.message})
-                gone.setdefault(req.pod_uid, snap.now)
-            if r.name == CPUSuppress.name:
+            if world is not None:
+                world.evicted([item.request.pod_uid for item in picked], snap.now)
+            if r is suppress:
                 run.be_cpu_cores.append(_be_cores(plan, capacity_cores))
                 budget = plan.numbers.get("budget_milli")
                 run.suppress_budget_cores.append(budget / 1000 if isinstance(budget, int) else None)
-                cpuset_text = plan.numbers.get("cpuset")
-                if isinstance(cpuset_text, str) and cpuset_text:
-                    sim_cpuset = parse_cpu_list(cpuset_text)
-                if isinstance(plan.numbers.get("quota_us"), int):
-                    sim_quota = int(plan.numbers["quota_us"])
-                elif plan.skipped and "disabled" in plan.summary:
-                    sim_quota = -1
+                if world is not None:
+                    world.suppressed(snap, plan, recorded)
         # usage as it really was
         run.frame_ts.append(snap.now)
         ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)
@@ -388,7 +400,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
         run.predicted_cpu_milli.append(float(predictor.peak[0]) if predictor.peak else None)
         run.predicted_memory_bytes.append(float(predictor.peak[1]) if predictor.peak else None)
         # batch capacity
-        strategy = config.colocation or _recorded_strategy(frame.colocation)
+        strategy = overlay.strategy(frame.colocation)
         capacity.add(snap, float(strategy.metric_aggregate_duration_seconds))
         if snap.now >= capacity.next_tick:
             capacity.next_tick = snap.now + strategy.metric_report_interval_seconds
@@ -397,41 +409,21 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 run.capacity_ts.append(snap.now)
                 run.batch_cpu_milli.append(values[0])
                 run.batch_memory_bytes.append(values[1])
+    if world is not None:
+        run.kept_pods = sorted(set(world.agent_evicted) - world.evicted_here)
     return run
 
 
-def _without(snap: QoSSnapshot, gone: Mapping[str, float]) -> QoSSnapshot:
-    """The what-if node: a pod this run evicted is terminating for `_LEAVE_S`, then gone, its usage taken off
-    the node's (what the recording cannot say is what the others would have done with the room)."""
-    pods: list[PodFacts] = []
-    freed_cpu = freed_mem = 0.0
-    for p in snap.pods:
-        at = gone.get(p.uid)
-        if at is None:
-            pods.append(p)
-        elif snap.now - at < _LEAVE_S:
-            pods.append(replace(p, terminating=True))
-        else:
-            freed_cpu += p.cpu_usage_cores or 0.0
-            freed_mem += p.memory_usage_bytes or 0.0
-    u = snap.usage
-    usage = replace(
-        u, cpu_cores=None if u.cpu_cores is None else max(u.cpu_cores - freed_cpu, 0.0),
-        cpu_cores_avg=None if u.cpu_cores_avg is None else max(u.cpu_cores_avg - freed_cpu, 0.0),
-        memory_bytes=None if u.memory_bytes is None else max(u.memory_bytes - freed_mem, 0.0))
-    return replace(snap, pods=tuple(pods), usage=usage)
-
-
-def _recorded_strategy(body: Mapping[str, Any] | None) -> ColocationStrategy:
-    return ColocationStrategy.model_validate(dict(body)) if body else ColocationStrategy()
-
-
 def replay_file(path: str, config: ReplayConfig) -> ReplayRun:
-    recording = Recording(path)
+    """Replay the file at `path`; a page SQLite finds bad on the way is a RecordingError, not a traceback."""
     try:
-        return replay(recording, config)
-    finally:
-        recording.close()
+        recording = Recording(path)
+        try:
+            return replay(recording, config)
+        finally:
+            recording.close()
+    except sqlite3.Error as exc:
+        raise explain_sqlite_error(path, exc) from None
 
 
 def replay_many(path: str, configs: list[ReplayConfig]) -> list[ReplayRun]:

@@ -38,12 +38,47 @@ def _color(run: ReplayRun) -> str:
     return _COLORS.get(run.label, "#2ca02c")
 
 
+def _line(run: ReplayRun) -> dict[str, Any]:
+    """Recorded solid and wide, proposed dashed and narrow on top: where the two are equal both stay visible."""
+    proposed = run.label != "recorded"
+    return {"color": _color(run), "shape": "hv", "width": 1.5 if proposed else 3, "dash": "dash" if proposed else "solid"}
+
+
+def _diverged_spans(cmp: Comparison, *, gap_frames: int = 2, limit: int = 200) -> list[tuple[float, float]]:
+    """Runs of frames where the proposal's node is not the recorded one (joined across short gaps)."""
+    ts, why = cmp.proposed.frame_ts, cmp.proposed.diverged
+    step = (ts[-1] - ts[0]) / (len(ts) - 1) if len(ts) > 1 else 10.0
+    spans: list[tuple[float, float]] = []
+    for t, w in zip(ts, why):
+        if not w:
+            continue
+        if spans and t - spans[-1][1] <= gap_frames * step:
+            spans[-1] = (spans[-1][0], t)
+        else:
+            spans.append((t, t))
+    return spans[:limit]
+
+
+def _mark_counterfactual(fig: Any, cmp: Comparison) -> None:
+    for lo, hi in _diverged_spans(cmp):
+        fig.add_vrect(x0=_x([lo])[0], x1=_x([hi])[0], fillcolor="#f4cccc", opacity=0.35, line_width=0, layer="below")
+
+
+def _empty(fig: Any, text: str) -> None:
+    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font={"size": 14})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+
+
 def _figures(cmp: Comparison) -> list[tuple[str, str, Any]]:
     import plotly.graph_objects as go
 
     runs = (cmp.recorded, cmp.proposed)
-    layout: dict[str, Any] = {"height": 340, "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
-                              "legend": {"orientation": "h", "y": -0.2}, "template": "plotly_white"}
+    layout: dict[str, Any] = {"height": 380, "margin": {"l": 60, "r": 20, "t": 40, "b": 90},
+                              "legend": {"orientation": "h", "y": -0.3}, "template": "plotly_white"}
+    span = [_x([cmp.start])[0], _x([cmp.end])[0]]
+    shaded = " Shaded: frames where the proposal's node is not the recorded one (see above)." if any(
+        cmp.proposed.diverged) else ""
     out = []
 
     for resource, key, unit, scale in (("batch-cpu", "batch_cpu_milli", "cores", 1000.0),
@@ -52,56 +87,79 @@ def _figures(cmp: Comparison) -> list[tuple[str, str, Any]]:
         for run in runs:
             ts, values = _thin(run.capacity_ts, getattr(run, key))
             fig.add_trace(go.Scatter(x=_x(ts), y=[v / scale for v in values], name=run.label, mode="lines",
-                                     line={"color": _color(run), "shape": "hv"}))
-        fig.update_layout(title=f"{resource} offered to batch pods ({unit})", yaxis_title=unit, **layout)
-        out.append((resource, f"The batch offer over time: what the capacity formula would publish ({unit}).", fig))
+                                     line=_line(run)))
+        _mark_counterfactual(fig, cmp)
+        fig.update_layout(title=f"{resource} offered to batch pods ({unit})", xaxis_title="time (UTC)",
+                          yaxis_title=unit, **layout)
+        out.append((resource, f"The batch offer over time: what the capacity formula would publish ({unit})."
+                    + shaded, fig))
 
     fig = go.Figure()
     ts, ls, node = _thin(cmp.recorded.frame_ts, cmp.recorded.ls_cpu_cores, cmp.recorded.node_cpu_cores)
     fig.add_trace(go.Scatter(x=_x(ts), y=node, name="node CPU used", mode="lines", line={"color": "#999", "width": 1}))
     fig.add_trace(go.Scatter(x=_x(ts), y=ls, name="LS pods' CPU used", mode="lines", line={"color": "#ff7f0e", "width": 1}))
+    t2, be_used = _thin(cmp.recorded.frame_ts, cmp.recorded.be_used_cores)
+    fig.add_trace(go.Scatter(x=_x(t2), y=be_used, name="BE pods' CPU used (recorded)", mode="lines",
+                             line={"color": "#9467bd", "width": 1}))
     for run in runs:
         t2, be = _thin(run.frame_ts, run.be_cpu_cores)
-        fig.add_trace(go.Scatter(x=_x(t2), y=be, name=f"BE CPUs allowed, {run.label}", mode="lines",
-                                 line={"color": _color(run), "shape": "hv"}))
-    fig.update_layout(title="BE CPU suppression: CPUs BE may use (cores)", yaxis_title="cores", **layout)
-    out.append(("be-cpu", "What CPU suppress leaves BE pods, against what LS pods and the node really used.", fig))
+        fig.add_trace(go.Scatter(x=_x(t2), y=be, name=f"BE CPUs allowed, {run.label}", mode="lines", line=_line(run)))
+    _mark_counterfactual(fig, cmp)
+    fig.update_layout(title="BE CPU suppression: CPUs BE may use, and what BE used (cores)", xaxis_title="time (UTC)",
+                      yaxis_title="cores", **layout)
+    out.append(("be-cpu", "What CPU suppress leaves BE pods, against what BE, LS and the node really used." + shaded,
+                fig))
 
     fig = go.Figure()
-    ts, actual = _thin(cmp.recorded.frame_ts, cmp.recorded.actual_prod_cpu_milli)
-    fig.add_trace(go.Scatter(x=_x(ts), y=[a / 1000 for a in actual], name="LS (prod) CPU used", mode="lines",
-                             line={"color": "#ff7f0e", "width": 1}))
+    predicted = any(p for run in runs for p in run.predicted_cpu_milli)
+    if predicted:
+        ts, actual = _thin(cmp.recorded.frame_ts, cmp.recorded.actual_prod_cpu_milli)
+        fig.add_trace(go.Scatter(x=_x(ts), y=[a / 1000 for a in actual], name="LS (prod) CPU used", mode="lines",
+                                 line={"color": "#ff7f0e", "width": 1}))
+        for run in runs:
+            t2, pred = _thin(run.frame_ts, run.predicted_cpu_milli)
+            fig.add_trace(go.Scatter(x=_x(t2), y=[None if p is None else p / 1000 for p in pred],
+                                     name=f"predicted peak, {run.label}", mode="lines", line=_line(run)))
+        fig.update_layout(xaxis_title="time (UTC)", yaxis_title="cores")
+    else:
+        _empty(fig, "No predicted peak in this recording: no prod pod with a request reached the predictor.")
+    fig.update_layout(title="Predicted LS peak against the usage that followed (cores)", **layout)
+    out.append(("prediction", "Where the orange line rises above a prediction, LS used more than was held back for it."
+                if predicted else "Not meaningful here (see the note above): nothing is plotted as zero.", fig))
+
+    fig = go.Figure()
     for run in runs:
-        t2, pred = _thin(run.frame_ts, run.predicted_cpu_milli)
-        fig.add_trace(go.Scatter(x=_x(t2), y=[None if p is None else p / 1000 for p in pred],
-                                 name=f"predicted peak, {run.label}", mode="lines",
-                                 line={"color": _color(run), "shape": "hv"}))
-    fig.update_layout(title="Predicted LS peak against the usage that followed (cores)", yaxis_title="cores", **layout)
-    out.append(("prediction", "Where the orange line rises above a prediction, LS used more than was held back for it.", fig))
-
-    fig = go.Figure()
-    for i, run in enumerate(runs):
         fig.add_trace(go.Scatter(
             x=_x([e["ts"] for e in run.evictions]), y=[run.label] * len(run.evictions), mode="markers",
             name=f"{run.label} ({len(run.evictions)})", marker={"color": _color(run), "size": 9, "symbol": "x"},
             text=[f"{e['pod']}: {e['reason']}" for e in run.evictions], hoverinfo="x+text"))
-    fig.update_layout(title="Evictions", **{**layout, "height": 220})
-    out.append(("evictions", "Each eviction either configuration would have made (hover for the pod and reason).", fig))
+    if not any(run.evictions for run in runs):
+        fig.add_annotation(text="no evictions in either run", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    _mark_counterfactual(fig, cmp)
+    fig.update_layout(title="Evictions over the whole recording", xaxis={"range": span, "title": "time (UTC)"},
+                      yaxis={"title": "run", "categoryorder": "array", "categoryarray": [r.label for r in runs]},
+                      **{**layout, "height": 240})
+    out.append(("evictions", "Each eviction either configuration would have made (hover for the pod and reason)."
+                + shaded, fig))
 
     fig = go.Figure()
-    for run in runs:
-        over = [(a - p) / 1000 for p, a in zip(run.predicted_cpu_milli, run.actual_prod_cpu_milli) if p is not None]
-        fig.add_trace(go.Histogram(x=over, name=run.label, opacity=0.6, marker={"color": _color(run)}, nbinsx=60))
+    if predicted:
+        for run in runs:
+            over = [(a - p) / 1000 for p, a in zip(run.predicted_cpu_milli, run.actual_prod_cpu_milli) if p is not None]
+            fig.add_trace(go.Histogram(x=over, name=run.label, opacity=0.6, marker={"color": _color(run)}, nbinsx=60))
+        fig.add_vline(x=0, line={"color": "black", "dash": "dash"})
+        fig.update_layout(xaxis_title="cores", yaxis_title="frames")
+    else:
+        _empty(fig, "No predicted peak in this recording: no distribution to show.")
     fig.update_layout(title="LS CPU used minus predicted peak (cores; right of 0 = above the prediction)",
-                      barmode="overlay", xaxis_title="cores", **layout)
-    fig.add_vline(x=0, line={"color": "black", "dash": "dash"})
+                      barmode="overlay", **layout)
     out.append(("overshoot", "The distribution behind the safety number.", fig))
 
     fig = go.Figure()
     for run in runs:
         fig.add_trace(go.Histogram(x=run.be_cpu_cores, name=run.label, opacity=0.6, marker={"color": _color(run)}))
     fig.update_layout(title="How many CPUs BE had, over the time recorded", barmode="overlay", xaxis_title="CPUs",
-                      **layout)
+                      yaxis_title="frames", **layout)
     out.append(("be-distribution", "The distribution of the suppress level.", fig))
     return out
 
@@ -124,6 +182,26 @@ def _eviction_table(run: ReplayRun, limit: int = 50) -> str:
     return (f"<h3>Evictions, {html.escape(run.label)} ({len(run.evictions)})</h3><table class='evictions'>"
             f"<thead><tr><th>when (UTC)</th><th>pod</th><th>reason</th><th>why</th></tr></thead><tbody>{rows}"
             f"</tbody></table>{more}")
+
+
+def _proposal(cmp: Comparison) -> str:
+    """The effective proposal as a diff against the recording, and what the replay assumed: a saved page says
+    what "proposed" was."""
+    items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in cmp.proposal or ["(not given)"])
+    out = f"<section class='proposal'><h2>Proposal</h2><ul>{items}</ul>"
+    if cmp.unchanged:
+        out += "<p class='unchanged'><b>No change:</b> every series of the proposed run equals the recorded one.</p>"
+    diverged = cmp.diverged_frames()
+    if diverged:
+        kinds: dict[str, list[float]] = {}
+        for ts, why in diverged:
+            kinds.setdefault(why, []).append(ts)
+        rows = "".join(f"<li>{len(tss)} frames from {_x([tss[0]])[0]} UTC: {html.escape(why)}</li>"
+                       for why, tss in kinds.items())
+        out += (f"<p class='counterfactual'><b>Counterfactual:</b> {len(diverged)} of {cmp.frames} frames are not "
+                f"the recorded node; the replay assumed there:</p><ul>{rows}</ul>")
+    out += "".join(f"<p class='note'>{html.escape(note)}</p>" for note in cmp.notes)
+    return out + "</section>"
 
 
 def render_html(cmp: Comparison, *, title: str = "hookserver replay") -> str:
@@ -149,6 +227,7 @@ table.evictions td:nth-child(-n+3) {{ white-space: nowrap; }}
 <body>
 <h1>{html.escape(title)}</h1>
 <p>Node <b>{html.escape(cmp.node or '?')}</b>: {span}. {html.escape(reproduced)}</p>
+{_proposal(cmp)}
 {_table(cmp)}
 {''.join(parts)}
 {_eviction_table(cmp.recorded)}

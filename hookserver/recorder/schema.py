@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["FORMAT_VERSION", "open_read", "open_write"]
+from hookserver.errors import InputError
+
+__all__ = ["FORMAT_VERSION", "RecordingError", "explain_sqlite_error", "open_read", "open_write"]
 
 FORMAT_VERSION = 1
 
@@ -54,14 +56,42 @@ def open_write(path: str) -> sqlite3.Connection:
     return conn
 
 
+class RecordingError(InputError):
+    """A file that is not a readable recording: one line naming the file and what is wrong with it."""
+
+
+def explain_sqlite_error(path: str, exc: sqlite3.Error) -> RecordingError:
+    """SQLite's own words kept ("database disk image is malformed"), with what they mean for a recording."""
+    text = " ".join(str(exc).split())
+    if "malformed" in text:
+        return RecordingError(f"{path}: SQLite found the recording malformed ({text}): a truncated or corrupted "
+                              "copy; export it again with `hookctl record export`")
+    if "not a database" in text:
+        return RecordingError(f"{path}: not an SQLite database ({text}), so not a flight recording")
+    return RecordingError(f"{path}: SQLite cannot read it: {text}")
+
+
 def open_read(path: str) -> sqlite3.Connection:
-    """Open a recording read-only (a replay never changes the file it reads)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    """Open a recording read-only (a replay never changes the file it reads). RecordingError if it is not one
+    of this format: not SQLite, malformed, SQLite without our tables, or another format version."""
     try:
-        version = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-    except sqlite3.DatabaseError:  # not SQLite, or SQLite without our tables
-        version = None
-    if version is None or int(version[0]) != FORMAT_VERSION:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise explain_sqlite_error(path, exc) from None
+    try:
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        except sqlite3.Error as exc:
+            if "no such table" in str(exc):
+                raise RecordingError(f"{path}: an SQLite database without a recording's tables, "
+                                     "not a hookserver flight recording") from None
+            raise explain_sqlite_error(path, exc) from None
+        if row is None:
+            raise RecordingError(f"{path}: no format mark, not a hookserver flight recording")
+        if str(row[0]) != str(FORMAT_VERSION):
+            raise RecordingError(f"{path}: a flight recording of format {row[0]!s:.20}; this hookserver reads "
+                                 f"format {FORMAT_VERSION}")
+    except BaseException:
         conn.close()
-        raise ValueError(f"{path}: not a hookserver flight recording of format {FORMAT_VERSION}")
+        raise
     return conn

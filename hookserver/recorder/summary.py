@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +29,22 @@ class Comparison:
     recorded: ReplayRun
     proposed: ReplayRun
     rows: list[tuple[str, str, str, str]]  # figure, recorded, proposed, change
+    proposal: tuple[str, ...] = ()  # the effective proposal, as a diff against the recording
+    notes: tuple[str, ...] = ()  # what the figures cannot say, in words
+
+    @property
+    def unchanged(self) -> bool:
+        """Every series of the proposed run equals the recorded run's, frame for frame."""
+        return _series(self.recorded) == _series(self.proposed)
+
+    def diverged_frames(self) -> list[tuple[float, str]]:
+        """(time, what the replay assumed) of each frame where the proposal's node is not the recorded one."""
+        return [(ts, why) for ts, why in zip(self.proposed.frame_ts, self.proposed.diverged) if why]
 
     def describe(self) -> dict[str, Any]:
         return {"node": self.node, "start": self.start, "end": self.end, "frames": self.frames,
+                "proposal": list(self.proposal), "unchanged": self.unchanged, "notes": list(self.notes),
+                "diverged": [{"ts": ts, "assumed": why} for ts, why in self.diverged_frames()],
                 "rows": [dict(zip(("figure", "recorded", "proposed", "change"), r)) for r in self.rows],
                 "reproduced": {"matched": self.recorded.matched, "mismatched": len(self.recorded.mismatches)},
                 "evictions": {"recorded": self.recorded.evictions, "proposed": self.proposed.evictions}}
@@ -71,19 +85,72 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def compare(node: str, recorded: ReplayRun, proposed: ReplayRun) -> Comparison:
+def _precise(fmt: str, *values: float) -> str:
+    """`fmt` ("{:.1f}", "{:.2%}") with as many more decimals (at most 4) as it takes to show every value that is
+    not zero, the change included, with two significant digits: never "0.0" for a change, never "0.3 -> 0.3
+    (+0.1)"."""
+    if not fmt.startswith("{:.") or fmt == "{:.0f}":
+        return fmt
+    percent = fmt.endswith("%}")
+    decimals = int(fmt[3:-2])
+    scale = 100.0 if percent else 1.0
+    for v in values:
+        if v:
+            decimals = max(decimals, min(4, 1 - math.floor(math.log10(abs(v) * scale))))
+    return f"{{:.{decimals}{'%' if percent else 'f'}}}"
+
+
+def _series(run: ReplayRun) -> tuple[Any, ...]:
+    return (run.frame_ts, run.be_cpu_cores, run.suppress_budget_cores, run.capacity_ts, run.batch_cpu_milli,
+            run.batch_memory_bytes, run.predicted_cpu_milli, run.predicted_memory_bytes,
+            [(e["ts"], e["uid"]) for e in run.evictions])
+
+
+_PREDICTION_ROWS = {"cpu_exceeded", "cpu_max_over", "mem_exceeded", "mem_max_over"}
+
+
+def _no_prediction(*runs: ReplayRun) -> bool:
+    """No run ever held a predicted peak above zero: the predictor had nothing to predict for (no prod pod
+    with a request reached it, as with pods created through the proxy in standalone mode)."""
+    return all(not p for run in runs for p in run.predicted_cpu_milli)
+
+
+def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: list[str] | None = None) -> Comparison:
     a, b = _figures(recorded), _figures(proposed)
+    meaningless = _no_prediction(recorded, proposed)
     rows = []
     for key, label, fmt in _ROWS:
+        if meaningless and key in _PREDICTION_ROWS:
+            rows.append((label, "n/a", "n/a", ""))
+            continue
         delta = b[key] - a[key]
-        change = ("±0" if abs(delta) < 1e-9 else ("+" if delta > 0 else "−") + fmt.format(abs(delta)))
-        rows.append((label, fmt.format(a[key]), fmt.format(b[key]), change))
+        shown = _precise(fmt, a[key], b[key], delta)
+        change = "±0" if delta == 0 else ("+" if delta > 0 else "−") + shown.format(abs(delta))
+        rows.append((label, shown.format(a[key]), shown.format(b[key]), change))
+    notes = []
+    if meaningless:
+        notes.append("LS above the predicted peak: not meaningful here; the predictor held back no peak for prod "
+                     "pods (none with a request reached it, e.g. pods created through the proxy), so there is "
+                     "nothing to compare their usage with")
+    if proposed.kept_pods:
+        notes.append(f"evictions proposed may undercount: {len(proposed.kept_pods)} pod(s) the agent evicted were "
+                     "kept by the proposal, and the recording has no usage of them after the agent's eviction "
+                     "(they are absent from its later frames, so nothing could evict them again)")
     ts = recorded.frame_ts
-    return Comparison(node, ts[0] if ts else 0.0, ts[-1] if ts else 0.0, len(ts), recorded, proposed, rows)
+    return Comparison(node, ts[0] if ts else 0.0, ts[-1] if ts else 0.0, len(ts), recorded, proposed, rows,
+                      tuple(proposal or ()), tuple(notes))
 
 
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _first_and_count(frames: list[tuple[float, str]]) -> dict[str, tuple[float, int]]:
+    out: dict[str, tuple[float, int]] = {}
+    for ts, why in frames:
+        first, n = out.get(why, (ts, 0))
+        out[why] = (first, n + 1)
+    return out
 
 
 def _reasons(run: ReplayRun) -> str:
@@ -100,6 +167,18 @@ def render_text(cmp: Comparison, *, max_evictions: int = 8) -> str:
         f"{len(cmp.recorded.mismatches)} not" + (" (see -o json)" if cmp.recorded.mismatches else ""),
         "",
     ]
+    lines.append("proposal:")
+    lines += [f"  {line}" for line in cmp.proposal or ["(not given)"]]
+    if cmp.unchanged:
+        lines.append("no change: every series of the proposed run equals the recorded one, frame for frame")
+    diverged = cmp.diverged_frames()
+    if diverged:
+        lines.append(f"counterfactual: {len(diverged)} of {cmp.frames} frames are not the recorded node; "
+                     "the replay assumed there:")
+        for why, (first, n) in _first_and_count(diverged).items():
+            lines.append(f"  {n} frames from {_when(first)}: {why}")
+    lines += [f"note: {note}" for note in cmp.notes]
+    lines.append("")
     width = max(len(r[0]) for r in cmp.rows)
     lines.append(f"{'':<{width}}  {cmp.recorded.label:>12}  {cmp.proposed.label:>12}  {'change':>10}")
     for label, a, b, change in cmp.rows:

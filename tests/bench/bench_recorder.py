@@ -14,7 +14,7 @@ import time
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.replay import ReplayConfig, replay
 from hookserver.recorder.scenarios.synthetic import generate
-from hookserver.slo.document import spec_from_json
+from hookserver.recorder.proposal import Proposal
 from tests.bench.common import BenchRow
 
 PODS = 200
@@ -34,10 +34,10 @@ def run() -> list[BenchRow]:
         t0, c0 = time.perf_counter(), time.process_time()
         recorded = replay(recording, ReplayConfig("recorded"))
         as_recorded_s, as_recorded_cpu = time.perf_counter() - t0, time.process_time() - c0
-        spec = spec_from_json({"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 75,
-                                                               "memoryEvictThresholdPercent": 75}}, origin="bench").spec
+        proposal = Proposal(slo={"resourceUsedThresholdWithBE": {"cpuSuppressThresholdPercent": 75,
+                                                                 "memoryEvictThresholdPercent": 75}})
         t0, c0 = time.perf_counter(), time.process_time()
-        replay(recording, ReplayConfig("proposed", slo=spec, as_recorded=False))
+        replay(recording, ReplayConfig("proposed", proposal, as_recorded=False))
         proposed_s, proposed_cpu = time.perf_counter() - t0, time.process_time() - c0
         recording.close()
     mib = size / 2**20

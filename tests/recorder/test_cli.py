@@ -39,7 +39,7 @@ def test_bad_input_is_a_usage_error_naming_the_flag(recording: str, tmp_path, ca
     not_a_recording = tmp_path / "x.sqlite"
     not_a_recording.write_bytes(b"")
     assert main(["replay", str(not_a_recording)]) == 2
-    assert "not a hookserver flight recording" in capsys.readouterr().err
+    assert "an empty file, not a recording" in capsys.readouterr().err
 
 
 def test_record_export_copies_the_state_dir_recording(recording: str, tmp_path, capsys) -> None:

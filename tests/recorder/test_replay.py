@@ -10,8 +10,7 @@ import pytest
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.replay import ReplayConfig, replay
 from hookserver.recorder.summary import compare, render_text
-from hookserver.slo.colocation import ColocationStrategy
-from hookserver.slo.document import spec_from_json
+from hookserver.recorder.proposal import Proposal
 
 from tests.recorder.helpers import EVICTING_SLO, small_recording
 
@@ -30,8 +29,8 @@ def quiet(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 
 def _slo(**threshold: object) -> ReplayConfig:
-    spec = spec_from_json({"resourceUsedThresholdWithBE": {"enable": True, **threshold}}, origin="test").spec
-    return ReplayConfig("proposed", slo=spec, as_recorded=False)
+    return ReplayConfig("proposed", Proposal(slo={"resourceUsedThresholdWithBE": {"enable": True, **threshold}}),
+                        as_recorded=False)
 
 
 def test_as_recorded_reproduces_every_decision_the_agent_took(evicting: Recording) -> None:
@@ -46,8 +45,8 @@ def test_as_recorded_reproduces_every_decision_the_agent_took(evicting: Recordin
 
 def test_a_different_config_does_not_pass_as_the_recorded_one(evicting: Recording) -> None:
     """The check can fail: the same frames under another NodeSLO, compared with the agent's decisions."""
-    spec = _slo(cpuSuppressThresholdPercent=80, memoryEvictThresholdPercent=90).slo
-    run = replay(evicting, ReplayConfig("recorded", slo=spec))
+    run = replay(evicting, ReplayConfig("recorded", _slo(cpuSuppressThresholdPercent=80,
+                                                         memoryEvictThresholdPercent=90).proposal))
     assert run.mismatches and {m["reconciler"] for m in run.mismatches} >= {"CPUSuppress", "MemoryEvict"}
 
 
@@ -70,12 +69,11 @@ def test_a_higher_suppress_threshold_leaves_be_more_cpu(quiet: Recording) -> Non
 
 def test_the_colocation_config_moves_the_batch_offer(quiet: Recording) -> None:
     recorded = replay(quiet, ReplayConfig("recorded"))
-    more = ColocationStrategy.model_validate({"enable": True, "cpuReclaimThresholdPercent": 85,
-                                              "memoryReclaimThresholdPercent": 90})
-    proposed = replay(quiet, ReplayConfig("proposed", colocation=more, as_recorded=False))
+    more = Proposal(colocation={"cpuReclaimThresholdPercent": 85, "memoryReclaimThresholdPercent": 90})
+    proposed = replay(quiet, ReplayConfig("proposed", more, as_recorded=False))
     assert recorded.core_hours() > 0 and proposed.core_hours() > recorded.core_hours()
     assert proposed.gib_hours() > recorded.gib_hours()
-    off = replay(quiet, ReplayConfig("off", colocation=ColocationStrategy(), as_recorded=False))
+    off = replay(quiet, ReplayConfig("off", Proposal(colocation={"enable": False}), as_recorded=False))
     assert off.core_hours() == 0  # colocation disabled: nothing offered
     text = render_text(compare("n", recorded, proposed))
     assert "batch-cpu offered (core-hours)" in text and "reproduced" in text
@@ -84,10 +82,10 @@ def test_the_colocation_config_moves_the_batch_offer(quiet: Recording) -> None:
 def test_the_predictor_margin_moves_the_safety_number(quiet: Recording) -> None:
     """No cold start and no margin: the prediction is the p95 of history, and usage goes above it sometimes;
     a large margin keeps it above usage."""
-    tight = replay(quiet, ReplayConfig("tight", predictor={"cold_start_duration_s": 0, "safety_margin_percent": 0,
-                                                            "training_interval_s": 60}, as_recorded=False))
-    wide = replay(quiet, ReplayConfig("wide", predictor={"cold_start_duration_s": 0, "safety_margin_percent": 100,
-                                                          "training_interval_s": 60}, as_recorded=False))
+    tight = replay(quiet, ReplayConfig("tight", Proposal(predictor={"cold_start_duration_s": 0, "safety_margin_percent": 0,
+                                                            "training_interval_s": 60}), as_recorded=False))
+    wide = replay(quiet, ReplayConfig("wide", Proposal(predictor={"cold_start_duration_s": 0, "safety_margin_percent": 100,
+                                                          "training_interval_s": 60}), as_recorded=False))
     assert tight.safety("cpu")["exceeded"] > 0
     assert wide.safety("cpu")["exceeded"] < tight.safety("cpu")["exceeded"]
 

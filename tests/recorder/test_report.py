@@ -16,7 +16,7 @@ import pytest
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.replay import ReplayConfig, replay
 from hookserver.recorder.summary import compare
-from hookserver.slo.document import spec_from_json
+from hookserver.recorder.proposal import Proposal
 
 from tests.recorder.helpers import small_recording
 
@@ -38,9 +38,8 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("report")
     rec = Recording(small_recording(str(d / "r.sqlite"), hours=1, start_hour=7))
     recorded = replay(rec, ReplayConfig("recorded"))
-    spec = spec_from_json({"resourceUsedThresholdWithBE": {"enable": True, "memoryEvictThresholdPercent": 60}},
-                          origin="test").spec
-    proposed = replay(rec, ReplayConfig("proposed", slo=spec, as_recorded=False))
+    proposal = Proposal(slo={"resourceUsedThresholdWithBE": {"memoryEvictThresholdPercent": 60}})
+    proposed = replay(rec, ReplayConfig("proposed", proposal, as_recorded=False))
     path = d / "report.html"
     path.write_text(render_html(compare("node-a", recorded, proposed)), encoding="utf-8")
     return str(path)
@@ -77,3 +76,30 @@ def test_chromium_renders_every_chart(page: str, tmp_path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1280, 2400) and len(data) > 50_000  # a drawn page, not a blank one
+
+
+def _page_of(rec: Recording, proposal: Proposal) -> str:
+    recorded = replay(rec, ReplayConfig("recorded"))
+    proposed = replay(rec, ReplayConfig("proposed", proposal, as_recorded=False))
+    return render_html(compare("node-a", recorded, proposed, proposal=proposal.describe(rec)))
+
+
+def test_the_page_names_the_proposal_and_marks_what_it_assumed(tmp_path) -> None:
+    """Before: a saved page never said what "proposed" was, identical lines hid each other, BE CPU used was not
+    shown, and a run without evictions had an empty evictions chart spanning nothing."""
+    slo = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 65,
+                                           "memoryEvictThresholdPercent": 95}}
+    rec = Recording(small_recording(str(tmp_path / "r.sqlite"), hours=0.5, pods=20, start_hour=7, slo=slo))
+    try:
+        null = _page_of(rec, Proposal())
+        looser = _page_of(rec, Proposal(slo={"resourceUsedThresholdWithBE": {"cpuSuppressThresholdPercent": 95}}))
+    finally:
+        rec.close()
+    assert "none: every field as recorded" in null and "<b>No change:</b>" in null
+    assert "Counterfactual" not in null and "#f4cccc" not in null
+    assert "cpuSuppressThresholdPercent 65 -&gt; 95" in looser and "<b>No change:</b>" not in looser
+    assert "Counterfactual" in looser and "#f4cccc" in looser  # the frames shaded in the charts
+    for page in (null, looser):
+        assert "BE pods' CPU used (recorded)" in page and '"dash":"dash"' in page
+        assert "no evictions in either run" in page
+        assert page.count('"yaxis":{"title":{"text"') >= len(CHARTS) - 2  # the two prediction charts may be empty

@@ -62,6 +62,7 @@ GATES = {"BECPUSuppress": True, "BEMemoryEvict": True, "BECPUEvict": False}
 _WORKER = r"""
 import math, os, sys, time
 role, start, span, mem_mb, grow_mb = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+spike_lo, spike_hi = float(sys.argv[6]), float(sys.argv[7])  # LS busy all the time in between
 os.nice(19)
 sys.stdout.write("ready\n"); sys.stdout.flush(); sys.stdin.readline()  # wait until placed in the groups
 hold = [bytearray(mem_mb << 20)]
@@ -73,7 +74,7 @@ def curve(t):
 last_grow = time.time()
 while True:
     now = time.time()
-    duty = 1.0 if role == "be" else 0.05 + 0.55 * curve(now)
+    duty = 1.0 if role == "be" or spike_lo <= now < spike_hi else 0.05 + 0.55 * curve(now)
     end = now + 0.1 * duty
     while time.time() < end:
         pass
@@ -143,8 +144,9 @@ def _memory_of(tree: _Subtree, group: str) -> float:
 
 
 class _World:
-    def __init__(self, tree: _Subtree, start: float, span_s: float) -> None:
+    def __init__(self, tree: _Subtree, start: float, span_s: float, spike: tuple[float, float] = (0.0, 0.0)) -> None:
         self.tree = tree
+        self.spike = spike  # (from, to) in seconds since the epoch: the LS pod burns a whole CPU
         self.start = start
         self.span = span_s
         self.generation = 0
@@ -166,7 +168,7 @@ class _World:
         self.tree.make(group)
         uid = f"{name}-{self.generation:03d}-{os.getpid()}"
         proc = subprocess.Popen([sys.executable, "-c", _WORKER, "be" if be else "ls", repr(self.start), repr(self.span),
-                                 str(mem_mb), str(grow_mb)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                 str(mem_mb), str(grow_mb), repr(self.spike[0]), repr(self.spike[1])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None and proc.stdin is not None
         proc.stdout.readline()
         self.tree.join(proc.pid, group)
@@ -236,15 +238,21 @@ class _World:
         )
 
 
-def record(out: str, *, minutes: float = 60.0, step_s: float = 10.0) -> FlightRecorder:
+def record(out: str, *, minutes: float = 60.0, step_s: float = 10.0, round_s: float | None = None,
+           spike: tuple[float, float] | None = None) -> FlightRecorder:
+    """Record for `minutes`: a frame every `step_s`, the planners every `round_s` (default `step_s`; the agent's
+    own cadence is 1 s), and the LS pod burning a whole CPU for `spike` = (minutes in, seconds long)."""
+    round_s = step_s if round_s is None else round_s
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(out + suffix):
             os.unlink(out + suffix)
     tree = _Subtree(f"hookserver-replay-{os.getpid()}")
     span = minutes * 60
-    world = _World(tree, time.time(), span)
+    started = time.time()
+    world = _World(tree, started, span, (0.0, 0.0) if spike is None else
+                   (started + spike[0] * 60, started + spike[0] * 60 + spike[1]))
     store = StateStore(clock=time.time)
-    reconcilers = [CPUSuppress(interval_s=step_s), MemoryEvict(interval_s=step_s), CPUEvict(interval_s=step_s)]
+    reconcilers = [CPUSuppress(interval_s=round_s), MemoryEvict(interval_s=round_s), CPUEvict(interval_s=round_s)]
     gates = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("cgroup-hour", GATES)])
     recorder = FlightRecorder(
         out, RecorderSettings(interval_s=step_s), node_name=world.node.name,
@@ -268,14 +276,14 @@ def record(out: str, *, minutes: float = 60.0, step_s: float = 10.0) -> FlightRe
         for i in range(2):
             world.spawn(f"batch-{i}", f"be/batch-{i}", be=True, mem_mb=120, grow_mb=2)
         seen = 0.0
-        next_frame = time.time() + step_s
+        next_round = time.time() + round_s
         end = world.start + span
         while time.time() < end and not stop:
             time.sleep(max(0.0, 1.0 - (time.time() - world.now)))
             world.sample()
-            if time.time() < next_frame:
+            if time.time() < next_round:
                 continue
-            next_frame += step_s
+            next_round += round_s
             plans = runner.round()
             for plan in plans:  # carry suppress's quota out for real
                 quota = plan.numbers.get("quota_us")
@@ -309,11 +317,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--round", type=float, default=None, help="plan every this many seconds (default: every frame)")
+    ap.add_argument("--spike-at", type=float, default=None, help="minutes in: the LS pod burns a whole CPU")
+    ap.add_argument("--spike-for", type=float, default=90.0, help="seconds the spike lasts")
     args = ap.parse_args(argv)
     if not os.path.isdir(os.path.join(CGROUP_ROOT, "cpuacct")) or os.geteuid() != 0:
         print("needs root and cgroup v1 (cpu, cpuacct, memory) under /sys/fs/cgroup", file=sys.stderr)
         return 2
-    rec = record(args.out, minutes=args.minutes)
+    rec = record(args.out, minutes=args.minutes, round_s=args.round,
+                 spike=None if args.spike_at is None else (args.spike_at, args.spike_for))
     print(f"{args.out}: {rec.frames} frames, {os.path.getsize(args.out) / 2**20:.2f} MiB")
     return 0
 

@@ -23,7 +23,6 @@ from types import MappingProxyType
 from hookserver.predictor.settings import PredictorSettings
 from hookserver.slo.document import spec_from_json
 from hookserver.store.state import StateStore
-from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.topology import CpuInfo, NodeTopology, NumaMemInfo
 
 from qos.eviction.cpu import CPUEvict
@@ -31,11 +30,13 @@ from qos.cpu.suppress import CPUSuppress
 from qos.framework.evictions import EvictionGuard, ReportOnlyBackend
 from hookserver.featuregates import GateRegistry
 from qos.eviction.memory import MemoryEvict
+from qos.framework.plan import QoSPlan
 from qos.framework.runner import QoSRunner
 from qos.settings import QoSSettings
 from qos.snapshot.model import BEStats, BETier, ContainerFacts, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 from hookserver.recorder.settings import RecorderSettings
+from hookserver.recorder.world import tier_after
 from hookserver.recorder.writer import FlightRecorder
 
 __all__ = ["DEFAULT_SLO", "SyntheticNode", "generate"]
@@ -108,8 +109,12 @@ def _pod(i: int, *, be: bool, rng: random.Random, born: float, generation: int =
 class SyntheticNode:
     """The node's world: pods, their usage at time t, the BE tier, and the snapshot source the runner reads."""
 
-    def __init__(self, *, pods: int = 200, seed: int = 7, start: float = START) -> None:
+    def __init__(self, *, pods: int = 200, seed: int = 7, start: float = START,
+                 spikes: Sequence[tuple[float, float, float]] | None = None) -> None:
         self.rng = random.Random(seed)
+        # (seconds after the start, how long, LS CPU factor); None: the daily bursts (BURSTS_H)
+        self.spikes = None if spikes is None else tuple((start + at, start + at + length, factor)
+                                                        for at, length, factor in spikes)
         self.now = start
         n_be = pods * 2 // 5
         self.pods: list[_Pod] = [_pod(i, be=False, rng=self.rng, born=start - 3 * DAY_S) for i in range(pods - n_be)]
@@ -127,6 +132,7 @@ class SyntheticNode:
                               cpu_allocatable_milli=cpus * 1000 - 1000, memory_allocatable_bytes=memory - 4 * GiB,
                               reserved_cpu_milli=1000)
         self.be_cpuset: frozenset[int] = frozenset(range(cpus))
+        self.be_quota_us = -1  # the tier's cfs quota (the cfsQuota policy), -1 unlimited
         self.slo = spec_from_json(DEFAULT_SLO, origin="synthetic").spec
 
     def created_at(self, uid: str) -> float:
@@ -138,7 +144,8 @@ class SyntheticNode:
     def build(self, *, evicted: frozenset[str] = frozenset()) -> QoSSnapshot:
         t = self.now
         shape = daily_curve(t)
-        spike = burst(t)
+        spike = burst(t) if self.spikes is None else next(
+            (factor for lo, hi, factor in self.spikes if lo <= t < hi), 1.0)
         rng = self.rng
         pods: list[PodFacts] = []
         ls_total = 0.0
@@ -155,7 +162,8 @@ class SyntheticNode:
                                 terminating=p.gone_at is not None))
         system = (0.6 + 0.4 * shape) * self.cpus / 32
         # BE soaks up what the suppress cpuset leaves, shared in proportion to demand
-        be_room = max(min(len(self.be_cpuset), self.cpus - ls_total - system) * 0.95, 0.0)
+        allowed = len(self.be_cpuset) if self.be_quota_us < 0 else min(len(self.be_cpuset), self.be_quota_us / 100_000)
+        be_room = max(min(allowed, self.cpus - ls_total - system) * 0.95, 0.0)
         demand = sum(p.base_cpu for p in be_pods) or 1.0
         share = min(be_room / demand, 1.0)
         be_total = 0.0
@@ -176,18 +184,21 @@ class SyntheticNode:
             usage=NodeUsage(cpu_cores=node_cpu, cpu_cores_avg=node_cpu, cpu_avg_count=6, cpu_window_s=60.0,
                             memory_bytes=min(mem_total, self.memory * 0.99), memory_total_bytes=float(self.memory),
                             system_cpu_cores=system),
-            be=be, be_tier=BETier(dir="kubepods/besteffort", cpuset=self.be_cpuset, quota_us=-1,
+            be=be, be_tier=BETier(dir="kubepods/besteffort", cpuset=self.be_cpuset, quota_us=self.be_quota_us,
                                   cpuset_levels=(("kubepods/besteffort",),)),
             topology=self.topology, collect_interval_s=1.0,
         )
 
     def after_round(self, snap: QoSSnapshot, plans: Sequence[object], evicted: Sequence[str]) -> None:
-        """What the executor and the apiserver would have done: the tier takes suppress's cpuset; evicted pods
-        leave 30 s later and come back as new pods 5 minutes after that."""
+        """What the executor and the apiserver would have done: the tier takes suppress's cpuset or quota (and
+        the quota goes back to unlimited under the cpuset policy or with suppress off); evicted pods leave 30 s
+        later and come back as new pods 5 minutes after that."""
+        tier = BETier(dir="kubepods/besteffort", cpuset=self.be_cpuset, quota_us=self.be_quota_us)
         for plan in plans:
-            cpuset = getattr(plan, "numbers", {}).get("cpuset")
-            if isinstance(cpuset, str) and cpuset:
-                self.be_cpuset = parse_cpu_list(cpuset)
+            if isinstance(plan, QoSPlan) and plan.reconciler == CPUSuppress.name:
+                tier = tier_after(tier, plan)
+        self.be_cpuset = tier.cpuset or self.be_cpuset
+        self.be_quota_us = -1 if tier.quota_us is None else tier.quota_us
         for p in self.pods:
             if p.facts.uid in evicted and p.gone_at is None:
                 p.gone_at = snap.now + 30.0
@@ -206,21 +217,29 @@ class SyntheticNode:
 
 
 def generate(out: str, *, pods: int = 200, hours: float = 24.0, step_s: float = 10.0, seed: int = 7,
-             slo: dict[str, object] | None = None, start_hour: float = 0.0) -> FlightRecorder:
-    """Write a synthetic recording to `out` (replaced) and return the closed recorder (its counters)."""
+             slo: dict[str, object] | None = None, start_hour: float = 0.0, round_s: float | None = None,
+             colocation: dict[str, object] | None = None,
+             spikes: Sequence[tuple[float, float, float]] | None = None) -> FlightRecorder:
+    """Write a synthetic recording to `out` (replaced) and return the closed recorder (its counters).
+
+    `step_s` is the recorder's interval (a frame every step); `round_s` the agent's round (default `step_s`):
+    the real agent plans every second and records every 10 s, the case a replay must reproduce exactly.
+    `spikes`: (seconds after the start, duration, LS CPU factor) in place of the daily bursts."""
+    round_s = step_s if round_s is None else round_s
+    colocation_body = dict(DEFAULT_COLOCATION if colocation is None else colocation)
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(out + suffix):
             os.unlink(out + suffix)
-    world = SyntheticNode(pods=pods, seed=seed, start=START + start_hour * 3600)
+    world = SyntheticNode(pods=pods, seed=seed, start=START + start_hour * 3600, spikes=spikes)
     if slo is not None:
         world.slo = spec_from_json(slo, origin="synthetic").spec
     clock = [world.now]
-    reconcilers = [CPUSuppress(interval_s=step_s), MemoryEvict(interval_s=step_s), CPUEvict(interval_s=step_s)]
+    reconcilers = [CPUSuppress(interval_s=round_s), MemoryEvict(interval_s=round_s), CPUEvict(interval_s=round_s)]
     gates = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("synthetic", GATES)])
     store = StateStore(clock=lambda: clock[0])
     recorder = FlightRecorder(
         out, RecorderSettings(interval_s=step_s, retention_s=hours * 3600 + 3600, max_mib=200),
-        node_name=world.node.name, created_at=world.created_at, colocation=lambda: DEFAULT_COLOCATION,
+        node_name=world.node.name, created_at=world.created_at, colocation=lambda: colocation_body,
         predictor=PredictorSettings(cold_start_duration_s=3600.0).model_dump(mode="json"),
         evictions=lambda since: store.audit.evictions(since=since), started_at=world.now,
         reconcilers={r.name: {"interval_s": r.interval_s, "cooldown_s": r.cooldown_s} for r in reconcilers},
@@ -236,7 +255,7 @@ def generate(out: str, *, pods: int = 200, hours: float = 24.0, step_s: float = 
         fresh = [e.pod_uid for e in store.audit.evictions(since=seen) if e.ts >= seen]
         seen = clock[0] + 1e-6
         world.after_round(world.build(), plans, fresh)
-        world.now += step_s
+        world.now += round_s
         clock[0] = world.now
     recorder.close()
     return recorder
