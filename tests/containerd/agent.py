@@ -8,6 +8,7 @@ inventory is the one the collector read through pynvml; its batch-resource hook 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -110,11 +111,24 @@ def run_container(cri: CriClient, pod: PodSpec, container: str, command: list[st
     try:
         cid = cri.create_container(sandbox, pod, container, IMAGE, command, POD_ENV)
         cri.start_container(cid)
-        return sandbox, cid, cri.container_pid(cid)
+        pid = cri.container_pid(cid)
+        # StartContainer returns once runc has released its init, which may not have exec'ed the command yet: until
+        # then /proc/<pid> is `runc init` with runc's environment (seen once under load: no FROM_POD_SPEC).
+        if not wait_for(lambda: _exec_done(pid), timeout_s=10):
+            raise AssertionError(f"container {container}: pid {pid} never exec'ed {command}")
+        return sandbox, cid, pid
     except BaseException:
         if made:
             cri.stop_and_remove_sandbox(sandbox)
         raise
+
+
+def _exec_done(pid: int) -> bool:
+    """The process runs the image's binary (every program of the tier's image is busybox), not runc's init."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe").endswith("/busybox")
+    except OSError:
+        return False
 
 
 def environ(pid: int) -> dict[str, str]:
