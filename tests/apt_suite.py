@@ -7,6 +7,7 @@ one-line `sources.list`), writes a private sources list for the other suite unde
 own (never the host's apt state), and runs `apt-get update` and `apt-get download` there.
 
     python -m tests.apt_suite --suite trixie --dest build/pkgs containerd
+    python -m tests.apt_suite --suite bookworm --print-sources   # the list alone (mmdebstrap's input)
 """
 
 from __future__ import annotations
@@ -101,17 +102,21 @@ def _apt_options(state: Path) -> list[str]:
     ]
 
 
-def download(suite: str, packages: list[str], dest: Path, *, state: Path | None = None) -> list[Path]:
-    """`apt-get download` PACKAGES from SUITE (main) into DEST; returns the .deb files written there."""
+def sources_list(suite: str) -> str:
+    """A one-line-style sources.list for SUITE (main) on the host's own archive(s) and keyring: what `download`
+    gives apt-get, and what the VM tier's image recipe gives mmdebstrap (tests/vm/build-image.sh)."""
     sources = host_archive_sources()
     if not sources:
         raise AptSuiteError("the host's apt has no Debian archive source for its own release (/etc/apt)")
+    return "".join(f"deb [signed-by={s.keyring}] {s.uri} {suite} main\n" for s in sources)
+
+
+def download(suite: str, packages: list[str], dest: Path, *, state: Path | None = None) -> list[Path]:
+    """`apt-get download` PACKAGES from SUITE (main) into DEST; returns the .deb files written there."""
     state = state or dest / ".apt"
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
-    (state / "sources.list").write_text(
-        "".join(f"deb [signed-by={s.keyring}] {s.uri} {suite} main\n" for s in sources)
-    )
+    (state / "sources.list").write_text(sources_list(suite))
     options = _apt_options(state)
     update = subprocess.run(["apt-get", *options, "update", "-q"], capture_output=True, text=True)
     if update.returncode != 0:
@@ -127,10 +132,16 @@ def download(suite: str, packages: list[str], dest: Path, *, state: Path | None 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", required=True)
-    parser.add_argument("--dest", type=Path, required=True)
-    parser.add_argument("packages", nargs="+")
+    parser.add_argument("--dest", type=Path)
+    parser.add_argument("--print-sources", action="store_true", help="print the sources list for --suite and stop")
+    parser.add_argument("packages", nargs="*")
     args = parser.parse_args(argv)
+    if not args.print_sources and (args.dest is None or not args.packages):
+        parser.error("--dest and at least one package are needed (or --print-sources)")
     try:
+        if args.print_sources:
+            print(sources_list(args.suite), end="")
+            return 0
         for deb in download(args.suite, args.packages, args.dest):
             print(deb)
     except AptSuiteError as exc:
