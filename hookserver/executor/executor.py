@@ -210,6 +210,11 @@ class CgroupExecutor:
             err = translate_os_error(exc, op="read", path=p.path, value=p.desired)
             return _failed(p, p.desired, "", err, exc.errno)
         previous = current.strip()
+        if v2 and knob.v2_inherited and not previous and str(write.value).strip():
+            # An empty v2 cpuset inherits its parent's set: compare (and merge) with that, so a set it already
+            # gets is not written (writing it would pin the cgroup: a later change of the parent's set would
+            # no longer reach it, and `hookserver cleanup` could not tell the pin from the kubelet's value).
+            current = self._read_back(os.path.join(p.dir, knob.v2_inherited)) or current
         text = knob.render(write.value, v2, current)
         note = ""
         final = True
