@@ -39,7 +39,9 @@ def _check_list(name: str) -> Callable[[int | str, bool], str]:
 
 
 def _render(value: int | str, v2: bool, current: str) -> str:
-    return format_cpu_list(parse_cpu_list(str(value)))
+    # An empty list is written as a bare newline: the kernel never sees a zero-length write (the VFS returns
+    # before the cgroup's handler), so "" would leave a v2 cpuset pinned while the write reports success.
+    return format_cpu_list(parse_cpu_list(str(value))) or "\n"
 
 
 def _key(text: str, v2: bool) -> Hashable:

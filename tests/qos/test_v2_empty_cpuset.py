@@ -82,4 +82,5 @@ def test_cleanup_puts_an_inheriting_cpuset_back_to_inheriting(tmp_path: Path, ca
             str(tmp_path / "sys"), "--cgroup-root", str(tmp_path / "cg"), "--cgroup-driver", "cgroupfs", "--hook-socket", str(tmp_path / "h.sock"),
             "--debug-socket", str(tmp_path / "d.sock")]
     assert main(argv) == 0, capsys.readouterr()
-    assert [(d / "cpuset.cpus").read_text() for d in dirs[1:]] == [""] * 3
+    # a newline, as `echo > cpuset.cpus` writes it: a zero-length write never reaches the kernel's handler
+    assert [(d / "cpuset.cpus").read_text() for d in dirs[1:]] == ["\n"] * 3
