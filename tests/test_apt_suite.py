@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.apt_suite import DEFAULT_KEYRING, ArchiveSource, host_archive_sources
 
 
@@ -48,3 +50,21 @@ def test_one_line_entries_with_and_without_options(tmp_path: Path) -> None:
 def test_no_sources_is_an_empty_list_not_an_error(tmp_path: Path) -> None:
     etc, release = _etc(tmp_path)
     assert host_archive_sources(etc, release) == []
+
+
+def test_the_sources_list_for_another_suite_is_the_hosts_archive_with_that_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the VM tier's image recipe hands mmdebstrap (`--print-sources`), and `download` hands apt-get."""
+    from tests import apt_suite
+
+    monkeypatch.setattr(apt_suite, "host_archive_sources",
+                        lambda: [ArchiveSource("http://mirror.invalid/debian", "/k.gpg")])
+    assert apt_suite.sources_list("trixie") == "deb [signed-by=/k.gpg] http://mirror.invalid/debian trixie main\n"
+    assert apt_suite.main(["--suite", "bookworm", "--print-sources"]) == 0
+    assert capsys.readouterr().out == "deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n"
+    monkeypatch.setattr(apt_suite, "host_archive_sources", lambda: [])
+    assert apt_suite.main(["--suite", "bookworm", "--print-sources"]) == 1
+    assert "no Debian archive source" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # neither a download nor --print-sources: a usage error, not a traceback
+        apt_suite.main(["--suite", "bookworm"])

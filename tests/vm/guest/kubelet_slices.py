@@ -151,3 +151,6 @@ class KubeletSlices:
         for name in ("kubepods-besteffort.slice", "kubepods-burstable.slice", "kubepods.slice"):
             stop_unit(name)
         self.pods.clear()
+        # systemd removes the directories after the stop job: the next test's kubepods.slice must not find
+        # (and then lose) the old one.
+        _wait(lambda: not (CGROUP / "kubepods.slice").exists(), "kubepods.slice's removal")

@@ -17,10 +17,11 @@ export PYTHONPATH=/run/project:/opt/pydeps PYTHONDONTWRITEBYTECODE=1 VM_TIER_OUT
 # Only the plugins the guest tests use: no hypothesis plugin to import at start.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 cd /run/project || exit 1
-timeout 300 python3 -m pytest -q -p no:cacheprovider -rs --junitxml="$OUT/junit.xml" tests/vm/guest \
+timeout 260 python3 -m pytest -q -p no:cacheprovider -rs --junitxml="$OUT/junit.xml" tests/vm/guest \
   >"$OUT/pytest.log" 2>&1
 rc=$?
 echo "$rc" >"$OUT/rc"
 echo "driver_end_uptime_s $(up)" >>"$OUT/uptime.txt"
 journalctl -b --no-pager -o short-monotonic >"$OUT/journal.txt" 2>&1
+systemd-analyze blame --no-pager 2>/dev/null | head -25 >"$OUT/boot-blame.txt"
 exit "$rc"

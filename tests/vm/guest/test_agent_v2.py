@@ -27,12 +27,13 @@ from tests.vm.guest.kubelet_slices import CGROUP, KubeletSlices, PodSlice
 from tests.vm.guest.results import record, save, uptime_s
 
 ROOT = Path(__file__).resolve().parents[3]
-# tests/reference_example's worked BE pod: batch-cpu 3000 (weight from shares 2048), limit 3 cores, 3 GiB.
+# tests/reference_example's worked BE pod: batch-cpu 3000 (weight from shares 2048), limit 3 cores, 3 GiB. (The
+# quota holds under the cpuset suppress policy; under cfsQuota koordlet leaves BE pods' quota unlimited.)
 BATCH = ("79", "300000 100000", "3221225472")
 KUBELET = ("1", "max 100000", "max")  # what the kubelet's driver gave the BE pod slice's unit
 SLO = """resourceUsedThresholdWithBE:
   enable: true
-  cpuSuppressPolicy: cfsQuota
+  cpuSuppressPolicy: cpuset
   cpuSuppressThresholdPercent: 65
 """
 
@@ -125,10 +126,14 @@ def test_daemon_reload_resets_the_pod_slice_and_the_agent_restores_it(running: R
     _wait(lambda: _values(pod) == BATCH, "the batch values")
     exposures: list[float] = []
     lifted = 0
-    for _ in range(20):
-        subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=60)
+    progress: list[str] = []
+    for i in range(20):
+        started = time.monotonic()
+        subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=30)
         after = _values(pod)
         lifted += after != BATCH
+        progress.append(f"{i}: reload {time.monotonic() - started:.2f} s, after it {after}")
+        save("daemon-reload-progress.txt", "\n".join(progress) + "\n")  # a hung guest still shows how far
         exposures.append(_wait(lambda: _values(pod) == BATCH, "the values after a daemon-reload", step_s=0.01))
     record("daemon_reload_lifted", f"{lifted}/20")
     record("daemon_reload_exposure_p50_s", round(statistics.median(exposures), 3))
@@ -163,8 +168,7 @@ def test_cpu_suppress_on_the_be_tier_then_cleanup_leaves_it_as_found(
     running: Running, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tier = running.tier
-    _wait(lambda: (tier / "cpu.max").read_text().split()[0] != "max", "CPU suppress's quota on the BE tier", 30)
-    running.evidence(capsys)
+    _wait(lambda: '"CPUSuppress"' in running.evidence(capsys), "CPU suppress's first round on the BE tier", 30)
     assert running.agent.stop() == 0
     state = running.tmp / "state"
     done = subprocess.run([sys.executable, "-m", "hookserver.cli.serve", "cleanup", "--standalone",

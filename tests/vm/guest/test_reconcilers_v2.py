@@ -17,7 +17,7 @@ from types import MappingProxyType
 import pytest
 
 from hookserver.store.records import ContainerRecord, NodeRecord, PodRecord
-from hookserver.executor.plan import CgroupResource
+from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
 from qos.blkio import BlkIO
 from qos.cpu.burst import CPUBurst
 from qos.cpu.suppress import CPUSuppress
@@ -123,16 +123,36 @@ def test_cpu_suppress_cfs_quota_on_the_be_slice(node: Node) -> None:
 
 
 def test_cpu_suppress_cpuset_on_the_be_slice(node: Node) -> None:
+    """The kubelet's slices leave cpuset.cpus empty (inheriting). On this guest the policy's floor of 2 CPUs
+    is every CPU, which the tier already inherits: it stays inheriting (the v2 fix; before it, the agent pinned
+    `0-1` into the tier, its pods and containers). A narrowing then goes through the same executor onto the real
+    files, and an empty write (what `hookserver cleanup` restores) makes them inherit again."""
     spec = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": "cpuset",
                                              "cpuSuppressThresholdPercent": 65}}
     stack = node.stack(CPUSuppress(), gates={"BECPUSuppress": True}, spec=spec)
     sample(stack.store, "node_cpu_usage", 0.1)
     stack.tick()
-    held = _read(node.tier / "cpuset.cpus")
-    assert held, stack.runner.report()
-    written = planned(stack, CgroupResource.CPUSET_CPUS)
-    assert str(node.tier / "cpuset.cpus") in written, (written, stack.runner.report())
-    assert _read(node.be.path / "cpuset.cpus") == held or _read(node.be.path / "cpuset.cpus") == ""
+    report = stack.runner.report()
+    everything = _read(CGROUP / "cpuset.cpus.effective")
+    for d in (node.tier, node.be.path, node.be_scope):
+        assert _read(d / "cpuset.cpus") == "", (d, report)
+        assert _read(d / "cpuset.cpus.effective") == everything
+    cpuset_rows = [w for w in stack.store.audit.writes() if w.path.endswith("/cpuset.cpus")]
+    assert cpuset_rows and all(w.skipped for w in cpuset_rows), (cpuset_rows, report)
+    tier = str(node.tier.relative_to(CGROUP))
+    # The planner's levels: the tier, its pods, their containers (narrowed bottom-up, widened top-down).
+    levels = (tier, str(node.be.path.relative_to(CGROUP)), str(node.be_scope.relative_to(CGROUP)))
+
+    def plan(value: str) -> ResourcePlan:
+        return ResourcePlan(levels=tuple((CgroupWrite(d, CgroupResource.CPUSET_CPUS, value),) for d in levels),
+                            leveled=True, cacheable=False)
+
+    assert stack.executor.apply(plan("0")).ok
+    assert [_read(d / "cpuset.cpus") for d in (node.tier, node.be.path, node.be_scope)] == ["0"] * 3
+    inherit = plan("")
+    assert stack.executor.apply(inherit).ok
+    for d in (node.tier, node.be.path, node.be_scope):
+        assert _read(d / "cpuset.cpus") == "" and _read(d / "cpuset.cpus.effective") == everything
 
 
 def test_group_identity_sets_cpu_idle_on_the_be_pod_slice(node: Node) -> None:
