@@ -236,8 +236,14 @@ class CgroupExecutor:
         try:
             self._files.write(p.path, text)
         except OSError as exc:
-            self.cache.forget(p.write.cgroup_dir, resource)
-            return _failed(p, text, previous, translate_os_error(exc, op="write", path=p.path, value=text), exc.errno)
+            fallback = self._inherited_instead(p, text, exc)
+            if fallback:
+                text, note = fallback, _join(note, "the kernel keeps a populated cpuset non-empty: set to what "
+                                                   "it would inherit")
+            else:
+                self.cache.forget(p.write.cgroup_dir, resource)
+                err = translate_os_error(exc, op="write", path=p.path, value=text)
+                return _failed(p, text, previous, err, exc.errno)
         held = self._read_back(p.path) if knob.readback else ""
         if final:
             self.cache.remember(p.write.cgroup_dir, resource, p.desired)
@@ -246,6 +252,23 @@ class CgroupExecutor:
         if held and knob.key(held, v2) != knob.key(text, v2):
             note = _join(note, f"kernel holds {held!r}")
         return _Attempt(WriteResult(write, p.path, text, ok=True, previous=previous, held=held), note, final=final)
+
+    def _inherited_instead(self, p: _Prepared, text: str, exc: OSError) -> str:
+        """v2 refuses to empty the cpuset of a cgroup that has tasks (ENOSPC), so "inherit again" (what
+        `hookserver cleanup` restores where the kubelet left the file empty) cannot be had there; the nearest is
+        the set it would inherit, the parent's effective set. Writes that and returns it; "" when this is not
+        that case or that write fails too (the caller then reports the first error)."""
+        if not (self._v2 and p.knob.v2_inherited and not text.strip() and exc.errno == errno.ENOSPC):
+            return ""
+        inherited = self._read_back(os.path.join(os.path.dirname(p.dir), p.knob.v2_inherited))
+        if not inherited:
+            return ""
+        try:
+            self._files.write(p.path, inherited)
+        except OSError as again:
+            logger.debug("cpuset fallback to %r for %s failed: %s", inherited, p.path, again)
+            return ""
+        return inherited
 
     def _read_back(self, path: str) -> str:
         try:
