@@ -13,6 +13,10 @@ echo "driver_start_uptime_s $(up)" >"$OUT/uptime.txt"
 mkdir -p /run/project
 tar -C /run/project -xf "$OUT/project.tar" || exit 1
 echo "project_copied_uptime_s $(up)" >>"$OUT/uptime.txt"
+# Every 15 s the busiest processes, at top priority: a guest that stops making progress still says who spins.
+( while sleep 15; do echo "== $(up)"; ps -eo pid,ni,pcpu,etime,args --sort=-pcpu | head -8 | cut -c1-160; done \
+  >"$OUT/ps.txt" 2>&1 ) &
+renice -n -20 $! >/dev/null 2>&1
 export PYTHONPATH=/run/project:/opt/pydeps PYTHONDONTWRITEBYTECODE=1 VM_TIER_OUT="$OUT" HOME=/root
 # Only the plugins the guest tests use: no hypothesis plugin to import at start.
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
