@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROTO_FILES := $(shell find protos -name '*.proto' | sort)
 
-.PHONY: run test bench bench-go loadtest soak protos lint typecheck clean image image-test e2e replay-demo replay-check
+.PHONY: run test bench bench-go loadtest soak protos lint typecheck clean image image-test e2e vm-e2e replay-demo replay-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,21 @@ test: $(STAMP)
 # and stops it afterwards, or, without that harness, every test is skipped with its reason (-rs).
 e2e: $(STAMP)
 	PY=$(PY) tests/kube/e2e.sh
+	@why=$$(PYTHON=$(PY) tests/vm/can-run.sh); \
+	if [ -z "$$why" ]; then $(MAKE) --no-print-directory vm-e2e; else echo "make e2e: the VM tier is SKIPPED: $$why"; fi
+
+# The VM tier (tests/vm, marker vm): a Debian 12 guest with systemd and cgroup v2 under QEMU's emulation (TCG, no
+# network), the kubelet's systemd slices made by systemd, every QoS reconciler and the agent on the real kernel.
+# Installs QEMU, mmdebstrap and e2fsprogs through apt-get where missing; builds the guest image once under
+# build/vm (cached by a hash of its inputs; about 2-4 minutes), then boots it once per run (about 3-4 minutes on
+# a 2-core machine). tests/vm/can-run.sh says why a machine cannot run it.
+VM_DIR := build/vm
+vm-e2e: $(STAMP)
+	@why=$$(PYTHON=$(PY) tests/vm/can-run.sh); [ -z "$$why" ] || { echo "make vm-e2e: cannot run here: $$why"; exit 1; }
+	NEEDS_FOR="make vm-e2e" deploy/image/needs.sh mmdebstrap qemu-system-x86_64:qemu-system-x86 mkfs.ext4:e2fsprogs
+	PYTHON=$(PY) tests/vm/build-image.sh $(VM_DIR)
+	HOOKSERVER_VM_IMAGE=$(VM_DIR)/current HOOKSERVER_VM_RESULTS=$(VM_DIR)/results PYTHON=$(PY) \
+	  $(PY) -m pytest -q -p no:cacheprovider -rs -m vm tests/vm
 
 # Container image, built without a container engine (see deploy/Containerfile): a Debian rootfs from
 # mmdebstrap plus the project's wheels, written as an OCI layout and oci-/docker-archives under build/image.

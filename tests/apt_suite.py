@@ -7,6 +7,7 @@ one-line `sources.list`), writes a private sources list for the other suite unde
 own (never the host's apt state), and runs `apt-get update` and `apt-get download` there.
 
     python -m tests.apt_suite --suite trixie --dest build/pkgs containerd
+    python -m tests.apt_suite --suite bookworm --print-sources   # the list alone (mmdebstrap's input)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+_NO_SOURCES = "the host's apt has no Debian archive source for its own release (/etc/apt)"
 
 
 class AptSuiteError(RuntimeError):
@@ -91,11 +93,14 @@ def host_archive_sources(etc_apt: Path = Path("/etc/apt"), os_release: Path = Pa
     return found
 
 
-def sources_list(suites: list[str], sources: list[ArchiveSource] | None = None) -> str:
-    """A private sources list: `main` of each of `suites` on each of the host's archive entries (`sources`, read
-    from the host's apt when None); "" when the host has none. `make bench-go`'s builder writes it too."""
+def sources_list(suites: str | list[str], sources: list[ArchiveSource] | None = None) -> str:
+    """A private sources list: `main` of each of `suites` (one suite or several) on each of the host's archive
+    entries and keyrings (`sources`, read from the host's apt when None); "" when the host has none. What
+    `download` gives apt-get, what `make bench-go`'s builder writes, and what the VM tier's image recipe gives
+    mmdebstrap (tests/vm/build-image.sh, through `--print-sources`)."""
     found = host_archive_sources() if sources is None else sources
-    return "".join(f"deb [signed-by={s.keyring}] {s.uri} {suite} main\n" for s in found for suite in suites)
+    names = [suites] if isinstance(suites, str) else suites
+    return "".join(f"deb [signed-by={s.keyring}] {s.uri} {suite} main\n" for s in found for suite in names)
 
 
 def _apt_options(state: Path) -> list[str]:
@@ -112,11 +117,11 @@ def download(suite: str, packages: list[str], dest: Path, *, state: Path | None 
     """`apt-get download` PACKAGES from SUITE (main) into DEST; returns the .deb files written there."""
     sources = host_archive_sources()
     if not sources:
-        raise AptSuiteError("the host's apt has no Debian archive source for its own release (/etc/apt)")
+        raise AptSuiteError(_NO_SOURCES)
     state = state or dest / ".apt"
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
-    (state / "sources.list").write_text(sources_list([suite], sources))
+    (state / "sources.list").write_text(sources_list(suite, sources))
     options = _apt_options(state)
     update = subprocess.run(["apt-get", *options, "update", "-q"], capture_output=True, text=True)
     if update.returncode != 0:
@@ -132,10 +137,19 @@ def download(suite: str, packages: list[str], dest: Path, *, state: Path | None 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", required=True)
-    parser.add_argument("--dest", type=Path, required=True)
-    parser.add_argument("packages", nargs="+")
+    parser.add_argument("--dest", type=Path)
+    parser.add_argument("--print-sources", action="store_true", help="print the sources list for --suite and stop")
+    parser.add_argument("packages", nargs="*")
     args = parser.parse_args(argv)
+    if not args.print_sources and (args.dest is None or not args.packages):
+        parser.error("--dest and at least one package are needed (or --print-sources)")
     try:
+        if args.print_sources:
+            text = sources_list(args.suite)
+            if not text:
+                raise AptSuiteError(_NO_SOURCES)
+            print(text, end="")
+            return 0
         for deb in download(args.suite, args.packages, args.dest):
             print(deb)
     except AptSuiteError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.apt_suite import DEFAULT_KEYRING, ArchiveSource, host_archive_sources, sources_list
 
 
@@ -61,3 +63,21 @@ def test_a_private_sources_list_for_other_suites(tmp_path: Path) -> None:
         "deb [signed-by=/j.gpg] http://two.invalid/d trixie main\n"
     )
     assert sources_list(["forky"], []) == ""
+
+
+def test_the_sources_list_for_another_suite_is_the_hosts_archive_with_that_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the VM tier's image recipe hands mmdebstrap (`--print-sources`), and `download` hands apt-get."""
+    from tests import apt_suite
+
+    monkeypatch.setattr(apt_suite, "host_archive_sources",
+                        lambda: [ArchiveSource("http://mirror.invalid/debian", "/k.gpg")])
+    assert apt_suite.sources_list("trixie") == "deb [signed-by=/k.gpg] http://mirror.invalid/debian trixie main\n"
+    assert apt_suite.main(["--suite", "bookworm", "--print-sources"]) == 0
+    assert capsys.readouterr().out == "deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main\n"
+    monkeypatch.setattr(apt_suite, "host_archive_sources", lambda: [])
+    assert apt_suite.main(["--suite", "bookworm", "--print-sources"]) == 1
+    assert "no Debian archive source" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # neither a download nor --print-sources: a usage error, not a traceback
+        apt_suite.main(["--suite", "bookworm"])

@@ -32,6 +32,7 @@ from hookserver.config import Settings
 from hookserver.errors import HookServerError
 from hookserver.executor.plan import CgroupResource, CgroupWrite, FileWrite, NetCommand, ResourcePlan
 from hookserver.store.originals import NodeOriginals
+from hookserver.system.files import read_text
 from hookserver.system.socketfiles import socket_is_live
 from hookserver.system.coresched import CoreSchedKernel
 from hookserver.system.processes import read_start_ticks, split_process_key
@@ -53,6 +54,25 @@ def add_cleanup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
              "batch/mid capacity offer",
     )
     cleanup.add_argument("--force", action="store_true", help="run even though the agent's sockets answer")
+
+
+def _cpuset_plan(hier: str, directory: str, value: str) -> ResourcePlan:
+    """`value` for the BE tier's cpuset and every BE pod and container below it, leveled (widened top-down)."""
+    levels: list[tuple[CgroupWrite, ...]] = [(CgroupWrite(directory, CgroupResource.CPUSET_CPUS, value,
+                                                          owner="cleanup", reason="restore the BE tier cpuset"),)]
+    current = [directory]
+    for _ in range(2):  # pods, then containers
+        below = []
+        for rel_dir in current:
+            try:
+                below += sorted(f"{rel_dir}/{e.name}" for e in os.scandir(os.path.join(hier, rel_dir)) if e.is_dir())
+            except OSError:
+                pass
+        if below:
+            levels.append(tuple(CgroupWrite(d, CgroupResource.CPUSET_CPUS, value, owner="cleanup",
+                                            reason="restore BE cpuset") for d in below))
+        current = below
+    return ResourcePlan(levels=tuple(levels), leveled=True, cacheable=False)
 
 
 def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str]) -> int:
@@ -77,21 +97,14 @@ def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str
                                                     reason="restore the BE tier quota")], cacheable=False)
         elif name == "cpuset.cpus":
             hier = executor.layout.hierarchy_root("cpuset")
-            levels: list[tuple[CgroupWrite, ...]] = [(CgroupWrite(directory, CgroupResource.CPUSET_CPUS, value,
-                                                                  owner="cleanup", reason="restore the BE tier cpuset"),)]
-            current = [directory]
-            for _ in range(2):  # pods, then containers
-                below = []
-                for rel_dir in current:
-                    try:
-                        below += sorted(f"{rel_dir}/{e.name}" for e in os.scandir(os.path.join(hier, rel_dir)) if e.is_dir())
-                    except OSError:
-                        pass
-                if below:
-                    levels.append(tuple(CgroupWrite(d, CgroupResource.CPUSET_CPUS, value, owner="cleanup",
-                                                    reason="restore BE cpuset") for d in below))
-                current = below
-            plan = ResourcePlan(levels=tuple(levels), leveled=True, cacheable=False)
+            if not value.strip() and executor.layout.writes_v2:
+                # v2, the tier inherited its parent's CPUs: first widen everything top-down to that set (the
+                # kernel will not empty a cpuset whose cgroup has tasks; those keep the set they would inherit),
+                # then empty what it takes, bottom-up.
+                wide = read_text(os.path.join(hier, os.path.dirname(directory), "cpuset.cpus.effective")) or ""
+                if wide.strip():
+                    executor.apply(_cpuset_plan(hier, directory, wide.strip()))
+            plan = _cpuset_plan(hier, directory, value)
         else:
             out.append(f"skipped   {key}: unknown file")
             continue

@@ -1,6 +1,8 @@
 """The cpuset controller's files and their rules.
 
-Values are cpu/node lists (`0-3,8`); sets that are equal as sets are not rewritten. In a leveled update the
+Values are cpu/node lists (`0-3,8`); sets that are equal as sets are not rewritten. On v2 an empty file inherits
+its parent's set (`cpuset.*.effective` shows it): it is compared as that set, and an empty value may be written
+to go back to inheriting. In a leveled update the
 kernel refuses a child that is not a subset of its parent, so pass 1 widens top-down to old ∪ new (or does
 nothing when new ⊆ old) and pass 2 narrows bottom-up to the real value.
 """
@@ -26,7 +28,9 @@ def _check_list(name: str) -> Callable[[int | str, bool], str]:
         except ValueError as exc:
             return f"{name} {text!r}: {exc}"
         if not ids:
-            return f"{name} must not be empty"
+            # v2 takes an empty list: the cgroup inherits its parent's set again (what `hookserver cleanup`
+            # restores where the kubelet left the file empty); v1 refuses it, and no task could run there.
+            return "" if v2 and not text.strip() else f"{name} must not be empty"
         if max(ids) >= _MAX_ID:
             return f"{name} {text!r}: id {max(ids)} too large"
         return ""
@@ -35,7 +39,9 @@ def _check_list(name: str) -> Callable[[int | str, bool], str]:
 
 
 def _render(value: int | str, v2: bool, current: str) -> str:
-    return format_cpu_list(parse_cpu_list(str(value)))
+    # An empty list is written as a bare newline: the kernel never sees a zero-length write (the VFS returns
+    # before the cgroup's handler), so "" would leave a v2 cpuset pinned while the write reports success.
+    return format_cpu_list(parse_cpu_list(str(value))) or "\n"
 
 
 def _key(text: str, v2: bool) -> Hashable:
@@ -56,6 +62,7 @@ def _knob(resource: CgroupResource) -> Knob:
         resource, "cpuset", resource.value, resource.value,
         check=check, render=_render, key=_key, merge=Merge.UNION, readback=True,
         order=4 if resource is CgroupResource.CPUSET_MEMS else 5, unkey=_unkey,
+        v2_inherited=f"{resource.value}.effective",
     )
 
 

@@ -220,6 +220,11 @@ class CgroupExecutor:
                 err = self._controller_missing(p, text) or err
             return _failed(p, text, "", err, exc.errno)
         previous = current.strip()
+        if v2 and knob.v2_inherited and not previous and str(write.value).strip():
+            # An empty v2 cpuset inherits its parent's set: compare (and merge) with that, so a set it already
+            # gets is not written (writing it would pin the cgroup: a later change of the parent's set would
+            # no longer reach it, and `hookserver cleanup` could not tell the pin from the kubelet's value).
+            current = self._read_back(os.path.join(p.dir, knob.v2_inherited)) or current
         text = knob.render(write.value, v2, current)
         note = ""
         final = True
@@ -241,8 +246,14 @@ class CgroupExecutor:
         try:
             self._files.write(p.path, text)
         except OSError as exc:
-            self.cache.forget(p.write.cgroup_dir, resource)
-            return _failed(p, text, previous, translate_os_error(exc, op="write", path=p.path, value=text), exc.errno)
+            fallback = self._inherited_instead(p, text, exc)
+            if fallback:
+                text, note = fallback, _join(note, "the kernel keeps a populated cpuset non-empty: set to what "
+                                                   "it would inherit")
+            else:
+                self.cache.forget(p.write.cgroup_dir, resource)
+                err = translate_os_error(exc, op="write", path=p.path, value=text)
+                return _failed(p, text, previous, err, exc.errno)
         held = self._read_back(p.path) if knob.readback else ""
         if final:
             self.cache.remember(p.write.cgroup_dir, resource, p.desired, held or text)
@@ -262,6 +273,23 @@ class CgroupExecutor:
         return UnsupportedResourceError(
             f"read {p.path}: ENOENT: the {controller} controller is not enabled on {p.write.cgroup_dir} "
             f"(not in {parent}'s cgroup.subtree_control)", path=p.path, value=text)
+
+    def _inherited_instead(self, p: _Prepared, text: str, exc: OSError) -> str:
+        """v2 refuses to empty the cpuset of a cgroup that has tasks (ENOSPC), so "inherit again" (what
+        `hookserver cleanup` restores where the kubelet left the file empty) cannot be had there; the nearest is
+        the set it would inherit, the parent's effective set. Writes that and returns it; "" when this is not
+        that case or that write fails too (the caller then reports the first error)."""
+        if not (self._v2 and p.knob.v2_inherited and not text.strip() and exc.errno == errno.ENOSPC):
+            return ""
+        inherited = self._read_back(os.path.join(os.path.dirname(p.dir), p.knob.v2_inherited))
+        if not inherited:
+            return ""
+        try:
+            self._files.write(p.path, inherited)
+        except OSError as again:
+            logger.debug("cpuset fallback to %r for %s failed: %s", inherited, p.path, again)
+            return ""
+        return inherited
 
     def _read_back(self, path: str) -> str:
         try:

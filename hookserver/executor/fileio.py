@@ -50,7 +50,7 @@ _HINTS: Mapping[int, str] = MappingProxyType(
         errno.ENODEV: "the cgroup is being removed",
         errno.ELOOP: "the file is a symlink",
         errno.EACCES: "permission denied (v1 cpuset: the value is not a subset of the parent's)",
-        errno.ENOSPC: "no space (v1 cpuset: the cgroup has tasks but would have no cpus or mems)",
+        errno.ENOSPC: "no space (a cpuset cgroup with tasks cannot be left without cpus or mems)",
     }
 )
 

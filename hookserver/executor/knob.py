@@ -49,6 +49,10 @@ class Knob:
     # Whether the file's current text already holds the rendered text, for files of several lines where
     # one write changes one line (blkio per-device throttles); None: compare `key`s.
     holds: Callable[[str, str, bool], bool] | None = None
+    # v2 only: the file that shows what an EMPTY file inherits from its parent (`cpuset.cpus.effective`). An
+    # empty v2 cpuset means "whatever my parent has", not "no CPUs"; the executor compares with what it
+    # inherits, so a set it already gets leaves it inheriting instead of pinning it.
+    v2_inherited: str = ""
 
     def already(self, current: str, text: str, v2: bool) -> bool:
         if self.holds is not None:

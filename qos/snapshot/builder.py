@@ -338,6 +338,10 @@ class SnapshotBuilder:
         missing = self._tier_controllers(tier, cpu_root, cpuset_root, v2=view.v2)
         cpuset: frozenset[int] | None = None
         text = read_text(os.path.join(cpuset_root, tier, "cpuset.cpus"))
+        if view.v2 and text is not None and not text.strip():
+            # v2: an empty cpuset.cpus inherits the parent's CPUs (the kubelet's systemd slices leave it so);
+            # what the tier can run on is its effective set, not "no CPUs".
+            text = read_text(os.path.join(cpuset_root, tier, "cpuset.cpus.effective"))
         if text is not None:
             try:
                 cpuset = parse_cpu_list(text)

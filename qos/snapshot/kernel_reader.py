@@ -418,6 +418,12 @@ class KernelReader:
         for subsystem, name in files:
             root = self.view.hierarchy_root(subsystem)
             text = read_text(os.path.join(root, tier, name))
+            if self.view.v2 and text is not None and not text.strip() and name == "cpuset.cpus":
+                # v2: empty means "inherits the parent's CPUs", a state `hookserver cleanup` can restore by
+                # writing it empty again. Recording nothing here let the first round's own write be taken
+                # for the original (a real v2 node kept the agent's pin after cleanup).
+                done = self._record_original(f"{subsystem}:{tier}/{name}", "") and done
+                continue
             if text is not None and not text.strip() and name == "cpuset.cpus":
                 # An empty cpuset (a v1 cpuset cgroup made without cpus) can never be written back: what the
                 # tier could run on is what its parent allows.
@@ -425,12 +431,17 @@ class KernelReader:
             if text is None or (name == "cpuset.cpus" and not text.strip()):
                 done = False
                 continue
-            try:
-                self.originals.record("cgroup", f"{subsystem}:{tier}/{name}", text.strip())
-            except OSError as exc:
-                done = False
-                log.warning("qos: cannot record the BE tier's %s in the state dir: %s", name, exc)
+            done = self._record_original(f"{subsystem}:{tier}/{name}", text.strip()) and done
         self._be_recorded = done
+
+    def _record_original(self, key: str, value: str) -> bool:
+        """Keep one BE tier file's original for cleanup; False when the state dir cannot be written."""
+        try:
+            self.originals.record("cgroup", key, value)
+        except OSError as exc:
+            log.warning("qos: cannot record the BE tier's %s in the state dir: %s", key, exc)
+            return False
+        return True
 
     # -- the facts -------------------------------------------------------------------------------
     def read(self, snap: StoreSnapshot, series: TimeSeriesStore, now: float, *, replay_gate: str = "") -> KernelFacts:

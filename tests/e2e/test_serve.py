@@ -69,7 +69,7 @@ def _find_key(tree: object, key: str) -> dict[str, object]:
 
 
 class Agent:
-    def __init__(self, tmp: Path, *extra: str) -> None:
+    def __init__(self, tmp: Path, *extra: str, start_timeout_s: float = 30.0) -> None:
         self.tmp = tmp
         self.hook_socket = tmp / "hook.sock"
         self.debug_socket = tmp / "debug.sock"
@@ -82,7 +82,7 @@ class Agent:
             "--state-dir", str(tmp / "state"), "--node-name", "e2e-node", *extra,
         ]
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + start_timeout_s
         while not (self.registration.exists() and _accepts(self.hook_socket) and _accepts(self.debug_socket)):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

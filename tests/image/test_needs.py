@@ -67,3 +67,20 @@ def test_make_image_runs_needs_before_the_build() -> None:
     text = dry.stdout
     assert "deploy/image/needs.sh" in text
     assert text.index("deploy/image/needs.sh") < text.index("build-rootfs.sh")
+
+
+def test_tools_and_their_packages_are_named_by_the_caller(tmp_path: Path) -> None:
+    """`make vm-e2e` names TOOL:PACKAGE pairs: a missing tool's package is installed once, a present tool's not."""
+    path = _bare_path(tmp_path)
+    _tool(Path(path) / "mmdebstrap", "exit 0\n")
+    log = tmp_path / "apt.log"
+    apt = tmp_path / "apt-get"
+    _tool(apt, f'echo "$*" >>{log}\ncase "$1" in install) for t in qemu-system-x86_64 qemu-img; do '
+               f'printf "#!/bin/sh\\n" >{path}/$t; /bin/chmod +x {path}/$t; done;; esac\n')
+    done = subprocess.run(["bash", str(NEEDS), "mmdebstrap", "qemu-system-x86_64:qemu-system-x86",
+                           "qemu-img:qemu-system-x86"], env={"PATH": path, "APT_GET": str(apt), "NEEDS_FOR": "make vm-e2e"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    install = log.read_text().splitlines()[1].split()
+    assert install[0] == "install" and install.count("qemu-system-x86") == 1 and "mmdebstrap" not in install
+    assert "make vm-e2e: installing qemu-system-x86" in done.stderr

@@ -47,12 +47,12 @@ class Stack:
 
 def build_stack(
     cgroup_root: str, *reconcilers: Reconciler, gates: dict[str, bool], state_dir: str = "", proc_root: str = "/proc",
-    sys_root: str = "/sys", version: str = "v1", spec: dict[str, Any] | None = None,
+    sys_root: str = "/sys", version: str = "v1", spec: dict[str, Any] | None = None, driver: str = "cgroupfs",
 ) -> Stack:
     clock = [1000.0]
     store = StateStore(clock=lambda: clock[0])
     store.set_node(NodeRecord(name="node-a", capacity={"cpu": "8", "memory": "16Gi"}, allocatable={"cpu": "8", "memory": "16Gi"}))
-    executor = build_executor(CgroupSettings(root=cgroup_root, version=version, driver="cgroupfs"), store=store,
+    executor = build_executor(CgroupSettings(root=cgroup_root, version=version, driver=driver), store=store,
                               roots=SystemRoots(proc=proc_root, sys=sys_root, cgroup=cgroup_root))
     layout = executor.layout
     view = CgroupView(hierarchy_root=layout.hierarchy_root, v2=layout.writes_v2, driver=layout.driver)
