@@ -12,10 +12,12 @@ from __future__ import annotations
 import datetime
 import math
 import re
+from typing import Any
 
 from hookserver.errors import InputError
 
-__all__ = ["cpu_quantity", "decimal_quantity", "format_go_duration", "iso_time", "memory_quantity", "parse_go_duration"]
+__all__ = ["cpu_quantity", "decimal_quantity", "format_go_duration", "iso_time", "memory_quantity", "node_owner_references",
+           "parse_go_duration"]
 
 _DECIMAL_SUFFIX = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -105,3 +107,13 @@ def iso_time(ts: float) -> str | None:
         return None
     moment = datetime.datetime.fromtimestamp(ts, tz=datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def node_owner_references(node_name: str, node_uid: str) -> list[dict[str, Any]]:
+    """The `ownerReferences` of an object this agent publishes for its node (the Device and the
+    NodeResourceTopology, as koordlet sets them: the Node as controller, `metav1.NewControllerRef`), so the
+    apiserver's garbage collector removes it with the Node. None without the Node's uid (not seen yet)."""
+    if not node_uid:
+        return []
+    return [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": True,
+             "blockOwnerDeletion": True}]

@@ -30,7 +30,7 @@ from typing import Any
 
 from hookserver.devices.rdma import RdmaDevice
 from hookserver.gpu_inventory import GpuInfo, sysfs_bus_id
-from hookserver.kubewire import memory_quantity
+from hookserver.kubewire import memory_quantity, node_owner_references
 
 __all__ = [
     "DEVICE_API_VERSION", "DEVICE_KIND", "GPU_LABEL_KEYS", "LABEL_GPU_DRIVER_VERSION", "LABEL_GPU_MODEL",
@@ -157,8 +157,8 @@ def build_device(
     labels = gpu_labels(gpu_list, driver_version)
     if labels:
         metadata["labels"] = labels
-    if node_uid:
-        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid,
-                                        "controller": True, "blockOwnerDeletion": True}]
+    owners = node_owner_references(node_name, node_uid)
+    if owners:
+        metadata["ownerReferences"] = owners
     spec: dict[str, Any] = {"devices": entries} if entries else {}
     return {"apiVersion": DEVICE_API_VERSION, "kind": DEVICE_KIND, "metadata": metadata, "spec": spec}

@@ -99,7 +99,8 @@ class TopologyPublisher:
         pools = compute_pools(cpus, snap.pods, annotations)
         document = build_report(node_name=self._node_name, cpus=cpus, numa=numa, basic=basic, pools=pools,
                                 node_annotations=annotations, kubelet_cpu_manager_policy=self._policy,
-                                zone_resources=self.zone_resources())
+                                zone_resources=self.zone_resources(),
+                                node_uid=snap.node.uid if snap.node is not None else "")
         self.document, self.pools = document, pools
         return self.delivery.deliver(document, canonical(document))
 

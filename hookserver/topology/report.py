@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hookserver.kubewire import memory_quantity
+from hookserver.kubewire import memory_quantity, node_owner_references
 from hookserver.system.cpu_basic import CpuBasicInfo
 from hookserver.system.cpulist import format_cpu_list, parse_cpu_list
 from hookserver.system.topology import CpuInfo, NumaMemInfo
@@ -138,9 +138,12 @@ def build_report(
     node_annotations: Mapping[str, str],
     kubelet_cpu_manager_policy: str = "none",
     zone_resources: Mapping[str, Mapping[str, str]] | None = None,
+    node_uid: str = "",
 ) -> dict[str, Any]:
     """The whole object, ready for a server-side apply (and for `state_dir/noderesourcetopology.json`).
-    `zone_resources`: more resources per zone name (the batch figures); a zone the node lacks is ignored."""
+    `zone_resources`: more resources per zone name (the batch figures); a zone the node lacks is ignored.
+    `node_uid`: the Node's uid, which makes the Node its owner (koordlet's controller reference), so the object
+    goes with the Node; "" (standalone, or the Node not seen yet) leaves it out."""
     policy: dict[str, Any] = {"policy": kubelet_cpu_manager_policy} if kubelet_cpu_manager_policy else {}
     annotations = {
         ANNOTATION_CPU_BASIC_INFO: canonical(basic.to_json()),
@@ -159,6 +162,7 @@ def build_report(
             "name": node_name,
             "labels": {LABEL_MANAGED_BY: "Koordinator"},
             "annotations": dict(sorted(annotations.items())),
+            **({"ownerReferences": owners} if (owners := node_owner_references(node_name, node_uid)) else {}),
         },
         "topologyPolicies": ["None"],
         "zones": _zones(cpus, numa, zone_resources or {}),

@@ -139,6 +139,30 @@ def test_the_report_is_created_kept_and_never_rewritten_unchanged(
         transport.inner.close()
 
 
+def test_the_node_owns_its_nrt_on_the_real_apiserver(
+    kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
+) -> None:
+    """koordlet's controller reference: the stored NRT names the real Node (its uid) as its owner, so the
+    apiserver's garbage collector removes the report with the Node."""
+    from hookserver.store import NodeRecord
+
+    _install_crd(kube)
+    made = kube_nodes.make("nrt-owner")
+    node, uid = made["metadata"]["name"], made["metadata"]["uid"]
+    path = f"{NRT_RESOURCE_PATH}/{node}"
+    transport = ApiClientTransport(load_client_configuration(kube_kubeconfig))
+    store = StateStore()
+    store.set_node(NodeRecord(name=node, uid=uid))
+    publisher = _publisher(tmp_path, transport, node, store)
+    try:
+        assert publisher.tick() == "ok", publisher.last_detail
+        (owner,) = kube.must(kube.get(path), "get NRT")["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Node", node, uid, True)
+    finally:
+        kube.delete(path)
+        transport.close()
+
+
 def test_zones_koord_manager_writes_into_are_left_to_it_and_the_report_goes_on(
     kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
 ) -> None:

@@ -188,3 +188,21 @@ def test_a_conflict_beyond_the_zones_is_still_a_conflict(tmp_path: Path) -> None
     publisher, _ = _publisher(tmp_path, api)  # type: ignore[arg-type]
     assert publisher.tick() == "conflict" and "cpu-shared-pools" in publisher.last_detail
     assert len(api.calls) == 1  # nothing re-sent: another writer of the annotations is never overwritten
+
+
+def test_the_node_owns_its_nrt_once_its_uid_is_known(tmp_path: Path) -> None:
+    """koordlet makes the Node the NRT's controller owner, so the object goes with the Node (issue 37); before the
+    Node is seen (or standalone, with no uid) the reference is left out rather than sent empty."""
+    from hookserver.store import NodeRecord
+
+    api = Apiserver()
+    api.crd = True
+    publisher, store = _publisher(tmp_path, api)
+    assert publisher.tick() == "ok"
+    assert "ownerReferences" not in api.calls[-1][2]["metadata"]
+    store.set_node(NodeRecord(name="n1", uid="0d5b2f3e-uid"))
+    assert publisher.tick() == "ok"  # the new owner is a change: sent once
+    assert api.calls[-1][2]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "0d5b2f3e-uid", "controller": True,
+         "blockOwnerDeletion": True}]
+    assert publisher.tick() == "unchanged"
