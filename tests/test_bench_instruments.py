@@ -62,6 +62,9 @@ def test_every_collection_reaches_the_file_at_close_with_the_thread_that_ran_it(
     monkeypatch.setattr(bench, "SAMPLE_S", 0.0)  # no sampling thread: only the GC callback
     out = tmp_path / "samples.jsonl"
     sampler = bench._Sampler(out)
+    assert sampler._on_gc in __import__("gc").callbacks  # registered; taken off so that only the scripted
+    __import__("gc").callbacks.remove(sampler._on_gc)    # collections below count (a real one on a thread another
+    # test left running once slipped in: three entries, not two)
     sampler._on_gc("start", {"generation": 1})
     sampler._gc_start -= 0.005  # a 5 ms collection, on this (the main, "loop") thread
     sampler._on_gc("stop", {"generation": 1})

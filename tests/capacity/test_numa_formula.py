@@ -175,7 +175,9 @@ def test_the_zones_add_up_to_the_node_figure_within_koordinators_roundings(
     """Zones whose allocatable adds up to the node's capacity, and no zone or node clamped at 0: the zones' sum
     differs from the node figure only by koordinator's roundings. Each even split rounds up (the floor and every
     pod's share: up to n - 1 thousandths each, so the sum is lower), and the margin truncates per zone rather than
-    once (up to n - 1 whole units higher: milli-cores, or bytes = 1000 milli-bytes)."""
+    once (up to n - 1 whole units higher: milli-cores, or bytes = 1000 milli-bytes). The node's own margin is a
+    float product truncated too (18000 x 0.69 = 12419.99.. -> 12419), which can put the node one unit above the
+    zones (found by Hypothesis: n=3, reserved 1m, reclaim 31 %: zones 3 x 1859 = 5577, node 5580)."""
     zones = _zones(n, 6000, 24 * GI)
     node = NodeFacts(name="n", capacity=Pair(6000 * n, 24 * GI * n),
                      allocatable=Pair(6000 * n - reserved[0], 24 * GI * n - reserved[1]))
@@ -190,8 +192,8 @@ def test_the_zones_add_up_to_the_node_figure_within_koordinators_roundings(
     splits = 1 + len(inputs)  # the floor, and each pod's request or usage
     cpu_gap = sum(z.batch_cpu_milli for z in out) - _node_internal(result, BATCH_CPU)
     memory_gap = sum(z.batch_memory_milli_bytes for z in out) - _node_internal(result, BATCH_MEMORY) * 1000
-    assert -(n - 1) * splits <= cpu_gap <= n - 1
-    assert -(n - 1) * splits <= memory_gap <= (n - 1) * 1000
+    assert -(n - 1) * splits - 1 <= cpu_gap <= n - 1
+    assert -(n - 1) * splits - 1000 <= memory_gap <= (n - 1) * 1000
 
 
 def test_zones_are_read_from_the_nrt_document_as_koord_manager_reads_them() -> None:
