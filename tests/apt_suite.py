@@ -80,7 +80,9 @@ def host_archive_sources(etc_apt: Path = Path("/etc/apt"), os_release: Path = Pa
                 continue
             options = ""
             if len(words) > 1 and words[1].startswith("["):
-                end = next(i for i, w in enumerate(words) if w.endswith("]"))
+                end = next((i for i, w in enumerate(words) if w.endswith("]")), None)
+                if end is None:
+                    continue  # an option list without its "]": apt refuses the line too
                 options = " ".join(words[1 : end + 1])
                 words = [words[0], *words[end + 1 :]]
             if len(words) < 3 or (codename and words[2] != codename):

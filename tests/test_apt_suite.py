@@ -40,6 +40,7 @@ def test_one_line_entries_with_and_without_options(tmp_path: Path) -> None:
         "deb [arch=amd64 signed-by=/k.gpg] http://opts.invalid/debian bookworm main contrib\n"
         "deb http://sec.invalid/debian-security bookworm-security main\n"
         "deb-src http://plain.invalid/debian bookworm main\n"
+        "deb [signed-by=/broken.gpg http://broken.invalid/debian bookworm main\n"  # no "]": skipped, not a crash
     ))
     assert host_archive_sources(etc, release) == [
         ArchiveSource("http://plain.invalid/debian", DEFAULT_KEYRING),

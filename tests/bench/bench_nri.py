@@ -327,7 +327,8 @@ def gpu_env_rows(rounds: int = ROUNDS, per_round: int = 2000) -> list[BenchRow]:
 
     # An installed HAMi-core library: the NRI door leaves out a bind mount whose source is missing, and a node
     # that injects HAMi-core has it (the door's existence check is part of what is timed).
-    library = os.path.join(tempfile.mkdtemp(prefix="hs-bench-vgpu-"), "libvgpu.so")
+    library_dir = tempfile.TemporaryDirectory(prefix="hs-bench-vgpu-")  # removed once the rows are measured
+    library = os.path.join(library_dir.name, "libvgpu.so")
     open(library, "wb").close()
     gpu_settings = GpuEnvSettings(hami_core_library_path=library)
 
@@ -353,8 +354,10 @@ def gpu_env_rows(rounds: int = ROUNDS, per_round: int = 2000) -> list[BenchRow]:
     gpu_pod.labels["koordinator.sh/gpu-isolation-provider"] = "HAMi-core"
     gpu_pod.annotations[ANNOTATION_DEVICE_ALLOCATED] = GPU_ALLOC
     rows: list[BenchRow] = []
-    for cpuset, label in ((False, "memoized stage"), (True, "with CPUSetAllocator: hooks run every call")):
-        rows += _gpu_env_pair(handler_for(cpuset), handler_for(cpuset), plain_pod, gpu_pod, label, rounds, per_round)
+    with library_dir:
+        for cpuset, label in ((False, "memoized stage"), (True, "with CPUSetAllocator: hooks run every call")):
+            rows += _gpu_env_pair(handler_for(cpuset), handler_for(cpuset), plain_pod, gpu_pod, label, rounds,
+                                  per_round)
     return rows
 
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from tests.apt_suite import AptSuiteError, download
+from tests.cgroupchild import rmdir_patiently
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "build" / "containerd-nri"
@@ -65,7 +66,7 @@ def fetch_containerd(cache: Path = CACHE) -> Path:
     return bin_dir
 
 
-def _host_tool(path: str, package: str) -> str:
+def host_tool(path: str, package: str) -> str:
     """A host binary from the host's own suite, installed with apt-get where missing (a fresh machine)."""
     if not Path(path).exists():
         if os.geteuid() != 0:
@@ -168,7 +169,7 @@ state = "{home / 'state'}"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        BinaryName = "{_host_tool('/usr/sbin/runc', 'runc')}"
+        BinaryName = "{host_tool('/usr/sbin/runc', 'runc')}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{home / 'cni-bin'}"
     conf_dir = "{home / 'cni-conf'}"
@@ -188,7 +189,6 @@ def remove_cgroup_tree(name: str, timeout_s: float = 10.0) -> None:
     """Kill what is left in `/<name>` of every hierarchy (a sandbox whose shim is gone keeps running, reparented)
     and remove the directories, deepest first."""
     trees = [h / name for h in Path("/sys/fs/cgroup").iterdir() if (h / name).is_dir()]
-    deadline = time.monotonic() + timeout_s
     for tree in trees:
         for procs in tree.rglob("cgroup.procs"):
             for pid in procs.read_text().split():
@@ -197,17 +197,9 @@ def remove_cgroup_tree(name: str, timeout_s: float = 10.0) -> None:
                 except ProcessLookupError:
                     pass
     for tree in trees:
-        for sub in sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [tree]:
-            while True:
-                try:
-                    sub.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.1)
+        for sub in sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            rmdir_patiently(sub, timeout_s)
+        rmdir_patiently(tree, timeout_s)
 
 
 class Containerd:
@@ -216,7 +208,7 @@ class Containerd:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.bin_dir = fetch_containerd()
-        self.busybox = Path(_host_tool("/bin/busybox", "busybox-static"))
+        self.busybox = Path(host_tool("/bin/busybox", "busybox-static"))
         self.cri_socket = home / "containerd.sock"
         self.nri_socket = home / "nri.sock"
         self.log = home / "containerd.log"
