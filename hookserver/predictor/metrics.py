@@ -4,7 +4,9 @@ The reclaimable and peak gauges keep koordlet's names and labels (`koordlet_node
 reclaimable{node,predictor,resource,unit}`, predictor = podReclaimablePredictor | priorityReclaimablePredictor |
 minPredictor, resource = cpu | memory, unit = core | byte), so a koordlet dashboard keeps working; so do
 `koordlet_node_priority_resource_reclaimable{node,priority,resource,unit}` for the reported prod value and
-`koordlet_node_resource_priority_reclaimable_status{node,priority}` (0 predicted, 1 prediction failed).
+`koordlet_node_resource_priority_reclaimable_status{node,priority}` (0 predicted, 1 prediction failed); and
+koordlet's four `koordlet_node_metric_*_usage` gauges of the reported NodeMetric, recorded only while the
+`NodeMetricPromMetrics` gate is on (`node_metric_prom=`; see nodemetric_prom.py).
 Everything else is `hookserver_predictor_*` / `hookserver_nodemetric_*`.
 """
 
@@ -12,14 +14,20 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from hookserver.predictor.nodemetric_prom import NodeMetricPromSeries
+
 __all__ = ["PredictorMetrics"]
 
 _DURATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
 class PredictorMetrics:
-    def __init__(self, registry: CollectorRegistry | None, *, node: str) -> None:
+    def __init__(self, registry: CollectorRegistry | None, *, node: str, node_metric_prom: bool = False) -> None:
         self.node = node
+        # koordlet registers these always and records them only with its gate on: so do we.
+        self.node_metric_usage = NodeMetricPromSeries(node=node, enabled=node_metric_prom)
+        if registry is not None:
+            registry.register(self.node_metric_usage)
         self.reclaimable = Gauge(
             "koordlet_node_predicted_resource_reclaimable", "the node reclaimable resources predicted by koordinator",
             ["node", "predictor", "resource", "unit"], registry=registry,

@@ -127,6 +127,8 @@ class NodeMetricReporter:
         if self.metrics is not None:
             published = reclaimable.published
             self.metrics.record_prod_reported(published.cpu_milli, published.memory_bytes, ok=published.ok)
+            # koordlet records the NodeMetricPromMetrics gauges from the status it is about to send.
+            self.metrics.node_metric_usage.record(status)
         return status
 
     def report_once(self, now: float | None = None) -> Delivery:
