@@ -56,7 +56,10 @@ class TopologySettings(_Frozen):
     enabled: bool = True
     # koordlet's --node-topology-sync-interval is 3 s; an unchanged document costs no write either way.
     interval_s: float = Field(default=10.0, gt=0, le=3600)
-    # What `kubelet.koordinator.sh/cpu-manager-policy` says; hookserver does not read the kubelet's /configz.
+    # The kubelet's root directory, whose `cpu_manager_state` names the CPU manager policy the kubelet runs and
+    # the static policy's exclusive CPUs (koordlet's -var-lib-kubelet-dir); "" reads nothing.
+    kubelet_root_dir: str = "/var/lib/kubelet"
+    # The policy where `cpu_manager_state` is missing or unreadable (hookserver does not read /configz).
     kubelet_cpu_manager_policy: Literal["none", "static"] = "none"
     document_file: str = "noderesourcetopology.json"
     field_manager: str = "hookserver"

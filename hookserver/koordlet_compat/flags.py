@@ -177,6 +177,7 @@ _FLAGS: list[KoordletFlag] = [
     _mapped("runtime-hooks-failure-policy", "string", "hook.failure_policy"),
     _mapped("disable-unset-cpu-quota", "bool", "hook.disable_unset_cpu_quota"),
     _mapped("node-topology-sync-interval", "duration", "topology.interval_s", _seconds),
+    _mapped("var-lib-kubelet-dir", "string", "topology.kubelet_root_dir"),  # where cpu_manager_state is
     _mapped("runtime-hooks-disable-stages", "list", "hook.disable_stages", _stages),
     _mapped("enable-nri-runtime-hook", "bool", "nri.enabled"),
     _mapped("runtime-hooks-nri-socket-path", "string", "nri.socket", _nri_socket),
@@ -225,7 +226,7 @@ _FLAGS: list[KoordletFlag] = [
     *_ignored("kube-api-burst", "int", "the apiserver client is not rate limited"),
     *_ignored("configmap-name configmap-namespace", "string", "koordlet's own ConfigMap is not read"),
     # paths and endpoints of features hookserver does not have, or finds by itself
-    *_ignored("sys-fs-root-dir var-run-root-dir var-lib-kubelet-dir run-root-dir containerd-endpoint "
+    *_ignored("sys-fs-root-dir var-run-root-dir run-root-dir containerd-endpoint "
               "docker-endpoint pouch-endpoint pod-resources-proxy-path "
               "xpu-device-infos-dir", "string", "koordlet-only path or endpoint"),
     # states informer, collectors, metric cache, audit

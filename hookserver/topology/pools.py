@@ -5,6 +5,8 @@
 * LS share pool: the online CPUs minus every pod's `resource-status` cpuset (LSE and LSR alike), minus the
   node's `reservation.reservedCPUs`, minus exclusive SYSTEM QoS CPUs;
 * BE share pool: the same but only LSE pods' CPUs come out (BE may run on LSR CPUs, as koordlet allows);
+* both pools also lose the CPUs the kubelet's static CPU manager gave guaranteed pods (`kubelet_allocated`,
+  from `cpu_manager_state`: koordlet deletes them from the shared-pool CPUs before splitting LS and BE);
 * each pool split per (socket, NUMA node), sorted by (socket, node): koordinator's `CPUSharedPool` list.
 
 Pods that are over (Succeeded, Failed) hold no CPUs: the kubelet lists them until they are deleted, and
@@ -62,6 +64,7 @@ class CpuPools:
     exclusive: Mapping[str, tuple[str, frozenset[int]]] = field(default_factory=lambda: MappingProxyType({}))
     reserved: frozenset[int] = frozenset()
     system: frozenset[int] = frozenset()
+    kubelet: frozenset[int] = frozenset()  # the kubelet static CPU manager's exclusive CPUs
     problems: tuple[str, ...] = ()
 
     @property
@@ -83,13 +86,15 @@ class CpuPools:
             "be_share_pool": format_cpu_list(self.be_cpus),
             "reserved": format_cpu_list(self.reserved),
             "system_exclusive": format_cpu_list(self.system),
+            "kubelet_exclusive": format_cpu_list(self.kubelet),
             "exclusive": {uid: {"qos": qos, "cpuset": format_cpu_list(c)} for uid, (qos, c) in sorted(self.exclusive.items())},
             "problems": list(self.problems),
         }
 
 
 def compute_pools(
-    cpus: Iterable[CpuInfo], pods: Mapping[str, PodRecord], node_annotations: Mapping[str, str]
+    cpus: Iterable[CpuInfo], pods: Mapping[str, PodRecord], node_annotations: Mapping[str, str],
+    *, kubelet_allocated: frozenset[int] = frozenset(),
 ) -> CpuPools:
     online = [c for c in cpus if c.online]
     exclusive: dict[str, tuple[str, frozenset[int]]] = {}
@@ -111,7 +116,7 @@ def compute_pools(
     system = system_qos_exclusive_cpus(node_annotations)
     taken_ls = frozenset().union(*(c for _, c in exclusive.values()))
     taken_be = frozenset().union(*(c for qos, c in exclusive.values() if qos == "LSE"))
-    removed = reserved | system
+    removed = reserved | system | kubelet_allocated
     return CpuPools(
         online=frozenset(c.cpu for c in online),
         ls=_split(online, taken_ls | removed),
@@ -119,6 +124,7 @@ def compute_pools(
         exclusive=MappingProxyType(exclusive),
         reserved=reserved,
         system=system,
+        kubelet=kubelet_allocated,
         problems=tuple(problems),
     )
 

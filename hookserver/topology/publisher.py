@@ -10,6 +10,10 @@ Each zone also carries the batch figures `zone_resources()` returns (the capacit
 `hookserver.capacity.numa_link.link_numa_zones`; none by default), so they go out at the next round after the
 capacity tick that settled them.
 
+The kubelet's CPU manager policy and the static policy's exclusive CPUs come from `<kubelet_root_dir>/
+cpu_manager_state` each round (`hookserver.topology.kubelet_allocs`); where that file is missing or bad, the
+`kubelet_cpu_manager_policy` setting, with one log line when that state begins and one when it ends.
+
 Unchanged text is never re-sent (koordinator#2942). A failed delivery is retried at the next tick; its state is
 logged when it changes, not at every tick, so a missing CRD is one warning, and its recovery one line.
 """
@@ -29,6 +33,7 @@ from hookserver.system.cpu_basic import read_cpu_basic_info
 from hookserver.system.docsink import Delivery, DocumentDelivery, DocumentSink, LocalDocumentSink
 from hookserver.system.roots import SystemRoots
 from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
+from hookserver.topology.kubelet_allocs import KubeletCpuManager, kubelet_cpu_manager
 from hookserver.topology.pools import CpuPools, compute_pools
 from hookserver.topology.report import build_report, canonical
 
@@ -56,6 +61,7 @@ class TopologyPublisher:
         sink: TopologySink,
         interval_s: float = 10.0,
         kubelet_cpu_manager_policy: str = "none",
+        kubelet_root_dir: str = "",
         document_path: str = "",
         ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
@@ -66,6 +72,8 @@ class TopologyPublisher:
         self.sink = sink
         self.interval_s = interval_s
         self._policy = kubelet_cpu_manager_policy
+        self._kubelet_root_dir = kubelet_root_dir  # "": the setting only (no checkpoint read)
+        self.kubelet: KubeletCpuManager | None = None
         self._ready = ready
         self.delivery = DocumentDelivery(sink, what=f"NodeResourceTopology {node_name}", logger=log,
                                          document_path=document_path, clock=clock)
@@ -96,13 +104,29 @@ class TopologyPublisher:
             return self.delivery.record("error", f"topology unreadable: {exc}")
         snap = self._store.snapshot()
         annotations = snap.node.annotations if snap.node is not None else {}
-        pools = compute_pools(cpus, snap.pods, annotations)
+        kubelet = self._kubelet_cpu_manager(snap.pods)
+        pools = compute_pools(cpus, snap.pods, annotations, kubelet_allocated=kubelet.allocated_cpus)
         document = build_report(node_name=self._node_name, cpus=cpus, numa=numa, basic=basic, pools=pools,
-                                node_annotations=annotations, kubelet_cpu_manager_policy=self._policy,
+                                node_annotations=annotations, kubelet_cpu_manager_policy=kubelet.policy,
                                 zone_resources=self.zone_resources(),
-                                node_uid=snap.node.uid if snap.node is not None else "")
+                                node_uid=snap.node.uid if snap.node is not None else "",
+                                pod_cpu_allocs=kubelet.allocs_json())
         self.document, self.pools = document, pools
         return self.delivery.deliver(document, canonical(document))
+
+    def _kubelet_cpu_manager(self, pods: Mapping[str, Any]) -> KubeletCpuManager:
+        """This round's kubelet CPU manager view; a change of its problem is logged once (a bad checkpoint
+        is a warning, a missing one a line of information), and so is its recovery."""
+        current = kubelet_cpu_manager(self._kubelet_root_dir, fallback_policy=self._policy, pods=pods)
+        before = self.kubelet
+        if current.problem != (before.problem if before is not None else ""):
+            if current.problem:
+                log.log(logging.INFO if current.file_missing else logging.WARNING,
+                        "kubelet CPU manager: %s", current.problem)
+            else:
+                log.info("kubelet CPU manager: policy %s from %s", current.policy, current.source)
+        self.kubelet = current
+        return current
 
     async def run(self, stop: asyncio.Event) -> None:
         async def tick() -> None:
@@ -117,5 +141,6 @@ class TopologyPublisher:
             **self.delivery.view(),
             "ticks": self.ticks,
             "pools": self.pools.describe() if self.pools is not None else {},
+            "kubelet_cpu_manager": self.kubelet.describe() if self.kubelet is not None else {},
             "document": self.document,
         }

@@ -10,8 +10,9 @@
   handed in by the caller (hookserver.capacity computes them).
 * annotations, the JSON koordinator's `apis/extension` types marshal to: `cpu-basic-info`, `cpu-topology`
   (online CPUs by id with lscpu's logical core number), `cpu-shared-pools`, `be-cpu-shared-pools`,
-  `kubelet.koordinator.sh/cpu-manager-policy`, `pod-cpu-allocs` (`null`: only the kubelet's static policy
-  has allocations, and hookserver does not read its checkpoint), `reservation` and `system-qos-resource`.
+  `kubelet.koordinator.sh/cpu-manager-policy`, `pod-cpu-allocs` (the kubelet static policy's exclusive CPUs
+  per pod from its `cpu_manager_state`, `null` when none: see kubelet_allocs.py), `reservation` and
+  `system-qos-resource`.
 * `topologyPolicies: ["None"]`, the label `app.kubernetes.io/managed-by: Koordinator`.
 
 Everything is sorted and serialised compactly with a fixed key order, so unchanged inputs give byte-identical
@@ -21,7 +22,7 @@ text and the publisher writes nothing (koordinator#2942: map order made koordlet
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hookserver.kubewire import memory_quantity, node_owner_references
@@ -139,11 +140,13 @@ def build_report(
     kubelet_cpu_manager_policy: str = "none",
     zone_resources: Mapping[str, Mapping[str, str]] | None = None,
     node_uid: str = "",
+    pod_cpu_allocs: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole object, ready for a server-side apply (and for `state_dir/noderesourcetopology.json`).
     `zone_resources`: more resources per zone name (the batch figures); a zone the node lacks is ignored.
     `node_uid`: the Node's uid, which makes the Node its owner (koordlet's controller reference), so the object
-    goes with the Node; "" (standalone, or the Node not seen yet) leaves it out."""
+    goes with the Node; "" (standalone, or the Node not seen yet) leaves it out. `pod_cpu_allocs`: koordinator's
+    `PodCPUAlloc` objects (`KubeletCpuManager.allocs_json()`); None or empty is `null`, as koordlet marshals it."""
     policy: dict[str, Any] = {"policy": kubelet_cpu_manager_policy} if kubelet_cpu_manager_policy else {}
     annotations = {
         ANNOTATION_CPU_BASIC_INFO: canonical(basic.to_json()),
@@ -151,7 +154,7 @@ def build_report(
         ANNOTATION_NODE_CPU_SHARED_POOLS: canonical([p.to_json() for p in pools.ls] or None),
         ANNOTATION_NODE_BE_CPU_SHARED_POOLS: canonical([p.to_json() for p in pools.be] or None),
         ANNOTATION_KUBELET_CPU_MANAGER_POLICY: canonical(policy),
-        ANNOTATION_NODE_CPU_ALLOCS: "null",
+        ANNOTATION_NODE_CPU_ALLOCS: canonical(list(pod_cpu_allocs or ()) or None),
         ANNOTATION_NODE_RESERVATION: canonical(_reservation(node_annotations, pools)),
         ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: canonical(_system_qos(node_annotations)),
     }

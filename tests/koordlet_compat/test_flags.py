@@ -59,7 +59,7 @@ def test_migration_flags_map_with_go_values() -> None:
         "-runtime-hooks-disable-stages=PreStartContainer,PostStopPodSandbox", "-runtime-hooks-failure-policy=Fail",
         "-prediction-checkpoint-filepath=/pc", "-prediction-cold-start-duration=12h",
         "-prediction-model-checkpoint-max-per-step=5", "-cpu-evict-cool-time-seconds=40",
-        "-memory-evict-interval-seconds=2", "-kubeconfig=/kc",
+        "-memory-evict-interval-seconds=2", "-kubeconfig=/kc", "-var-lib-kubelet-dir=/host-kubelet/",
     ])
     assert settings.nri.socket == "/host-var-run/nri/nri.sock"  # relative to koordlet's var-run root
     assert settings.reconciler.interval_s == 30.0
@@ -71,6 +71,7 @@ def test_migration_flags_map_with_go_values() -> None:
     assert settings.qos.reconcilers["CPUEvict"].cooldown_s == 40
     assert settings.qos.reconcilers["MemoryEvict"].interval_s == 2
     assert settings.kubeconfig == "/kc"
+    assert settings.topology.kubelet_root_dir == "/host-kubelet/"  # where cpu_manager_state is read
 
 
 def test_hookservers_own_flag_wins_and_repeated_gates_add_up() -> None:
