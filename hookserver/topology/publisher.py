@@ -14,6 +14,10 @@ The kubelet's CPU manager policy and the static policy's exclusive CPUs come fro
 cpu_manager_state` each round (`hookserver.topology.kubelet_allocs`); where that file is missing or bad, the
 `kubelet_cpu_manager_policy` setting, with one log line when that state begins and one when it ends.
 
+With koordlet's `HugePageReport` gate on (`hugepage_report=True`; off by default, as in koordlet) each zone
+carries its NUMA node's hugepage pools from sysfs (`hookserver.system.hugepages`); a pool file that does not
+read counts no pages and is logged once.
+
 Unchanged text is never re-sent (koordinator#2942). A failed delivery is retried at the next tick; its state is
 logged when it changes, not at every tick, so a missing CRD is one warning, and its recovery one line.
 """
@@ -31,13 +35,17 @@ from hookserver.errors import SystemFileError
 from hookserver.store.state import StateStore
 from hookserver.system.cpu_basic import read_cpu_basic_info
 from hookserver.system.docsink import Delivery, DocumentDelivery, DocumentSink, LocalDocumentSink
+from hookserver.system.hugepages import NumaHugePages, read_numa_hugepages
 from hookserver.system.roots import SystemRoots
 from hookserver.system.topology import read_cpu_topology, read_numa_meminfo
 from hookserver.topology.kubelet_allocs import KubeletCpuManager, kubelet_cpu_manager
 from hookserver.topology.pools import CpuPools, compute_pools
 from hookserver.topology.report import build_report, canonical
 
-__all__ = ["Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink"]
+__all__ = ["HUGEPAGE_REPORT_GATE", "Delivery", "LocalTopologySink", "TopologyPublisher", "TopologySink"]
+
+# koordlet's gate for the hugepages in the NRT zones (off by default there, and here).
+HUGEPAGE_REPORT_GATE = "HugePageReport"
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +70,7 @@ class TopologyPublisher:
         interval_s: float = 10.0,
         kubelet_cpu_manager_policy: str = "none",
         kubelet_root_dir: str = "",
+        hugepage_report: bool = False,
         document_path: str = "",
         ready: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
@@ -74,6 +83,9 @@ class TopologyPublisher:
         self._policy = kubelet_cpu_manager_policy
         self._kubelet_root_dir = kubelet_root_dir  # "": the setting only (no checkpoint read)
         self.kubelet: KubeletCpuManager | None = None
+        self.hugepage_report = hugepage_report
+        self.hugepages: tuple[NumaHugePages, ...] = ()
+        self._hugepage_problems: tuple[str, ...] = ()
         self._ready = ready
         self.delivery = DocumentDelivery(sink, what=f"NodeResourceTopology {node_name}", logger=log,
                                          document_path=document_path, clock=clock)
@@ -104,15 +116,24 @@ class TopologyPublisher:
             return self.delivery.record("error", f"topology unreadable: {exc}")
         snap = self._store.snapshot()
         annotations = snap.node.annotations if snap.node is not None else {}
+        hugepages = self._read_hugepages() if self.hugepage_report else None
         kubelet = self._kubelet_cpu_manager(snap.pods)
         pools = compute_pools(cpus, snap.pods, annotations, kubelet_allocated=kubelet.allocated_cpus)
         document = build_report(node_name=self._node_name, cpus=cpus, numa=numa, basic=basic, pools=pools,
                                 node_annotations=annotations, kubelet_cpu_manager_policy=kubelet.policy,
                                 zone_resources=self.zone_resources(),
                                 node_uid=snap.node.uid if snap.node is not None else "",
-                                pod_cpu_allocs=kubelet.allocs_json())
+                                pod_cpu_allocs=kubelet.allocs_json(), hugepages=hugepages)
         self.document, self.pools = document, pools
         return self.delivery.deliver(document, canonical(document))
+
+    def _read_hugepages(self) -> tuple[NumaHugePages, ...]:
+        pools, problems = read_numa_hugepages(self._roots)
+        if problems and problems != self._hugepage_problems:
+            log.warning("hugepages: %s (counted as no pages)", "; ".join(problems))
+        self._hugepage_problems = problems
+        self.hugepages = pools
+        return pools
 
     def _kubelet_cpu_manager(self, pods: Mapping[str, Any]) -> KubeletCpuManager:
         """This round's kubelet CPU manager view; a change of its problem is logged once (a bad checkpoint
@@ -142,5 +163,10 @@ class TopologyPublisher:
             "ticks": self.ticks,
             "pools": self.pools.describe() if self.pools is not None else {},
             "kubelet_cpu_manager": self.kubelet.describe() if self.kubelet is not None else {},
+            "hugepages": {
+                "reported": self.hugepage_report,
+                "pools": [{"node": p.node, "resource": p.resource, "total": p.total, "free": p.free}
+                          for p in self.hugepages],
+            },
             "document": self.document,
         }

@@ -3,8 +3,10 @@
 `newNodeTopo`), built from the sysfs topology, the pools and the Node's annotations.
 
 * `zones`: one `Node` zone per NUMA node, `node-<id>`, with `cpu` (its online CPUs), `hugepages-1Gi` and
-  `hugepages-2Mi` (0: koordlet's HugePageReport gate is off by default) and `memory` (MemTotal), capacity =
-  allocatable = available; resources sorted by name, zones by name (koordinator's `ZoneResourcesToZoneList`).
+  `hugepages-2Mi` and `memory`, capacity = allocatable = available. With koordlet's HugePageReport gate off (its
+  default) the hugepages are 0 and memory is MemTotal; with it on (`hugepages` given) each size is the node's
+  `nr_hugepages` x page size and memory is MemTotal less both pools (`calTopologyZoneList`), since the kernel's
+  MemTotal counts the hugepage pools that ordinary pods cannot use; resources sorted by name, zones by name (koordinator's `ZoneResourcesToZoneList`).
   Where this agent publishes the node's batch capacity, each zone also carries koord-manager's
   `kubernetes.io/batch-cpu` / `batch-memory` (capacity = allocatable = available, `UpdateNRTZoneListIfNeeded`),
   handed in by the caller (hookserver.capacity computes them).
@@ -28,6 +30,7 @@ from typing import Any
 from hookserver.kubewire import memory_quantity, node_owner_references
 from hookserver.system.cpu_basic import CpuBasicInfo
 from hookserver.system.cpulist import format_cpu_list, parse_cpu_list
+from hookserver.system.hugepages import HUGEPAGE_SIZES_KB, NumaHugePages
 from hookserver.system.topology import CpuInfo, NumaMemInfo
 from hookserver.topology.annotations import (
     ANNOTATION_CPU_BASIC_INFO,
@@ -65,16 +68,22 @@ def logical_cores(cpus: Iterable[CpuInfo]) -> dict[tuple[int, int], int]:
 
 
 def _zones(cpus: tuple[CpuInfo, ...], numa: tuple[NumaMemInfo, ...],
-           extra: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+           extra: Mapping[str, Mapping[str, str]],
+           hugepages: Iterable[NumaHugePages] | None) -> list[dict[str, Any]]:
     per_node: dict[int, int] = {}
     for c in cpus:
         if c.online:
             per_node[c.numa_node] = per_node.get(c.numa_node, 0) + 1
+    huge: dict[int, dict[str, int]] = {}
+    for pool in hugepages or ():
+        huge.setdefault(pool.node, {})[pool.resource] = pool.total_bytes
     zones = []
     for mem in numa:
         name = f"node-{mem.node}"
-        values = {**extra.get(name, {}), "cpu": str(per_node.get(mem.node, 0)), "hugepages-1Gi": "0",
-                  "hugepages-2Mi": "0", "memory": memory_quantity(mem.total_bytes)}
+        pools = {resource: huge.get(mem.node, {}).get(resource, 0) for resource in HUGEPAGE_SIZES_KB.values()}
+        values = {**extra.get(name, {}), "cpu": str(per_node.get(mem.node, 0)),
+                  **{resource: memory_quantity(size) for resource, size in pools.items()},
+                  "memory": memory_quantity(max(mem.total_bytes - sum(pools.values()), 0))}
         zones.append({
             "name": name,
             "type": "Node",
@@ -141,12 +150,14 @@ def build_report(
     zone_resources: Mapping[str, Mapping[str, str]] | None = None,
     node_uid: str = "",
     pod_cpu_allocs: Sequence[Mapping[str, Any]] | None = None,
+    hugepages: Iterable[NumaHugePages] | None = None,
 ) -> dict[str, Any]:
     """The whole object, ready for a server-side apply (and for `state_dir/noderesourcetopology.json`).
     `zone_resources`: more resources per zone name (the batch figures); a zone the node lacks is ignored.
     `node_uid`: the Node's uid, which makes the Node its owner (koordlet's controller reference), so the object
     goes with the Node; "" (standalone, or the Node not seen yet) leaves it out. `pod_cpu_allocs`: koordinator's
-    `PodCPUAlloc` objects (`KubeletCpuManager.allocs_json()`); None or empty is `null`, as koordlet marshals it."""
+    `PodCPUAlloc` objects (`KubeletCpuManager.allocs_json()`); None or empty is `null`, as koordlet marshals it.
+    `hugepages`: the NUMA nodes' hugepage pools where the HugePageReport gate is on; None reports 0 (gate off)."""
     policy: dict[str, Any] = {"policy": kubelet_cpu_manager_policy} if kubelet_cpu_manager_policy else {}
     annotations = {
         ANNOTATION_CPU_BASIC_INFO: canonical(basic.to_json()),
@@ -168,5 +179,5 @@ def build_report(
             **({"ownerReferences": owners} if (owners := node_owner_references(node_name, node_uid)) else {}),
         },
         "topologyPolicies": ["None"],
-        "zones": _zones(cpus, numa, zone_resources or {}),
+        "zones": _zones(cpus, numa, zone_resources or {}, hugepages),
     }
