@@ -163,6 +163,50 @@ def test_the_node_owns_its_nrt_on_the_real_apiserver(
         transport.close()
 
 
+def test_kubelet_allocs_and_hugepages_as_the_apiserver_stores_them(
+    kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
+) -> None:
+    """The kubelet's static CPU manager (a real `cpu_manager_state` file) and, with HugePageReport on, a NUMA
+    node's hugepage pools: the stored object carries `pod-cpu-allocs`, the policy, pools without the kubelet's
+    CPUs, and the zones' hugepages with memory less the pools (node-0: 64 GiB - 2 GiB - 1 GiB = 61 GiB)."""
+    _install_crd(kube)
+    node = kube_nodes.make("nrt-kubelet")["metadata"]["name"]
+    path = f"{NRT_RESOURCE_PATH}/{node}"
+    kubelet = tmp_path / "kubelet"
+    kubelet.mkdir()
+    (kubelet / "cpu_manager_state").write_text(json.dumps({
+        "policyName": "static", "defaultCpuSet": "0,3-63",
+        "entries": {"uid-g": {"app": "1-2"}}, "checksum": 1}))
+    roots = write_tree(tmp_path, *two_sockets_two_numa_eight_cores_two_threads(), smt=True)
+    for size_kb, pages in ((2048, 1024), (1048576, 1)):
+        pool = tmp_path / "sys/devices/system/node/node0/hugepages" / f"hugepages-{size_kb}kB"
+        pool.mkdir(parents=True)
+        (pool / "nr_hugepages").write_text(f"{pages}\n")
+        (pool / "free_hugepages").write_text(f"{pages}\n")
+    transport = ApiClientTransport(load_client_configuration(kube_kubeconfig))
+    store = StateStore()
+    store.upsert_pod(PodRecord(uid="uid-g", namespace="ns", name="guaranteed", phase="Running"))
+    publisher = TopologyPublisher(store=store, roots=roots, node_name=node,
+                                  sink=NodeResourceTopologyWriter(transport, node_name=node),
+                                  kubelet_root_dir=str(kubelet), hugepage_report=True)
+    try:
+        assert publisher.tick() == "ok", publisher.last_detail
+        stored = kube.must(kube.get(path), "get NRT")
+        ann = stored["metadata"]["annotations"]
+        assert json.loads(ann["node.koordinator.sh/pod-cpu-allocs"]) == [
+            {"namespace": "ns", "name": "guaranteed", "uid": "uid-g", "cpuset": "1-2", "managedByKubelet": True}]
+        assert json.loads(ann["kubelet.koordinator.sh/cpu-manager-policy"]) == {"policy": "static"}
+        assert json.loads(ann["node.koordinator.sh/cpu-shared-pools"])[0] == {"socket": 0, "node": 0,
+                                                                               "cpuset": "0,3-7,32-39"}
+        zone0 = {r["name"]: r["capacity"] for r in stored["zones"][0]["resources"]}
+        assert (zone0["hugepages-2Mi"], zone0["hugepages-1Gi"], zone0["memory"]) == ("2Gi", "1Gi", "61Gi")
+        zone1 = {r["name"]: r["capacity"] for r in stored["zones"][1]["resources"]}
+        assert (zone1["hugepages-2Mi"], zone1["hugepages-1Gi"], zone1["memory"]) == ("0", "0", "64Gi")
+    finally:
+        kube.delete(path)
+        transport.close()
+
+
 def test_zones_koord_manager_writes_into_are_left_to_it_and_the_report_goes_on(
     kube: KubeHttp, kube_kubeconfig: str, kube_nodes: NodeFactory, crd_state: dict[str, bool], tmp_path: Path
 ) -> None:
