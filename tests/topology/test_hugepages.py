@@ -4,11 +4,13 @@ default) = zeros and the whole MemTotal; on = each zone's `nr_hugepages` x page 
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import pytest
 
+from hookserver.debug.render_topology import render_topology
 from hookserver.store import StateStore
 from hookserver.system.hugepages import read_numa_hugepages
 from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher
@@ -68,6 +70,9 @@ def test_gate_on_reports_each_zones_pools_and_takes_them_out_of_memory(tmp_path:
         "node-0": {"cpu": "4", "hugepages-1Gi": "2Gi", "hugepages-2Mi": "1Gi", "memory": "13Gi"},
         "node-1": {"cpu": "4", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "16Gi"},
     }
+    text = render_topology(json.loads(json.dumps(publisher.view())))
+    assert "  node-0: cpu 4, memory 13Gi, hugepages-2Mi 1Gi, hugepages-1Gi 2Gi" in text
+    assert "  node-1: cpu 4, memory 16Gi\n" in text
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "node1/hugepages/hugepages-2048kB/nr_hugepages" in warnings[0]
     assert publisher.view()["hugepages"]["pools"] == [

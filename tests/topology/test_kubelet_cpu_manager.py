@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 import pytest
 
+from hookserver.debug.render_topology import render_topology
 from hookserver.errors import SystemFileError
 from hookserver.store import PodRecord, StateStore
 from hookserver.system.kubelet_cpu_state import read_cpu_manager_state
@@ -84,6 +85,9 @@ def test_static_policy_reports_the_kubelets_exclusive_cpus_as_koordlet_does(tmp_
                                                  {"socket": 0, "node": 1, "cpuset": "4-5,7"}]
     view = publisher.view()["kubelet_cpu_manager"]
     assert view["policy"] == "static" and view["source"] == str(state) and view["problem"] is None
+    text = render_topology(json.loads(json.dumps(publisher.view())))
+    assert f"kubelet CPU manager: static (from {state})" in text
+    assert "  kubelet static CPU manager: 1-3,6" in text
 
 
 def test_the_files_none_policy_overrides_a_static_setting(tmp_path: Path) -> None:
