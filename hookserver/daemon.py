@@ -150,7 +150,7 @@ class Daemon:
         self.reporter: NodeMetricReporter | None = None
         if settings.predictor.enabled:
             self.predictor, self.reporter = build_predictor(
-                settings, store=self.store, informer=self.informer, prometheus=self.prometheus
+                settings, store=self.store, informer=self.informer, prometheus=self.prometheus, gates=self.gates
             )
         parts = build_qos(
             settings, store=self.store, executor=self.executor, registry=self.registry,

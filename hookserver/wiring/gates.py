@@ -10,6 +10,8 @@ from hookserver.config import Settings
 from hookserver.featuregates import GateValues, koordlet_catalog
 from hookserver.hooks.plugins import plugin_gates
 from hookserver.koordlet_compat.flags import KoordletArgs
+from hookserver.predictor import NODE_METRIC_PROM_GATE
+from hookserver.topology.publisher import HUGEPAGE_REPORT_GATE
 from hookserver.wiring.devices import DEVICE_GATES
 from qos.framework.reconciler import Reconciler
 from qos.registry import build_reconcilers, gate_registry
@@ -20,7 +22,7 @@ log = logging.getLogger("hookserver.daemon")
 
 # Gates of parts that are neither a reconciler nor a hook plugin, with koordlet's defaults: the NRT report and
 # the Device report (hookserver/wiring/devices.py).
-AGENT_GATES = ("NodeTopologyReport", *DEVICE_GATES)
+AGENT_GATES = ("NodeTopologyReport", NODE_METRIC_PROM_GATE, HUGEPAGE_REPORT_GATE, *DEVICE_GATES)
 
 
 def resolve_feature_gates(settings: Settings) -> tuple[list[Reconciler], GateValues]:

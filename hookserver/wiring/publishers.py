@@ -22,10 +22,17 @@ from hookserver.config import Settings
 from hookserver.featuregates import GateValues
 from hookserver.informer import Informer
 from hookserver.informer.nodemetric_status import NodeMetricStatusWriter
-from hookserver.predictor import FileStatusSink, NodeMetricReporter, PredictorMetrics, PredictorService, StatusSink
+from hookserver.predictor import (
+    NODE_METRIC_PROM_GATE,
+    FileStatusSink,
+    NodeMetricReporter,
+    PredictorMetrics,
+    PredictorService,
+    StatusSink,
+)
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
-from hookserver.topology.publisher import LocalTopologySink, TopologyPublisher, TopologySink
+from hookserver.topology.publisher import HUGEPAGE_REPORT_GATE, LocalTopologySink, TopologyPublisher, TopologySink
 
 __all__ = [
     "build_capacity",
@@ -45,12 +52,14 @@ def _local(informer: Informer) -> bool:
 
 
 def build_predictor(
-    settings: Settings, *, store: StateStore, informer: Informer, prometheus: CollectorRegistry
+    settings: Settings, *, store: StateStore, informer: Informer, prometheus: CollectorRegistry, gates: GateValues
 ) -> tuple[PredictorService, NodeMetricReporter | None]:
     """The predictor, and its NodeMetric reporter: to the apiserver through the informer's client when it has
-    one and watches NodeMetric, else to a file under --state-dir."""
+    one and watches NodeMetric, else to a file under --state-dir. koordlet's NodeMetricPromMetrics gate adds
+    the reported NodeMetric's usages as Prometheus series."""
     ps = settings.predictor
-    metrics = PredictorMetrics(prometheus, node=settings.node_name)
+    metrics = PredictorMetrics(prometheus, node=settings.node_name,
+                               node_metric_prom=gates.enabled(NODE_METRIC_PROM_GATE))
     service = PredictorService(
         ps, store=store, checkpoint_dir=os.path.join(settings.state_dir, ps.checkpoint_subdir), metrics=metrics
     )
@@ -159,5 +168,6 @@ def build_topology(
     return TopologyPublisher(
         store=store, roots=roots, node_name=settings.node_name, sink=sink, interval_s=ts.interval_s,
         kubelet_cpu_manager_policy=ts.kubelet_cpu_manager_policy, document_path=document,
-        ready=informer.first_sync_done,
+        ready=informer.first_sync_done, kubelet_root_dir=ts.kubelet_root_dir,
+        hugepage_report=gates.enabled(HUGEPAGE_REPORT_GATE),
     )
