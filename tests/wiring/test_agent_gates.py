@@ -37,7 +37,7 @@ def test_both_gates_are_implemented_and_off_by_default(tmp_path: Path) -> None:
         assert name not in gates.not_implemented_line()
     predictor, _ = build_predictor(settings, store=store, informer=informer,  # type: ignore[arg-type]
                                    prometheus=CollectorRegistry(), gates=gates)
-    assert not predictor.metrics.node_metric_usage.enabled
+    assert predictor.metrics is not None and not predictor.metrics.node_metric_usage.enabled
     topology = build_topology(settings, store=store, roots=SystemRoots(), informer=informer,  # type: ignore[arg-type]
                               gates=gates)
     assert not topology.hugepage_report
@@ -47,7 +47,7 @@ def test_the_gates_switch_the_series_and_the_hugepages_on(tmp_path: Path) -> Non
     settings, gates, informer, store = _agent(tmp_path, "NodeMetricPromMetrics=true,HugePageReport=true")
     predictor, _ = build_predictor(settings, store=store, informer=informer,  # type: ignore[arg-type]
                                    prometheus=CollectorRegistry(), gates=gates)
-    assert predictor.metrics.node_metric_usage.enabled
+    assert predictor.metrics is not None and predictor.metrics.node_metric_usage.enabled
     topology = build_topology(settings, store=store, roots=SystemRoots(), informer=informer,  # type: ignore[arg-type]
                               gates=gates)
     assert topology.hugepage_report
