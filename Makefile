@@ -30,8 +30,9 @@ e2e: $(STAMP)
 	if [ -z "$$why" ]; then $(MAKE) --no-print-directory vm-e2e; else echo "make e2e: the VM tier is SKIPPED: $$why"; fi
 
 # The VM tier (tests/vm, marker vm): a Debian 12 guest with systemd and cgroup v2 under QEMU's emulation (TCG, no
-# network), the kubelet's systemd slices made by systemd, every QoS reconciler and the agent on the real kernel.
-# Installs QEMU, mmdebstrap and e2fsprogs through apt-get where missing; builds the guest image once under
+# network), the kubelet's systemd slices made by systemd, every QoS reconciler and the agent on the real kernel, and
+# containerd 1.7 with runc's systemd driver and the agent as its NRI plugin. Installs QEMU, mmdebstrap, e2fsprogs
+# (and busybox-static, the guest's container image) through apt-get where missing; builds the guest image once under
 # build/vm (cached by a hash of its inputs; about 2-4 minutes), then boots it once per run (about 3-4 minutes on
 # a 2-core machine). tests/vm/can-run.sh says why a machine cannot run it.
 VM_DIR := build/vm

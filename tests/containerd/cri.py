@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -29,18 +30,26 @@ NAMESPACE_POD = 0
 NAMESPACE_NODE = 2
 
 
+def compile_cri_proto(out: Path) -> Path:
+    """protoc (grpcio-tools) on `cri_subset.proto` into `out`: the generated module's path."""
+    from grpc_tools import protoc
+
+    rc = protoc.main(["protoc", f"-I{_PROTO.parent}", f"--python_out={out}", _PROTO.name])
+    if rc != 0:
+        raise RuntimeError(f"protoc failed on {_PROTO} (rc {rc})")
+    return out / "cri_subset_pb2.py"
+
+
 def cri_messages() -> ModuleType:
-    """The compiled message classes (protoc from grpcio-tools, into a private temporary directory)."""
+    """The compiled message classes (protoc from grpcio-tools, into a private temporary directory). Where
+    CRI_SUBSET_PB2 names a module compiled elsewhere, that one: the VM tier's guest has no grpcio-tools, so the
+    host compiles it (tests/vm/boot.sh)."""
     global _module
     with _lock:
         if _module is None:
-            from grpc_tools import protoc
-
-            out = Path(tempfile.mkdtemp(prefix="cri-proto-"))
-            rc = protoc.main(["protoc", f"-I{_PROTO.parent}", f"--python_out={out}", _PROTO.name])
-            if rc != 0:
-                raise RuntimeError(f"protoc failed on {_PROTO} (rc {rc})")
-            spec = importlib.util.spec_from_file_location("cri_subset_pb2", out / "cri_subset_pb2.py")
+            prebuilt = os.environ.get("CRI_SUBSET_PB2", "")
+            path = Path(prebuilt) if prebuilt else compile_cri_proto(Path(tempfile.mkdtemp(prefix="cri-proto-")))
+            spec = importlib.util.spec_from_file_location("cri_subset_pb2", path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)

@@ -140,7 +140,7 @@ def busybox_image(busybox: Path, out: Path) -> Path:
     return out
 
 
-def _config(home: Path, nri_socket: Path) -> str:
+def _config(home: Path, nri_socket: Path, *, systemd_cgroup: bool = False) -> str:
     return f"""version = 2
 root = "{home / 'root'}"
 state = "{home / 'state'}"
@@ -168,7 +168,7 @@ state = "{home / 'state'}"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = {"true" if systemd_cgroup else "false"}
         BinaryName = "{host_tool('/usr/sbin/runc', 'runc')}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{home / 'cni-bin'}"
@@ -205,10 +205,15 @@ def remove_cgroup_tree(name: str, timeout_s: float = 10.0) -> None:
 class Containerd:
     """One containerd process (start with `start`, always `stop`): `cri_socket`, `nri_socket`, `log`."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, bin_dir: Path | None = None, busybox: Path | None = None,
+                 systemd_cgroup: bool = False) -> None:
+        """`bin_dir`/`busybox`: a containerd and a static busybox already at hand (the VM tier's guest has
+        both and no apt); otherwise fetched. `systemd_cgroup`: runc's systemd driver (pod slices and
+        `cri-containerd-<id>.scope` units) instead of cgroupfs."""
         self.home = home
-        self.bin_dir = fetch_containerd()
-        self.busybox = Path(host_tool("/bin/busybox", "busybox-static"))
+        self.bin_dir = bin_dir or fetch_containerd()
+        self.busybox = busybox or Path(host_tool("/bin/busybox", "busybox-static"))
+        self.systemd_cgroup = systemd_cgroup
         self.cri_socket = home / "containerd.sock"
         self.nri_socket = home / "nri.sock"
         self.log = home / "containerd.log"
@@ -223,7 +228,7 @@ class Containerd:
         for sub in ("nri-plugins", "nri-conf", "cni-bin", "cni-conf"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         config = self.home / "config.toml"
-        config.write_text(_config(self.home, self.nri_socket))
+        config.write_text(_config(self.home, self.nri_socket, systemd_cgroup=self.systemd_cgroup))
         env = dict(os.environ, PATH=f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         with open(self.log, "ab") as log:
             self._proc = subprocess.Popen([str(self.bin_dir / "containerd"), "--config", str(config)],

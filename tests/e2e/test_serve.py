@@ -69,14 +69,16 @@ def _find_key(tree: object, key: str) -> dict[str, object]:
 
 
 class Agent:
-    def __init__(self, tmp: Path, *extra: str, start_timeout_s: float = 30.0) -> None:
+    def __init__(self, tmp: Path, *extra: str, start_timeout_s: float = 30.0, nri_socket: Path | None = None) -> None:
+        """`nri_socket`: the runtime's NRI socket the agent connects to as a plugin (none: `--no-nri`)."""
         self.tmp = tmp
         self.hook_socket = tmp / "hook.sock"
         self.debug_socket = tmp / "debug.sock"
         self.registration = tmp / "reg" / "hookserver.json"
         self.log = open(tmp / "agent.log", "ab")  # noqa: SIM115 - closed in stop()
         args = [
-            sys.executable, "-m", "hookserver.cli.serve", "serve", "--standalone", "--no-nri",
+            sys.executable, "-m", "hookserver.cli.serve", "serve", "--standalone",
+            *(["--nri-socket", str(nri_socket)] if nri_socket else ["--no-nri"]),
             "--hook-socket", str(self.hook_socket), "--debug-socket", str(self.debug_socket),
             "--registration-dir", str(tmp / "reg"), "--metrics-addr", "127.0.0.1:0",
             "--state-dir", str(tmp / "state"), "--node-name", "e2e-node", *extra,

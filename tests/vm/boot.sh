@@ -21,6 +21,15 @@ done
 "${PYTHON:-python3}" -m compileall -q -j 0 "$ROOT/hookserver" "$ROOT/qos" "$ROOT/collectors" "$ROOT/tests" >/dev/null || true
 # A previous run's results must not pass for this one's.
 find "$RESULTS" -mindepth 1 -maxdepth 1 -type f -delete
+# The static busybox the guest's containerd tests build their image from (VM_BUSYBOX: the host's, from apt):
+# the guest has no apt and no network.
+if [[ -n ${VM_BUSYBOX:-} ]]; then cp "$VM_BUSYBOX" "$RESULTS/busybox"; fi
+# The CRI messages the guest's containerd tests speak, compiled here (the guest has no grpcio-tools).
+(cd "$ROOT" && "${PYTHON:-python3}" -c 'import sys; from pathlib import Path; from tests.containerd.cri import compile_cri_proto; compile_cri_proto(Path(sys.argv[1]))' "$RESULTS") \
+  || { echo "boot.sh: compiling tests/containerd/cri_subset.proto failed" >&2; exit 1; }
+# VM_GUEST_TESTS: which guest tests to run (pytest node ids, space-separated; default all of tests/vm/guest), for
+# working on one of them without a whole run.
+if [[ -n ${VM_GUEST_TESTS:-} ]]; then printf '%s\n' "$VM_GUEST_TESTS" >"$RESULTS/select"; fi
 # The Python tree the guest runs, as one file (tests/vm/guest/run.sh unpacks it): see run.sh for why.
 tar -C "$ROOT" --exclude='*.sqlite' -cf "$RESULTS/project.tar" pyproject.toml hookserver qos collectors tests
 # shellcheck disable=SC2086

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.containerd.runtime import ContainerdUnavailable, host_tool
+
 pytestmark = pytest.mark.vm
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +42,9 @@ PROMISED = {
     "test_daemon_reload_resets_the_pod_slice_and_the_agent_restores_it",
     "test_collectors_and_psi_read_the_real_v2_files",
     "test_cpu_suppress_on_the_be_tier_then_cleanup_leaves_it_as_found",
+    "test_nri_gives_a_be_pods_scopes_and_slice_koordlets_values_on_v2",
+    "test_nri_agent_killed_never_blocks_pod_creation_and_synchronize_corrects_the_scope",
+    "test_nri_containerd_restart_keeps_values_and_the_agent_reconnects",
 }
 
 
@@ -62,8 +67,13 @@ def boot() -> Iterator[Boot]:
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 is missing (`make vm-e2e` installs it with apt-get)")
     results = Path(os.environ.get("HOOKSERVER_VM_RESULTS", HERE.parents[1] / "build" / "vm" / "results"))
+    try:  # the guest's containerd tests build their image from the host's static busybox (apt where missing)
+        busybox = host_tool("/bin/busybox", "busybox-static")
+    except ContainerdUnavailable as exc:
+        pytest.fail(str(exc))
     start = time.monotonic()
     done = subprocess.run([str(HERE / "boot.sh"), image, str(results)], capture_output=True, text=True,
+                          env=dict(os.environ, VM_BUSYBOX=busybox),
                           timeout=float(os.environ.get("VM_TIMEOUT_S", "420")) + 60)
     yield Boot(results, done.returncode, time.monotonic() - start)
 
