@@ -4,7 +4,7 @@ cpu.idle) came from, in one place instead of spread over decisions and writes.
 * cpuset: CPUSetAllocator's latest decision per container (the scheduler's CPUs from resource-status, the LS
   share pool, or why none: a BE pod left to CPU suppress, an annotation error);
 * cpu priority: the latest GroupIdentity write per cgroup file (`cpu.bvt_warp_ns` or `cpu.idle`), with its
-  value and reason (the class value, or the BE idle choice);
+  value and reason (the class value, or the BE idle choice), from the QoS reconciler or the PreRunPodSandbox hook;
 * core sched: the pod's core-scheduling cookie group under the NodeSLO now (CoreSched, koordlet's rules), or why
   it has none, so "which pods may share my core's hyperthreads" has its answer beside the cpuset.
 """
@@ -35,7 +35,8 @@ def cpu_sources(decisions: Sequence[DecisionRecord], writes: Sequence[WriteRecor
         }
     priority: dict[str, dict[str, Any]] = {}
     for w in writes:
-        if w.owner == "GroupIdentity" and w.path.endswith(_PRIORITY_FILES):
+        # A PreRunPodSandbox write names every plugin whose values it carries ("BatchResource,GroupIdentity").
+        if "GroupIdentity" in w.owner.split(",") and w.path.endswith(_PRIORITY_FILES):
             priority[w.path] = {"value": w.value, "from": w.reason, "ok": w.ok}
     return {
         "cpuset": [{"container": name, **row} for name, row in cpusets.items()],

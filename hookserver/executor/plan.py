@@ -136,13 +136,15 @@ class ResourceExecutor(Protocol):
 def writes_for_resources(
     cgroup_dir: str, resources: Resources, *, owner: str, reason: str = ""
 ) -> list[CgroupWrite]:
-    """The writes that carry a `Resources` value into one cgroup (shares, quota, memory, cpuset)."""
+    """The writes that carry a `Resources` value into one cgroup (shares, quota, memory, cpuset, bvt, idle)."""
     pairs: list[tuple[CgroupResource, int | str | None]] = [
         (CgroupResource.CPU_SHARES, resources.cpu_shares),
         (CgroupResource.CPU_CFS_PERIOD, resources.cpu_period_us),
         (CgroupResource.CPU_CFS_QUOTA, resources.cpu_quota_us),
         (CgroupResource.MEMORY_LIMIT, resources.memory_limit_bytes),
         (CgroupResource.CPUSET_CPUS, resources.cpuset_cpus),
+        (CgroupResource.CPU_BVT_WARP_NS, resources.cpu_bvt_warp_ns),
+        (CgroupResource.CPU_IDLE, resources.cpu_idle),
     ]
     return [
         CgroupWrite(cgroup_dir=cgroup_dir, resource=res, value=value, owner=owner, reason=reason)
