@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from hookserver.resources import Resources
@@ -151,6 +151,20 @@ def writes_for_resources(
         for res, value in pairs
         if value is not None and value != ""
     ]
+
+
+def pod_level_writes(
+    pod_dir: str, resources: Resources, *, sandbox_dir: str = "", owner: str, reason: str = ""
+) -> list[CgroupWrite]:
+    """PreRunPodSandbox's values as writes. Every value goes to the pod cgroup except `cpuset_cpus`, which is the
+    sandbox (pause) container's, as in koordlet's pod response: it goes to `sandbox_dir` when the caller can
+    name that cgroup, and nowhere otherwise (a pod-level cpuset would fence in every container of the pod)."""
+    pod_values = resources if resources.cpuset_cpus is None else replace(resources, cpuset_cpus=None)
+    writes = writes_for_resources(pod_dir, pod_values, owner=owner, reason=reason)
+    if sandbox_dir and resources.cpuset_cpus:
+        writes.append(CgroupWrite(cgroup_dir=sandbox_dir, resource=CgroupResource.CPUSET_CPUS,
+                                  value=resources.cpuset_cpus, owner=owner, reason=reason))
+    return writes
 
 
 @dataclass(frozen=True, slots=True)
