@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from hookserver.resources import Resources
@@ -159,8 +159,10 @@ def pod_level_writes(
     """PreRunPodSandbox's values as writes. Every value goes to the pod cgroup except `cpuset_cpus`, which is the
     sandbox (pause) container's, as in koordlet's pod response: it goes to `sandbox_dir` when the caller can
     name that cgroup, and nowhere otherwise (a pod-level cpuset would fence in every container of the pod)."""
-    pod_values = resources if resources.cpuset_cpus is None else replace(resources, cpuset_cpus=None)
-    writes = writes_for_resources(pod_dir, pod_values, owner=owner, reason=reason)
+    writes = writes_for_resources(pod_dir, resources, owner=owner, reason=reason)
+    if resources.cpuset_cpus is None:
+        return writes
+    writes = [w for w in writes if w.resource is not CgroupResource.CPUSET_CPUS]
     if sandbox_dir and resources.cpuset_cpus:
         writes.append(CgroupWrite(cgroup_dir=sandbox_dir, resource=CgroupResource.CPUSET_CPUS,
                                   value=resources.cpuset_cpus, owner=owner, reason=reason))

@@ -149,3 +149,22 @@ def test_reconciler_finds_and_pins_the_sandbox_as_koordlet_does(tmp_path: Path, 
     assert world.tree.read(lsr_rel, "cpuset.cpus") == world.tree.read(ls_rel, "cpuset.cpus") == "0-3"  # pods: never
     # a quiet second pass writes nothing again (the cache vouches for the sandbox's value)
     assert world.engine.run(trigger="periodic").written == 0
+
+
+def test_share_pool_result_is_made_once_per_pools_and_follows_them() -> None:
+    """A pod start computes the pool at its sandbox; its containers reuse that decision until the pods change."""
+    from hookserver.hooks.context import ContainerRequest, PodRequest
+    from hookserver.view import NodeView
+
+    plugin = CPUSetAllocatorPlugin(cpus=CPUS)
+    ls = PodRequest(namespace="default", name="ls", uid="u-ls", labels={QOS: "LS"}, cgroup_parent="/kubepods/burstable/podu-ls")
+    view = NodeView.build(pods=MappingProxyType({}))
+    sandbox = plugin.pre_run_pod_sandbox(ls, view)
+    first = plugin.pre_create_container(ContainerRequest(pod=ls, name="a"), view)
+    second = plugin.pre_create_container(ContainerRequest(pod=ls, name="b"), view)
+    assert sandbox.resources.cpuset_cpus == first.resources.cpuset_cpus == "0-3"
+    assert second is first
+    bound = PodRecord(uid="u-lsr", namespace="default", name="lsr", labels=MappingProxyType({QOS: "LSR"}),
+                      annotations=MappingProxyType({ANNOTATION_RESOURCE_STATUS: '{"cpuset":"3"}'}), phase="Running")
+    later = NodeView.build(pods=MappingProxyType({"u-lsr": bound}))
+    assert plugin.pre_create_container(ContainerRequest(pod=ls, name="a"), later).resources.cpuset_cpus == "0-2"

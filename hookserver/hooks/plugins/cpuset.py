@@ -65,6 +65,7 @@ class CPUSetAllocatorPlugin:
         self._online = frozenset(c.cpu for c in cpus if c.online)
         self._lock = threading.Lock()
         self._memo: tuple[object, object, CpuPools] | None = None
+        self._pool_results: tuple[CpuPools, dict[tuple[QoSClass, str], HookResult]] | None = None
 
     # -- pools ----------------------------------------------------------------------------------
     def pools(self, view: NodeView) -> CpuPools:
@@ -136,7 +137,20 @@ class CPUSetAllocatorPlugin:
             return HookResult.skip("the kubelet chose this container's cpuset (static CPU manager): kept")
         if not self._online:
             return HookResult.skip("node CPU topology unknown: no share pool to pin to")
-        pools = self.pools(view)
+        return self._pool_result(self.pools(view), qos, what)
+
+    def _pool_result(self, pools: CpuPools, qos: QoSClass, what: str) -> HookResult:
+        """The share-pool result for a class, made once per pools object: a pod's sandbox and each of its
+        containers (and every other pod of the class until the pools change) get the same frozen result."""
+        memo = self._pool_results
+        if memo is None or memo[0] is not pools:
+            memo = self._pool_results = (pools, {})
+        result = memo[1].get((qos, what))
+        if result is None:
+            result = memo[1][(qos, what)] = self._share_pool(pools, qos, what)
+        return result
+
+    def _share_pool(self, pools: CpuPools, qos: QoSClass, what: str) -> HookResult:
         if qos is QoSClass.SYSTEM and pools.system:
             cpus, why = pools.system, f"SYSTEM {what}: the node's system-qos cpuset"
         else:
@@ -144,13 +158,14 @@ class CPUSetAllocatorPlugin:
             why = _share_pool_why(qos, pools, what)
         if not cpus:
             return _error("the LS share pool is empty (every CPU bound or reserved)", f"{what} left unpinned")
-        inputs = {"share_pool": format_cpu_list(cpus)}
+        text = format_cpu_list(cpus)
+        inputs = {"share_pool": text}
         if qos in (QoSClass.LSE, QoSClass.LSR):
             inputs["error"] = f"{qos.value} pod without a cpuset in {ANNOTATION_RESOURCE_STATUS}: not bound by koord-scheduler"
             why = f"{qos.value} pod not bound (no cpuset in its resource-status): share pool, as koordlet does"
         return HookResult(
-            resources=Resources(cpuset_cpus=format_cpu_list(cpus)),
-            reason=f"{why} -> cpuset {format_cpu_list(cpus)}",
+            resources=Resources(cpuset_cpus=text),
+            reason=f"{why} -> cpuset {text}",
             inputs=MappingProxyType(inputs),
         )
 
