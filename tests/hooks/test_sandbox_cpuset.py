@@ -168,3 +168,20 @@ def test_share_pool_result_is_made_once_per_pools_and_follows_them() -> None:
                       annotations=MappingProxyType({ANNOTATION_RESOURCE_STATUS: '{"cpuset":"3"}'}), phase="Running")
     later = NodeView.build(pods=MappingProxyType({"u-lsr": bound}))
     assert plugin.pre_create_container(ContainerRequest(pod=ls, name="a"), later).resources.cpuset_cpus == "0-2"
+
+
+def test_explain_lists_the_sandbox_cpuset_beside_the_containers() -> None:
+    from hookserver.debug.cpu_sources import cpu_sources
+    from hookserver.hooks.context import ContainerRequest, PodRequest
+    from hookserver.hooks.stages import Stage
+
+    store = StateStore()
+    dispatcher = HookDispatcher(registry=HookRegistry(_plugins()), store=store, executor=PlanRecorder())  # type: ignore[arg-type]
+    pod = PodRequest(namespace="default", name="lsr", uid="u-lsr", labels={QOS: "LSR"},
+                     annotations={ANNOTATION_RESOURCE_STATUS: '{"cpuset":"2-3"}'}, cgroup_parent="/kubepods/podu-lsr")
+    dispatcher.dispatch_pod(Stage.PRE_RUN_POD_SANDBOX, pod, door="nri", rpc="RunPodSandbox")
+    dispatcher.dispatch_container(Stage.PRE_CREATE_CONTAINER, ContainerRequest(pod=pod, name="db"), door="nri",
+                                  rpc="CreateContainer")
+    rows = cpu_sources(store.audit.decisions(pod_key="default/lsr"), [])["cpuset"]
+    assert [(r["container"], r["cpuset"]) for r in rows] == [("(sandbox)", "2-3"), ("db", "2-3")]
+    assert "sandbox cpuset 2-3" in rows[0]["from"]
