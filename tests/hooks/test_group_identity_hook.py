@@ -26,7 +26,8 @@ from hookserver.slo import NodeSLOSpec
 from hookserver.store import StateStore
 from hookserver.system import SystemRoots
 from hookserver.view import NodeView
-from hookserver.wiring.hooks import cpu_priority_files
+from hookserver.wiring.hooks import cpu_priority_files, group_identity_files
+from qos.settings import QoSSettings
 from tests.hooks.v1_subtree import ROOT, unusable, v1_subtree
 from tests.nri.conftest import nri_world, run, sock_dir  # noqa: F401 - the fixture
 from tests.proxy.conftest import hook_settings
@@ -101,6 +102,10 @@ def test_cpu_priority_files_are_probed_at_the_kubepods_cgroup(tmp_path: Path, ve
     world.tree.cgroup(world.layout.qos_dir("guaranteed"))
     world.tree.path(world.layout.qos_dir("guaranteed"), "cpu.idle").write_text("0\n")
     assert cpu_priority_files(world.layout) == frozenset({"cpu.idle"})
+    # gated as the reconciler: nothing while it would only plan (QoS off, a dry run)
+    assert group_identity_files(QoSSettings(), world.layout) == frozenset({"cpu.idle"})
+    for off in ({"enabled": False}, {"dry_run": True}, {"reconcilers": {"GroupIdentity": {"dry_run": True}}}):
+        assert group_identity_files(QoSSettings.model_validate(off), world.layout) == frozenset(), off
 
 
 # -- the proxy door, fixture trees ---------------------------------------------------------------------------
