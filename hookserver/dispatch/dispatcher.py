@@ -37,6 +37,7 @@ from hookserver.hooks.runner import run_stage
 from hookserver.hooks.stages import Stage
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.state import StateStore, StoreSnapshot
+from hookserver.system.cgroupnames import normalize_cgroup_dir
 from hookserver.view import GpuSource, NodeView, NodeViews
 
 __all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
@@ -320,9 +321,12 @@ class HookDispatcher:
         return self.executor.apply(ResourcePlan.single(writes)) if writes else None
 
     def _sandbox_dir(self, request: PodRequest) -> str:
-        """The sandbox container's cgroup, where a door told its ID (NRI; the proxy's PreRunPodSandbox comes before
-        the runtime names the sandbox) and the executor knows the node's naming. Raises PathEscapeError for an ID
-        that is not a safe path component."""
+        """The sandbox container's cgroup where a door can name it (NRI; the proxy's PreRunPodSandbox comes before
+        the runtime makes the sandbox): the cgroup the runtime says it made (containerd's sandbox `cgroups_path`),
+        else the sandbox ID under the pod's parent by the node's naming. Raises PathEscapeError for a name that is
+        not a safe path."""
+        if request.sandbox_cgroup:
+            return normalize_cgroup_dir(request.sandbox_cgroup)
         layout = getattr(self.executor, "layout", None)
         if not request.sandbox_id or not isinstance(layout, CgroupLayout):
             return ""

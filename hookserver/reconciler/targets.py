@@ -112,21 +112,24 @@ def _container(record: ContainerRecord, pod_dir: str, layout: CgroupLayout) -> C
 def sandbox_dir_of(target: PodTarget, layout: CgroupLayout, children: Callable[[str], list[str] | None]) -> str:
     """The pod's sandbox (pause) container's cgroup, "" when it cannot be named yet.
 
-    With the sandbox ID a door told the store (NRI), by the layout's naming. Otherwise koordlet's
+    With the sandbox ID a door told the store (NRI), by the layout's naming where the pod cgroup has that child.
+    Otherwise koordlet's
     `GetPodSandboxContainerID` (`pkg/koordlet/util/pod.go`): once some container has started, the pod cgroup's
     one child that is no known container's (`children(pod_dir)` lists them; a CRI-O `crio-<id>.scope` is a
     container, its sandbox is `crio-<id>`). None or several such children: "" (a container not known yet)."""
     pod = target.pod
-    if pod.sandbox_id:
-        return layout.sandbox_dir(target.cgroup_dir, pod.sandbox_id)
-    if not target.containers:
-        return ""
     names = children(target.cgroup_dir)
     if not names:
+        return ""
+    base = normalize_cgroup_dir(target.cgroup_dir)
+    if pod.sandbox_id:
+        named = layout.sandbox_dir(target.cgroup_dir, pod.sandbox_id).rsplit("/", 1)[-1]
+        if named in names:  # else the node's naming is not the runtime's: look for it as below
+            return f"{base}/{named}" if base else named
+    if not target.containers:
         return ""
     known = {c.cgroup_dir.rsplit("/", 1)[-1] for c in target.containers}
     candidates = [n for n in names if n not in known and not (n.startswith("crio-") and n.endswith(".scope"))]
     if len(candidates) != 1:
         return ""
-    base = normalize_cgroup_dir(target.cgroup_dir)
     return f"{base}/{candidates[0]}" if base else candidates[0]

@@ -185,3 +185,18 @@ def test_explain_lists_the_sandbox_cpuset_beside_the_containers() -> None:
     rows = cpu_sources(store.audit.decisions(pod_key="default/lsr"), [])["cpuset"]
     assert [(r["container"], r["cpuset"]) for r in rows] == [("(sandbox)", "2-3"), ("db", "2-3")]
     assert "sandbox cpuset 2-3" in rows[0]["from"]
+
+
+def test_sandbox_dir_from_the_id_where_the_pod_cgroup_has_it_else_as_koordlet_finds_it(tmp_path: Path) -> None:
+    from hookserver.reconciler.targets import ContainerTarget, PodTarget, sandbox_dir_of
+
+    world = make_world(tmp_path / "cg", version="v1", driver="systemd")
+    pod = PodRecord(uid="u1", namespace="default", name="p", sandbox_id="sb1")
+    parent = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu1.slice"
+    target = PodTarget(pod=pod, cgroup_dir=parent, containers=(ContainerTarget("app", "c1", f"{parent}/cri-containerd-c1.scope"),))
+    named = ["cri-containerd-c1.scope", "cri-containerd-sb1.scope"]
+    assert sandbox_dir_of(target, world.layout, lambda rel: named) == f"{parent}/cri-containerd-sb1.scope"
+    # the runtime named it otherwise (a cgroupfs runtime on a node the agent thinks systemd): the one unknown child
+    other = ["cri-containerd-c1.scope", "sb1"]
+    assert sandbox_dir_of(target, world.layout, lambda rel: other) == f"{parent}/sb1"
+    assert sandbox_dir_of(target, world.layout, lambda rel: None) == ""  # the pod cgroup is gone
