@@ -44,6 +44,8 @@ __all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
 
 log = logging.getLogger("hookserver.dispatch")
 
+_GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")  # a cgroup (or its controller) not there
+
 
 class HookDispatcher:
     def __init__(
@@ -318,7 +320,15 @@ class HookDispatcher:
         writes = pod_level_writes(
             request.cgroup_parent, outcome.resources, sandbox_dir=sandbox_dir, owner=owners, reason=reason
         )
-        return self.executor.apply(ResourcePlan.single(writes)) if writes else None
+        if not writes:
+            return None
+        report = self.executor.apply(ResourcePlan.single(writes))
+        if sandbox_dir and not report.ok:
+            # A sandbox whose cgroup is gone (a Synchronize lists stopped sandboxes too) or not made yet is no
+            # error of this call: the reconciler pins it once it is there. The executor audited the attempt.
+            report = ApplyReport(tuple(r for r in report.results if not (
+                r.write.cgroup_dir == sandbox_dir and r.error.startswith(_GONE_ERRORS))))
+        return report
 
     def _sandbox_dir(self, request: PodRequest) -> str:
         """The sandbox container's cgroup where a door can name it (NRI; the proxy's PreRunPodSandbox comes before

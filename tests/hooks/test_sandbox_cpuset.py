@@ -200,3 +200,20 @@ def test_sandbox_dir_from_the_id_where_the_pod_cgroup_has_it_else_as_koordlet_fi
     other = ["cri-containerd-c1.scope", "sb1"]
     assert sandbox_dir_of(target, world.layout, lambda rel: other) == f"{parent}/sb1"
     assert sandbox_dir_of(target, world.layout, lambda rel: None) == ""  # the pod cgroup is gone
+
+
+def test_a_sandbox_cgroup_not_there_is_no_error_of_the_pod_call(tmp_path: Path) -> None:
+    """A Synchronize lists stopped sandboxes too: their gone cgroup must not turn the pod's call into an error,
+    while the pod's own values are still written."""
+    from hookserver.hooks.context import PodRequest
+    from hookserver.hooks.stages import Stage
+
+    world = make_world(tmp_path / "cg", version="v1", driver="cgroupfs", plugins=_plugins())
+    pod_rel = world.layout.pod_dir("burstable", "u-lsr")
+    world.tree.cgroup(pod_rel, **{"cpu.cfs_quota_us": "200000"})
+    pod = PodRequest(namespace="default", name="lsr", uid="u-lsr", labels={QOS: "LSR"},
+                     annotations={ANNOTATION_RESOURCE_STATUS: '{"cpuset":"2-3"}'}, cgroup_parent=f"/{pod_rel}",
+                     sandbox_id="gone", sandbox_cgroup=f"/{pod_rel}/gone")
+    result = world.dispatcher.dispatch_pod(Stage.PRE_RUN_POD_SANDBOX, pod, door="nri", rpc="RunPodSandbox")
+    assert result.result == "ok", result.error
+    assert world.tree.read(pod_rel, "cpu.cfs_quota_us") == "-1"
