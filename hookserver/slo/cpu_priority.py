@@ -42,6 +42,10 @@ class BvtRule:
             return self.pod_by_class[qos]
         return self.pod_by_kube_qos.get(kube_qos, NONE_VALUE)
 
+    def host_app_value(self, qos: str) -> int:
+        """koordlet's `getHostQOSBvtValue`: a host application's class value, 0 for a class the rule does not name."""
+        return self.pod_by_class.get(qos, NONE_VALUE)
+
 
 def bvt_rule(slo: NodeSLOSpec) -> BvtRule:
     """koordlet's `parseRule` for GroupIdentity."""

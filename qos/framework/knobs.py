@@ -96,7 +96,7 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
                         KnobClaim("cpuset.cpus", "host", "LS"),
                         *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LSE", "LSR"))),
     "CPUNormalization": _claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",)),
-    "GroupIdentity": (*_claims(("cpu.bvt_warp_ns",), ("tier", "pod", "container"), ("*",)),
+    "GroupIdentity": (*_claims(("cpu.bvt_warp_ns",), ("tier", "pod", "container", "host"), ("*",)),
                       KnobClaim("cpu.idle", "pod", "BE")),
     "MemoryQoS": _claims(_MEMORY_QOS_FILES, ("tier", "pod", "container"), ("*",)),
     "SystemConfig": _claims(("vm.min_free_kbytes", "vm.watermark_scale_factor", "memcg_reaper.reap_background"), ("node",), ("*",)),

@@ -113,3 +113,26 @@ def test_ls_host_app_cpuset_on_a_real_v1_cgroup(tmp_path: Path) -> None:
             assert parse_cpu_list((app_dir / "cpuset.cpus").read_text()) == frozenset(online[:-1])  # the kernel's
         finally:
             app_dir.rmdir()
+
+
+def test_host_apps_get_their_class_bvt_on_the_reconcilers_passes(tmp_path: Path) -> None:
+    """koordlet's bvt hook also registers a host-app reconciler (`SetHostAppBvtValue`): the class value, LS 2 and
+    BE -1 here, SYSTEM 0 (a class the rule does not name)."""
+    from hookserver.hooks.plugins import GroupIdentityPlugin
+
+    plugins = [CPUSetAllocatorPlugin(cpus=CPUS), GroupIdentityPlugin(kernel_files=frozenset({"cpu.bvt_warp_ns"}))]
+    world = make_world(tmp_path / "cg", version="v1", driver="cgroupfs", plugins=plugins)
+    world.store.set_node_slo(NodeSLOSpec.model_validate({
+        "resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": True, "groupIdentity": 2}},
+                                "beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1}}},
+        "hostApplications": [{"name": "nginx", "qos": "LS"}, {"name": "yarn", "qos": "BE"},
+                             {"name": "agent", "qos": "SYSTEM"}],
+    }))
+    dirs = {"nginx": "host-latency-sensitive/nginx", "yarn": "host-best-effort/yarn", "agent": "agent"}
+    for rel in dirs.values():
+        world.tree.cgroup(rel, **{"cpuset.cpus": "0-3"})
+        world.tree.path(rel, "cpu.bvt_warp_ns").write_text("1\n")
+    world.engine.run(trigger="periodic")
+    assert {name: world.tree.read(rel, "cpu.bvt_warp_ns") for name, rel in dirs.items()} == \
+        {"nginx": "2", "yarn": "-1", "agent": "0"}
+    assert world.tree.read(dirs["nginx"], "cpuset.cpus") == "0-3"  # CPUSetAllocator's share pool: nothing bound

@@ -11,6 +11,8 @@ on (LSE/LSR lsrClass, LS lsClass, BE beClass, otherwise by kube QoS); `cpu.idle 
 cpuPolicy is coreSched with beClass schedIdle 1. The dispatcher writes the value to the pod cgroup, as it writes
 every PreRunPodSandbox value (proxy and NRI alike; neither protocol carries it). Containers inherit nothing from
 a pod's bvt, so container-level bvt stays the reconciler's, as in koordlet (its bvt hook has no container stage).
+NodeSLO host applications get their class's bvt on the hook reconciler's passes (`host_app`, koordlet's
+`SetHostAppBvtValue`).
 
 Gated as the reconciler: the `GroupIdentity` feature gate, and then the NodeSLO. Which file the kernel has is
 told at construction (`kernel_files`, probed once at start by the wiring): a kernel without the file gets a
@@ -25,7 +27,7 @@ from types import MappingProxyType
 from hookserver.hooks.context import LABEL_QOS_CLASS, PodRequest
 from hookserver.hooks.outcome import HookResult
 from hookserver.resources import Resources
-from hookserver.slo import NodeSLOSpec
+from hookserver.slo import HostApplicationSpec, NodeSLOSpec
 from hookserver.slo.cpu_priority import BvtRule, be_idle_chosen, bvt_rule, pod_idle_wanted
 from hookserver.system.cgroupnames import KubeQoS, kube_qos_of_cgroup_parent
 from hookserver.view import NodeView
@@ -94,3 +96,19 @@ class GroupIdentityPlugin:
                 inputs=MappingProxyType(inputs),
             )
         return HookResult.skip("NodeSLO: cpuQOS off for every class and no BE schedIdle", **inputs)
+
+    def host_app(self, app: HostApplicationSpec, view: NodeView) -> HookResult:
+        """koordlet's `SetHostAppBvtValue`: a NodeSLO host application's bvt by its class (`getHostQOSBvtValue`:
+        the class value, 0 for a class the rule does not name), on the reconciler's passes. bvt only: koordlet
+        has no host-application cpu.idle."""
+        if not self.enabled:
+            return _GATE_OFF
+        rule, _ = self._rule(view.node_slo)
+        if not rule.enabled:
+            return HookResult.skip("NodeSLO: group identity off", qos_class=app.qos)
+        if not self.bvt_supported:
+            return HookResult.skip("cpu.bvt_warp_ns unsupported on this kernel: no group identity", qos_class=app.qos)
+        value = rule.host_app_value(app.qos)
+        return HookResult(resources=Resources(cpu_bvt_warp_ns=value),
+                          reason=f"groupIdentity: {app.qos} host application {app.name} -> cpu.bvt_warp_ns {value}",
+                          inputs=MappingProxyType({"qos_class": app.qos}))
