@@ -44,8 +44,6 @@ __all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
 
 log = logging.getLogger("hookserver.dispatch")
 
-_GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")  # a cgroup (or its controller) not there
-
 
 class HookDispatcher:
     def __init__(
@@ -327,7 +325,7 @@ class HookDispatcher:
             # A sandbox whose cgroup is gone (a Synchronize lists stopped sandboxes too) or not made yet is no
             # error of this call: the reconciler pins it once it is there. The executor audited the attempt.
             report = ApplyReport(tuple(r for r in report.results if not (
-                r.write.cgroup_dir == sandbox_dir and r.error.startswith(_GONE_ERRORS))))
+                r.write.cgroup_dir == sandbox_dir and r.gone)))
         return report
 
     def _sandbox_dir(self, request: PodRequest) -> str:

@@ -95,6 +95,9 @@ class ResourcePlan:
         return [w for level in self.levels for w in level]
 
 
+_GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")  # how the executor reports such a write
+
+
 @dataclass(frozen=True, slots=True)
 class WriteResult:
     """One write attempt. `value` is the text meant for the file, `previous` what it held before and
@@ -108,6 +111,12 @@ class WriteResult:
     error: str = ""
     previous: str = ""
     held: str = ""
+
+    @property
+    def gone(self) -> bool:
+        """The write met no cgroup (removed, not made yet) or no such file there (its controller not handed down):
+        nothing to correct, unlike a value the kernel refused."""
+        return self.error.startswith(_GONE_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)

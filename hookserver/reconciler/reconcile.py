@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 DOOR = "reconciler"
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-_GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")
 
 
 class ReconcileExecutor(Protocol):
@@ -297,7 +296,7 @@ class PodReconciler:
         for r in results:
             index = owners.get(id(r.write))
             if not r.ok:
-                if r.error.startswith(_GONE_ERRORS):
+                if r.gone:
                     report.vanished += 1  # the cgroup went between the check and the write: quietly skipped
                 elif r.path not in failed:
                     failed.add(r.path)
