@@ -1,10 +1,11 @@
 """host_application: CPU and memory of the host applications NodeSLO names (`spec.hostApplications`).
 
-Each application's cgroup is `<base>/<parentDir>/<relativePath>`, with base `CgroupRoot` (the hierarchy
-root), `Kubepods`, `KubepodsBurstable` or `KubepodsBesteffort` (the kubelet's QoS directories). Missing
-parts default to: base CgroupRoot, parentDir `host-latency-sensitive/` (BE: `host-best-effort/`),
-relativePath = the application's name. NodeSLO reaches us as whatever the informer stored (a dict from
-JSON or a model object), so fields are looked up by camelCase key or snake_case attribute.
+Each application's cgroup is koordinator's `GetHostAppCgroupRelativePath`, the one rule in
+`hookserver.slo.host_apps` that the reconciler writes host applications' cpusets by: without `cgroupPath`,
+`host-latency-sensitive/<name>` (LSE/LSR/LS) or `host-best-effort/<name>` (BE); with one,
+`<base>/<parentDir>/<relativePath>` and nothing filled in. NodeSLO reaches us as whatever the informer stored (a
+dict from JSON or a model object), so fields are looked up by camelCase key or snake_case attribute and the entry
+is validated as the NodeSLO model would.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from hookserver.errors import HookServerError, SystemFileError
-from hookserver.system.cgroupnames import CgroupDriver, KubeQoS, normalize_cgroup_dir, qos_dir
+from hookserver.slo import HostApplicationSpec
+from hookserver.slo.host_apps import host_app_cgroup_dir
+from hookserver.system.cgroupnames import CgroupDriver
 from hookserver.store.timeseries import Labels, make_labels
 from hookserver.system.cgroupstats import CgroupStatReader
 
@@ -44,16 +49,17 @@ def _field(obj: Any, camel: str) -> Any:
     return getattr(obj, snake, getattr(obj, camel, None))
 
 
-def _base_dir(base: str, driver: CgroupDriver) -> str:
-    if base in ("", "CgroupRoot"):
-        return ""
-    if base == "Kubepods":
-        return qos_dir(driver, KubeQoS.GUARANTEED)
-    if base == "KubepodsBurstable":
-        return qos_dir(driver, KubeQoS.BURSTABLE)
-    if base == "KubepodsBesteffort":
-        return qos_dir(driver, KubeQoS.BESTEFFORT)
-    raise HookServerError(f"unknown cgroupPath.base {base!r}")
+def _spec(entry: Any) -> HostApplicationSpec:
+    """The entry as the NodeSLO model reads it (a dict from JSON, the model itself, or an object with its fields)."""
+    if isinstance(entry, HostApplicationSpec):
+        return entry
+    path = _field(entry, "cgroupPath")
+    raw: dict[str, Any] = {k: v for k, v in (("name", _field(entry, "name")), ("qos", _field(entry, "qos")))
+                           if v is not None}
+    if path is not None:
+        raw["cgroupPath"] = {k: v for k in ("base", "parentDir", "relativePath")
+                             if (v := _field(path, k)) is not None}
+    return HostApplicationSpec.model_validate(raw)
 
 
 def host_applications(node_slo: Any, driver: CgroupDriver) -> tuple[list[HostApp], list[str]]:
@@ -63,24 +69,16 @@ def host_applications(node_slo: Any, driver: CgroupDriver) -> tuple[list[HostApp
     apps: list[HostApp] = []
     problems: list[str] = []
     for index, entry in enumerate(raw if isinstance(raw, list | tuple) else []):
-        name = str(_field(entry, "name") or "")
         where = f"hostApplications[{index}]"
-        if not name:
-            problems.append(f"{where}: no name")
-            continue
-        qos = str(_field(entry, "qos") or "LS")
-        priority = str(_field(entry, "priority") or _field(entry, "priorityClass") or "")
-        path = _field(entry, "cgroupPath")
-        base = str(_field(path, "base") or "CgroupRoot")
-        default_parent = "host-best-effort/" if qos == "BE" else "host-latency-sensitive/"
-        parent = str(_field(path, "parentDir") or default_parent)
-        relative = str(_field(path, "relativePath") or name)
         try:
-            rel = normalize_cgroup_dir("/".join(p for p in (_base_dir(base, driver), parent, relative) if p))
-        except HookServerError as exc:
-            problems.append(f"{where} ({name}): {exc}")
+            app = _spec(entry)
+            rel = host_app_cgroup_dir(app, driver)
+        except (ValidationError, ValueError, HookServerError) as exc:
+            name = _field(entry, "name")
+            problems.append(f"{where}{f' ({name})' if name else ''}: {exc}")
             continue
-        apps.append(HostApp(name, qos, priority, rel, make_labels(app=name, qos=qos, priority=priority)))
+        priority = str(_field(entry, "priority") or _field(entry, "priorityClass") or "")
+        apps.append(HostApp(app.name, app.qos, priority, rel, make_labels(app=app.name, qos=app.qos, priority=priority)))
     return apps, problems
 
 

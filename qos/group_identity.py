@@ -17,6 +17,8 @@ to pod level, koordinator#2775). For the same reason BatchResource leaves BE pod
 chosen (an idle group's weight is not used anyway).
 
 A kernel with neither file is one status line ("unsupported on this kernel"), not an error per pod.
+The rule itself is `hookserver.slo.cpu_priority`, shared with the PreRunPodSandbox hook
+(`hookserver.hooks.plugins.group_identity`), which gives a new pod the same value before this reconciler's round.
 Knobs (qos.framework.knobs): cpu.bvt_warp_ns at tier, pod and container level, every class; cpu.idle at pod level, BE.
 """
 
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
-from hookserver.slo import NodeSLOSpec
+from hookserver.slo.cpu_priority import BvtRule, be_idle_chosen, bvt_rule, pod_idle_wanted
 
 from hookserver.featuregates import FeatureGate
 from qos.framework.plan import QoSPlan, numbers
@@ -38,47 +40,6 @@ __all__ = ["BvtRule", "GroupIdentity", "GroupIdentityState", "be_idle_chosen", "
 
 BVT = CgroupResource.CPU_BVT_WARP_NS
 IDLE = CgroupResource.CPU_IDLE
-NONE_VALUE = 0  # koordinator's NoneCPUQOS().GroupIdentity
-
-
-@dataclass(frozen=True, slots=True)
-class BvtRule:
-    enabled: bool
-    pod_by_class: Mapping[str, int]
-    pod_by_kube_qos: Mapping[str, int]
-    tier: Mapping[str, int]  # "kubepods" | "burstable" | "besteffort"
-
-    def pod_value(self, qos: str, kube_qos: str) -> int:
-        if qos in self.pod_by_class:
-            return self.pod_by_class[qos]
-        return self.pod_by_kube_qos.get(kube_qos, NONE_VALUE)
-
-
-def bvt_rule(slo: NodeSLOSpec) -> BvtRule:
-    """koordlet's `parseRule` for GroupIdentity."""
-    strategy = slo.resource_qos_strategy
-    by_policy = strategy.policies.uses_group_identity()
-
-    def value(cls: Any) -> tuple[bool, int]:
-        on = by_policy and cls.cpu_qos.enable
-        gi = cls.cpu_qos.group_identity
-        return on, (gi if on and gi is not None else NONE_VALUE)
-
-    lsr_on, lsr = value(strategy.lsr_class)
-    ls_on, ls = value(strategy.ls_class)
-    be_on, be = value(strategy.be_class)
-    guaranteed_pod = lsr if lsr_on else ls if ls_on else NONE_VALUE
-    return BvtRule(
-        enabled=lsr_on or ls_on or be_on,
-        pod_by_class={"LSE": lsr, "LSR": lsr, "LS": ls, "BE": be},
-        pod_by_kube_qos={"Guaranteed": guaranteed_pod, "Burstable": ls, "BestEffort": be},
-        tier={"kubepods": NONE_VALUE, "burstable": ls, "besteffort": be},
-    )
-
-
-def be_idle_chosen(slo: NodeSLOSpec) -> bool:
-    """koordlet's core-sched `IsCPUIdle` for the BE class: cpuPolicy coreSched and beClass schedIdle 1."""
-    return slo.resource_qos_strategy.be_sched_idle()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +131,7 @@ class GroupIdentity(Reconciler):
         facts = {p.uid: p for p in snap.pods}
         be_dirs = {pk.dir for uid, pk in snap.kernel.pods.items()
                    if (pod := facts.get(uid)) is not None and pod.active
-                   and (pod.qos_label == "BE" or (not pod.qos_label and _kube_qos(pk.dir, tiers) == "BestEffort"))}
+                   and pod_idle_wanted(pod.qos_label, _kube_qos(pk.dir, tiers))}
         writes = []
         target = frozenset(be_dirs) if wanted else frozenset()
         for d in sorted(target):

@@ -2,9 +2,10 @@
 cpu.idle) came from, in one place instead of spread over decisions and writes.
 
 * cpuset: CPUSetAllocator's latest decision per container (the scheduler's CPUs from resource-status, the LS
-  share pool, or why none: a BE pod left to CPU suppress, an annotation error);
+  share pool, or why none: a BE pod left to CPU suppress, an annotation error), and the pod sandbox's as
+  `(sandbox)` once a PreRunPodSandbox decision gave it one;
 * cpu priority: the latest GroupIdentity write per cgroup file (`cpu.bvt_warp_ns` or `cpu.idle`), with its
-  value and reason (the class value, or the BE idle choice);
+  value and reason (the class value, or the BE idle choice), from the QoS reconciler or the PreRunPodSandbox hook;
 * core sched: the pod's core-scheduling cookie group under the NodeSLO now (CoreSched, koordlet's rules), or why
   it has none, so "which pods may share my core's hyperthreads" has its answer beside the cpuset.
 """
@@ -18,7 +19,9 @@ from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.audit import DecisionRecord, WriteRecord
 from hookserver.store.records import PodRecord
 
-__all__ = ["core_sched_source", "cpu_sources"]
+__all__ = ["SANDBOX", "core_sched_source", "cpu_sources"]
+
+SANDBOX = "(sandbox)"  # the row of the pod's sandbox (pause) container in the cpuset list
 
 _PRIORITY_FILES = ("cpu.bvt_warp_ns", "cpu.idle")
 
@@ -26,16 +29,21 @@ _PRIORITY_FILES = ("cpu.bvt_warp_ns", "cpu.idle")
 def cpu_sources(decisions: Sequence[DecisionRecord], writes: Sequence[WriteRecord]) -> dict[str, Any]:
     cpusets: dict[str, dict[str, Any]] = {}
     for d in decisions:
-        if d.plugin != "CPUSetAllocator" or not d.container:
+        if d.plugin != "CPUSetAllocator":
             continue
-        cpusets[d.container] = {
+        # A PreRunPodSandbox decision's cpuset is the pod sandbox's (pause container's); its other values are the pod's.
+        name = d.container or (SANDBOX if d.applied and "cpuset_cpus" in d.values else "")
+        if not name:
+            continue
+        cpusets[name] = {
             "cpuset": str(d.values.get("cpuset_cpus", "")) if d.applied else "",
             "from": d.reason or d.error,
             "door": d.door,
         }
     priority: dict[str, dict[str, Any]] = {}
     for w in writes:
-        if w.owner == "GroupIdentity" and w.path.endswith(_PRIORITY_FILES):
+        # A PreRunPodSandbox write names every plugin whose values it carries ("BatchResource,GroupIdentity").
+        if "GroupIdentity" in w.owner.split(",") and w.path.endswith(_PRIORITY_FILES):
             priority[w.path] = {"value": w.value, "from": w.reason, "ok": w.ok}
     return {
         "cpuset": [{"container": name, **row} for name, row in cpusets.items()],

@@ -24,18 +24,20 @@ from typing import Any
 
 from hookserver.dispatch.books import CallBooks
 from hookserver.dispatch.learning import StoreLearner
-from hookserver.dispatch.result import Deferred, DispatchResult, HookRejected
+from hookserver.dispatch.result import Deferred, DispatchResult, HookRejected, HostAppDecision
 from hookserver.errors import ExecutorError
-from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, writes_for_resources
+from hookserver.executor.layout import CgroupLayout
+from hookserver.executor.plan import ApplyReport, ResourceExecutor, ResourcePlan, pod_level_writes
 from hookserver.hooks.breaker import BreakerSettings, BreakerState, HookBreakers
 from hookserver.hooks.context import ContainerRequest, PodRequest
 from hookserver.hooks.memo import StageMemo
-from hookserver.hooks.outcome import FailurePolicy, StageOutcome
+from hookserver.hooks.outcome import FailurePolicy, HookResult, StageOutcome
 from hookserver.hooks.registry import HookRegistry
 from hookserver.hooks.runner import run_stage
 from hookserver.hooks.stages import Stage
 from hookserver.observability.metrics import HookMetrics
 from hookserver.store.state import StateStore, StoreSnapshot
+from hookserver.system.cgroupnames import normalize_cgroup_dir
 from hookserver.view import GpuSource, NodeView, NodeViews
 
 __all__ = ["Deferred", "DispatchResult", "HookDispatcher", "HookRejected"]
@@ -270,6 +272,26 @@ class HookDispatcher:
             )
         return replace(decided, pod_writes=report)
 
+    def decide_host_apps(self, snapshot: StoreSnapshot) -> list[HostAppDecision]:
+        """What the plugins that handle host applications want for each of the NodeSLO's `hostApplications`, on
+        `snapshot`'s view (koordlet's host-app reconciler). Nothing is written or audited here: the reconciler
+        writes through its cache. A plugin's exception is a not-applied `error:` result, never a raise."""
+        handlers = self.registry.host_app_handlers()
+        view = self._views.of(snapshot)
+        apps = view.node_slo.host_applications
+        if not handlers or not apps:
+            return []
+        out: list[HostAppDecision] = []
+        for app in apps:
+            for name, handler in handlers:
+                try:
+                    result = handler(app, view)
+                except Exception as exc:  # noqa: BLE001 - a plugin's failure becomes a value, as in run_stage
+                    log.warning("hook %s failed for host application %s: %s", name, app.name, exc)
+                    result = HookResult(applied=False, reason=f"error: {type(exc).__name__}: {exc}")
+                out.append(HostAppDecision(app, name, result))
+        return out
+
     def record_decisions(self, door: str, outcome: StageOutcome, pod: PodRequest, container: str = "") -> None:
         """Audit each plugin's decision for `pod` (and `container`) as coming from `door`."""
         self.books.record_decisions(door, outcome, pod, container)
@@ -292,8 +314,31 @@ class HookDispatcher:
             return None
         owners = ",".join(o.plugin for o in outcome.outcomes if o.result is not None and o.result.applied)
         reason = " | ".join(o.result.reason for o in outcome.outcomes if o.result is not None and o.result.applied)
-        writes = writes_for_resources(request.cgroup_parent, outcome.resources, owner=owners, reason=reason)
-        return self.executor.apply(ResourcePlan.single(writes))
+        sandbox_dir = self._sandbox_dir(request) if outcome.resources.cpuset_cpus else ""
+        writes = pod_level_writes(
+            request.cgroup_parent, outcome.resources, sandbox_dir=sandbox_dir, owner=owners, reason=reason
+        )
+        if not writes:
+            return None
+        report = self.executor.apply(ResourcePlan.single(writes))
+        if sandbox_dir and not report.ok:
+            # A sandbox whose cgroup is gone (a Synchronize lists stopped sandboxes too) or not made yet is no
+            # error of this call: the reconciler pins it once it is there. The executor audited the attempt.
+            report = ApplyReport(tuple(r for r in report.results if not (
+                r.write.cgroup_dir == sandbox_dir and r.gone)))
+        return report
+
+    def _sandbox_dir(self, request: PodRequest) -> str:
+        """The sandbox container's cgroup where a door can name it (NRI; the proxy's PreRunPodSandbox comes before
+        the runtime makes the sandbox): the cgroup the runtime says it made (containerd's sandbox `cgroups_path`),
+        else the sandbox ID under the pod's parent by the node's naming. Raises PathEscapeError for a name that is
+        not a safe path."""
+        if request.sandbox_cgroup:
+            return normalize_cgroup_dir(request.sandbox_cgroup)
+        layout = getattr(self.executor, "layout", None)
+        if not request.sandbox_id or not isinstance(layout, CgroupLayout):
+            return ""
+        return layout.sandbox_dir(request.cgroup_parent, request.sandbox_id)
 
     def _fail(
         self, stage: Stage, outcome: StageOutcome, door: str, rpc: str, pod_key: str, container: str, started: float

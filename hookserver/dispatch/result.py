@@ -10,12 +10,13 @@ from hookserver.errors import HookServerError
 from hookserver.executor.plan import ApplyReport
 from hookserver.fastinit import fast_frozen_init
 from hookserver.hooks.context import ContainerRequest
-from hookserver.hooks.outcome import StageOutcome
+from hookserver.hooks.outcome import HookResult, StageOutcome
 from hookserver.hooks.stages import Stage
 from hookserver.resources import Resources
+from hookserver.slo import HostApplicationSpec
 from hookserver.store.state import StoreSnapshot
 
-__all__ = ["Deferred", "DispatchResult", "HookRejected"]
+__all__ = ["Deferred", "DispatchResult", "HookRejected", "HostAppDecision"]
 
 
 class HookRejected(HookServerError):
@@ -38,6 +39,15 @@ class DispatchResult:
     error: str = ""
     outcome: StageOutcome | None = None
     pod_writes: ApplyReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostAppDecision:
+    """One plugin's decision for one NodeSLO host application (`HookDispatcher.decide_host_apps`)."""
+
+    app: HostApplicationSpec
+    plugin: str
+    result: HookResult
 
 
 # A call `dispatch_container` answered but has not kept books for yet: (request as received, the call's

@@ -95,6 +95,9 @@ class ResourcePlan:
         return [w for level in self.levels for w in level]
 
 
+_GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")  # how the executor reports such a write
+
+
 @dataclass(frozen=True, slots=True)
 class WriteResult:
     """One write attempt. `value` is the text meant for the file, `previous` what it held before and
@@ -108,6 +111,12 @@ class WriteResult:
     error: str = ""
     previous: str = ""
     held: str = ""
+
+    @property
+    def gone(self) -> bool:
+        """The write met no cgroup (removed, not made yet) or no such file there (its controller not handed down):
+        nothing to correct, unlike a value the kernel refused."""
+        return self.error.startswith(_GONE_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,19 +145,37 @@ class ResourceExecutor(Protocol):
 def writes_for_resources(
     cgroup_dir: str, resources: Resources, *, owner: str, reason: str = ""
 ) -> list[CgroupWrite]:
-    """The writes that carry a `Resources` value into one cgroup (shares, quota, memory, cpuset)."""
+    """The writes that carry a `Resources` value into one cgroup (shares, quota, memory, cpuset, bvt, idle)."""
     pairs: list[tuple[CgroupResource, int | str | None]] = [
         (CgroupResource.CPU_SHARES, resources.cpu_shares),
         (CgroupResource.CPU_CFS_PERIOD, resources.cpu_period_us),
         (CgroupResource.CPU_CFS_QUOTA, resources.cpu_quota_us),
         (CgroupResource.MEMORY_LIMIT, resources.memory_limit_bytes),
         (CgroupResource.CPUSET_CPUS, resources.cpuset_cpus),
+        (CgroupResource.CPU_BVT_WARP_NS, resources.cpu_bvt_warp_ns),
+        (CgroupResource.CPU_IDLE, resources.cpu_idle),
     ]
     return [
         CgroupWrite(cgroup_dir=cgroup_dir, resource=res, value=value, owner=owner, reason=reason)
         for res, value in pairs
         if value is not None and value != ""
     ]
+
+
+def pod_level_writes(
+    pod_dir: str, resources: Resources, *, sandbox_dir: str = "", owner: str, reason: str = ""
+) -> list[CgroupWrite]:
+    """PreRunPodSandbox's values as writes. Every value goes to the pod cgroup except `cpuset_cpus`, which is the
+    sandbox (pause) container's, as in koordlet's pod response: it goes to `sandbox_dir` when the caller can
+    name that cgroup, and nowhere otherwise (a pod-level cpuset would fence in every container of the pod)."""
+    writes = writes_for_resources(pod_dir, resources, owner=owner, reason=reason)
+    if resources.cpuset_cpus is None:
+        return writes
+    writes = [w for w in writes if w.resource is not CgroupResource.CPUSET_CPUS]
+    if sandbox_dir and resources.cpuset_cpus:
+        writes.append(CgroupWrite(cgroup_dir=sandbox_dir, resource=CgroupResource.CPUSET_CPUS,
+                                  value=resources.cpuset_cpus, owner=owner, reason=reason))
+    return writes
 
 
 @dataclass(frozen=True, slots=True)

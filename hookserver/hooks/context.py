@@ -153,6 +153,9 @@ class PodRequest:
     attempt: int = 0
     resources: Resources = field(default_factory=Resources)
     source: RequestSource = RequestSource.PROXY
+    # The sandbox (pause) container's own cgroup as the runtime created it (NRI's `linux.cgroups_path`: a path,
+    # or runc's systemd `slice:prefix:id`); "" where the door does not know it (the proxy, the reconciler).
+    sandbox_cgroup: str = ""
 
     @property
     def key(self) -> str:

@@ -56,6 +56,8 @@ class HookRegistry:
         self._active: dict[Stage, tuple[tuple[str, Any], ...]] = {}  # what `handlers` hands out, rebuilt on change
         self._pure: frozenset[Stage] = frozenset()  # stages whose every active plugin sets pure_decision
         self._disabled: frozenset[Stage] = frozenset()
+        # Plugins that also decide for NodeSLO host applications (`host_app(app, view)`), by name.
+        self._host_app: list[tuple[str, Any]] = []
         for plugin in plugins:
             self.register(plugin)
 
@@ -74,6 +76,9 @@ class HookRegistry:
             handlers = self._by_stage.setdefault(stage, [])
             handlers.append((name, getattr(plugin, stage.method)))
             handlers.sort(key=lambda item: item[0].encode())
+        if callable(getattr(plugin, "host_app", None)):
+            self._host_app.append((name, getattr(plugin, "host_app")))
+            self._host_app.sort(key=lambda item: item[0].encode())
         self._rebuild()
         log.info("hook plugin %s handles %s", name, ", ".join(sorted(s.value for s in stages)))
         return stages
@@ -104,6 +109,11 @@ class HookRegistry:
     def handlers(self, stage: Stage) -> tuple[tuple[str, Any], ...]:
         """(plugin name, stage method) in run order; () for a disabled stage. Precomputed: this is the hot path."""
         return self._active.get(stage, ())
+
+    def host_app_handlers(self) -> tuple[tuple[str, Any], ...]:
+        """(plugin name, `host_app` method) of the plugins that decide for host applications (koordlet's
+        `RegisterHostAppReconciler`), in name order; the reconciler runs them on its ticker."""
+        return tuple(self._host_app)
 
     def memoizable(self, stage: Stage) -> bool:
         """Whether every active hook of `stage` declares `pure_decision` (see `HookPlugin`)."""

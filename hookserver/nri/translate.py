@@ -45,7 +45,7 @@ def pod_request(
     with `as_map=wire_map` (`sync_pod_request`)."""
     linux = pod.linux if pod.HasField("linux") else None
     # (namespace, name, uid, labels, annotations, cgroup_parent, sandbox_id, runtime_handler, attempt, resources,
-    # source): positional, the cheapest call (a Synchronize translates thousands of pods).
+    # source, sandbox_cgroup): positional, the cheapest call (a Synchronize translates thousands of pods).
     return PodRequest(
         pod.namespace,
         pod.name,
@@ -58,6 +58,7 @@ def pod_request(
         0,
         resources_from_wire(linux.resources if linux is not None and linux.HasField("resources") else None),
         RequestSource.NRI,
+        linux.cgroups_path if linux is not None else "",
     )
 
 

@@ -159,7 +159,9 @@ def _produces(resources: Resources) -> bool:
 
 
 def pod_response(req: pb.PodSandboxHookRequest, produced: Resources) -> pb.PodSandboxHookResponse:
-    """Echo, then the pod values. (The proxy ignores pod `resources`; the dispatcher wrote the cgroup.)"""
+    """Echo, then the pod values. The dispatcher wrote the pod cgroup; the pod `resources` here are koordlet's
+    `PodResponse.ProxyDone`: koord-runtime-proxy's CRI path ignores them, its docker path applies them to the
+    sandbox container (so `cpuset_cpus`, the sandbox's cpuset from CPUSetAllocator, pins the pause container)."""
     resp = echo_pod(req)
     if _produces(produced):
         _fold(resp.resources, produced)  # touching the sub-message creates it when the request had none

@@ -17,15 +17,15 @@ from hookserver.cgroupmath import shares_to_weight
 from hookserver.dispatch import DispatchResult, HookDispatcher
 from hookserver.errors import SystemFileError
 from hookserver.executor.layout import CgroupLayout
-from hookserver.executor.plan import CgroupWrite, writes_for_resources
+from hookserver.executor.plan import CgroupWrite, pod_level_writes, writes_for_resources
 from hookserver.hooks.context import ContainerRequest, PodRequest, RequestSource
 from hookserver.hooks.stages import Stage
-from hookserver.reconciler.targets import PodTarget, pod_target
+from hookserver.reconciler.targets import PodTarget, pod_target, sandbox_dir_of
 from hookserver.resources import Resources
 from hookserver.store.records import ContainerRecord, PodRecord
 from hookserver.store.state import StoreSnapshot
 from hookserver.system.cgroupnames import normalize_cgroup_dir
-from hookserver.system.files import read_text
+from hookserver.system.files import read_text, subdirs
 
 __all__ = ["CONTAINER_STAGE", "POD_STAGE", "Decided", "Entry", "PlanBook", "PodPlan", "read_canary"]
 
@@ -52,6 +52,8 @@ class Decided:
     keys: tuple[CacheKey, ...]
     canary: tuple[str, str] | None
     audited: bool = False  # False: audit this decision at the next pass even if it writes nothing
+    cgroup_dir: str = ""  # the target's own cgroup
+    sandbox_dir: str = ""  # where a pod-level cpuset (the sandbox's) went; "" while the sandbox is not named
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,8 @@ class PlanBook:
         self._requests: dict[str, tuple[PodRecord, str, PodRequest]] = {}
         self._decided: dict[str, dict[str, Decided]] = {}
         self._plans: dict[str, PodPlan] = {}
+        self._sandboxes: dict[str, tuple[PodTarget, str]] = {}  # uid -> (target, its sandbox's cgroup or "")
+        self._cpuset_root = layout.hierarchy_root("cpuset")
 
     def target(self, pod: PodRecord, containers: tuple[ContainerRecord, ...]) -> PodTarget | None:
         """The pod's cgroup names, kept while its record and container records are the same objects.
@@ -118,7 +122,8 @@ class PlanBook:
             return plan
         request = self._request(pod, target.cgroup_dir)
         decided = self._dispatcher.decide_pod(POD_STAGE, request, snap)
-        entries = [self._entry(pod.uid, "", target.cgroup_dir, decided)]
+        sandbox = self._sandbox_dir(target) if decided.resources.cpuset_cpus else ""
+        entries = [self._entry(pod.uid, "", target.cgroup_dir, decided, sandbox)]
         for c in target.containers:
             creq = ContainerRequest(
                 pod=request, name=c.name, container_id=c.id, cgroup_parent=target.cgroup_dir,
@@ -134,6 +139,7 @@ class PlanBook:
         self._requests.pop(uid, None)
         self._decided.pop(uid, None)
         self._plans.pop(uid, None)
+        self._sandboxes.pop(uid, None)
 
     def counts(self) -> dict[str, int]:
         return {"plans_cached": len(self._plans), "targets_cached": sum(len(d) for d in self._decided.values())}
@@ -151,7 +157,20 @@ class PlanBook:
         self._requests[pod.uid] = (pod, cgroup_dir, request)
         return request
 
-    def _entry(self, uid: str, container: str, cgroup_dir: str, decided: DispatchResult) -> Entry:
+    def _sandbox_dir(self, target: PodTarget) -> str:
+        """The pod's sandbox cgroup, looked for once per target (a new container makes a new target, so a
+        sandbox not named yet is looked for again then)."""
+        memo = self._sandboxes.get(target.pod.uid)
+        if memo is not None and memo[0] is target:
+            return memo[1]
+        root = self._cpuset_root
+        found = sandbox_dir_of(target, self._layout, lambda rel: subdirs(os.path.join(root, normalize_cgroup_dir(rel))))
+        self._sandboxes[target.pod.uid] = (target, found)
+        return found
+
+    def _entry(
+        self, uid: str, container: str, cgroup_dir: str, decided: DispatchResult, sandbox_dir: str = ""
+    ) -> Entry:
         if decided.result != "ok" or decided.outcome is None or decided.resources.is_empty():
             return Entry(container, cgroup_dir, decided, None)
         resources = decided.resources
@@ -160,14 +179,18 @@ class PlanBook:
         if (
             memo is None
             or (memo.resources is not resources and memo.resources != resources)
-            or memo.writes[0].cgroup_dir != cgroup_dir
+            or memo.cgroup_dir != cgroup_dir
+            or memo.sandbox_dir != sandbox_dir
         ):
-            writes = tuple(_writes(cgroup_dir, decided))
+            writes = tuple(_writes(cgroup_dir, decided, sandbox_dir if not container else None))
+            if not writes:  # a pod-level cpuset alone, for a sandbox not named yet
+                book.pop(container, None)
+                return Entry(container, cgroup_dir, decided, None)
             # A first decision is audited only if it corrects a file (a pod whose hooks ran is already
             # right: its proxy or NRI decision stays the one `hookctl explain` shows); a changed one always.
             memo = book[container] = Decided(
                 resources, writes, self._executor.cache_keys(writes), self._canary(cgroup_dir, resources),
-                audited=memo is None,
+                audited=memo is None, cgroup_dir=cgroup_dir, sandbox_dir=sandbox_dir,
             )
         return Entry(container, cgroup_dir, decided, memo)
 
@@ -181,13 +204,16 @@ class PlanBook:
         return os.path.join(self._cpu_root, rel, "cpu.shares"), str(shares)
 
 
-def _writes(cgroup_dir: str, decided: DispatchResult) -> list[CgroupWrite]:
+def _writes(cgroup_dir: str, decided: DispatchResult, sandbox_dir: str | None) -> list[CgroupWrite]:
+    """A container's writes (`sandbox_dir` None), or the pod level's: its cpuset is the sandbox's."""
     outcome = decided.outcome
     assert outcome is not None
     applied = [o for o in outcome.outcomes if o.result is not None and o.result.applied]
     owner = ",".join(o.plugin for o in applied)
     reason = "reconciler: " + " | ".join(o.result.reason for o in applied if o.result is not None)
-    return writes_for_resources(cgroup_dir, decided.resources, owner=owner, reason=reason)
+    if sandbox_dir is None:
+        return writes_for_resources(cgroup_dir, decided.resources, owner=owner, reason=reason)
+    return pod_level_writes(cgroup_dir, decided.resources, sandbox_dir=sandbox_dir, owner=owner, reason=reason)
 
 
 def read_canary(path: str) -> str | None:

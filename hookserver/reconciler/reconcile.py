@@ -8,6 +8,8 @@ unless the target's shares canary shows a reset; the rest go out as one leveled 
 so parents stay >= children while limits move. Read-before-write tells a correction (the file held something
 else) from a no-op.
 
+Full passes also write what the hooks want for the NodeSLO's host applications (`host_apps`).
+
 Quietly skipped: a pod whose cgroup is not there (yet or any more), a container whose cgroup is not there,
 a pod being created right now (its hooks own it), finished pods and kata pods (koordlet's filter). Full
 passes also collect pods whose cgroup stayed gone for the grace period (see `podgc`).
@@ -33,6 +35,7 @@ from hookserver.executor.layout import CgroupLayout
 from hookserver.executor.plan import ApplyReport, CgroupWrite, ResourcePlan, WriteResult
 from hookserver.hooks.context import PodRequest
 from hookserver.hooks.outcome import StageOutcome
+from hookserver.reconciler.host_apps import host_app_writes
 from hookserver.reconciler.metrics import ReconcilerMetrics
 from hookserver.reconciler.plans import Decided, PlanBook, read_canary
 from hookserver.reconciler.podgc import PodCollector
@@ -50,7 +53,6 @@ log = logging.getLogger(__name__)
 
 DOOR = "reconciler"
 _FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
-_GONE_ERRORS = ("CgroupNotFoundError", "UnsupportedResourceError")
 
 
 class ReconcileExecutor(Protocol):
@@ -142,6 +144,10 @@ class PodReconciler:
         for pod in paced(pods):  # the hot gate: step aside between pods
             report.pods += 1
             self._pod(pod, by_pod.get(pod.uid, ()), snap, now, report, pod_writes, container_writes, touched, owners)
+        if uids is None:  # host applications on the full passes: the ticker and rule changes, as koordlet's
+            host = self.executor.unverified(host_app_writes(self.dispatcher.decide_host_apps(snap), self.layout.driver, report))
+            report.planned += len(host)
+            pod_writes.extend(host)
         if pod_writes or container_writes:
             pause()  # not inside: the executor's writes hold locks the hooks take
             results = self._apply(pod_writes, container_writes, report)
@@ -290,7 +296,7 @@ class PodReconciler:
         for r in results:
             index = owners.get(id(r.write))
             if not r.ok:
-                if r.error.startswith(_GONE_ERRORS):
+                if r.gone:
                     report.vanished += 1  # the cgroup went between the check and the write: quietly skipped
                 elif r.path not in failed:
                     failed.add(r.path)

@@ -26,7 +26,7 @@ from hookserver.system.cgroupnames import (
     strip_runtime_prefix,
 )
 
-__all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of"]
+__all__ = ["ContainerTarget", "PodTarget", "kube_qos_of", "pod_target", "runtime_of", "sandbox_dir_of"]
 
 _PROBE_ORDER = (KubeQoS.BESTEFFORT, KubeQoS.BURSTABLE, KubeQoS.GUARANTEED)
 
@@ -107,3 +107,29 @@ def _container(record: ContainerRecord, pod_dir: str, layout: CgroupLayout) -> C
     # NRI hands some containers their own dir as the parent: do not append the name twice.
     cgroup_dir = parent if parent.rsplit("/", 1)[-1] == dir_name else f"{parent}/{dir_name}"
     return ContainerTarget(name=name, id=cid, cgroup_dir=cgroup_dir)
+
+
+def sandbox_dir_of(target: PodTarget, layout: CgroupLayout, children: Callable[[str], list[str] | None]) -> str:
+    """The pod's sandbox (pause) container's cgroup, "" when it cannot be named yet.
+
+    With the sandbox ID a door told the store (NRI), by the layout's naming where the pod cgroup has that child.
+    Otherwise koordlet's
+    `GetPodSandboxContainerID` (`pkg/koordlet/util/pod.go`): once some container has started, the pod cgroup's
+    one child that is no known container's (`children(pod_dir)` lists them; a CRI-O `crio-<id>.scope` is a
+    container, its sandbox is `crio-<id>`). None or several such children: "" (a container not known yet)."""
+    pod = target.pod
+    names = children(target.cgroup_dir)
+    if not names:
+        return ""
+    base = normalize_cgroup_dir(target.cgroup_dir)
+    if pod.sandbox_id:
+        named = layout.sandbox_dir(target.cgroup_dir, pod.sandbox_id).rsplit("/", 1)[-1]
+        if named in names:  # else the node's naming is not the runtime's: look for it as below
+            return f"{base}/{named}" if base else named
+    if not target.containers:
+        return ""
+    known = {c.cgroup_dir.rsplit("/", 1)[-1] for c in target.containers}
+    candidates = [n for n in names if n not in known and not (n.startswith("crio-") and n.endswith(".scope"))]
+    if len(candidates) != 1:
+        return ""
+    return f"{base}/{candidates[0]}" if base else candidates[0]

@@ -14,7 +14,7 @@ import os
 
 from hookserver.errors import SystemFileError
 
-__all__ = ["MAX_READ_BYTES", "exists", "is_dir", "read_int", "read_kv", "read_text"]
+__all__ = ["MAX_READ_BYTES", "exists", "is_dir", "read_int", "read_kv", "read_text", "subdirs"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,3 +117,13 @@ def exists(path: str) -> bool:
 def is_dir(path: str) -> bool:
     """Whether a path is a directory (follows symlinks)."""
     return os.path.isdir(path)
+
+
+def subdirs(path: str) -> list[str] | None:
+    """The names of the directories in `path` (a cgroup's children), sorted; None when `path` is not a readable
+    directory (a cgroup that is gone)."""
+    try:
+        with os.scandir(path) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None

@@ -7,6 +7,7 @@ gate) are in one small function that a test can call.
     publishers.py  what the agent publishes: the predictor's NodeMetric, batch capacity, the NRT report
     views.py       the debug server's providers and `hookctl status`'s sections
     runtime.py     the hot path's process tuning (GIL switch interval, heap reserve, hot gate, GC pacer)
+    hooks.py       what the hook plugins are told about the node at start (the kernel's CPU-priority files)
 
 Only the daemon imports this room; it imports the areas, the front doors' settings and the config.
 """

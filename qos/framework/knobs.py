@@ -19,8 +19,10 @@ The decisions (and why):
 * CPU burst owns LS containers' `cpu.cfs_burst_us` and LS pods' and containers' `cpu.cfs_quota_us`
   (quota burst scales them between base and ceiling). The kubelet sets that base at create time and does
   not rewrite it, so the only other writer is the kubelet's resize, which CPU burst reads as the new base.
-* CPUSetAllocator (the hook) owns LSE/LSR/LS/SYSTEM containers' `cpuset.cpus` (the scheduler's CPUs or the
-  share pool) and LSE/LSR pods' and containers' `cpu.cfs_quota_us` (unset for a cpuset pod, koordinator#489);
+* CPUSetAllocator (the hook) owns LSE/LSR/LS/SYSTEM containers' and pod sandboxes' `cpuset.cpus` (the
+  scheduler's CPUs or the share pool), LS host applications' (NodeSLO `hostApplications`) and LSE/LSR pods' and
+  containers' `cpu.cfs_quota_us` (unset for a cpuset pod, koordinator#489); GroupIdentity's PreRunPodSandbox hook
+  writes under the reconciler's claim (same rule, same owner name);
   BE cpusets stay CPU suppress's, LS quota CPU burst's.
 * CPUNormalization (the hook) owns LS pods' and containers' `cpu.cfs_quota_us` only while CPU burst's gate is
   off (it stands down otherwise, koordinator#2306, and CPU burst works on the normalized quota instead), so the
@@ -50,7 +52,7 @@ from hookserver.errors import ConfigError
 
 __all__ = ["OWNERSHIP", "KnobClaim", "check_knob_owners", "claims_of", "check_running_features"]
 
-LEVELS = ("root", "tier", "pod", "container", "node")
+LEVELS = ("root", "tier", "pod", "container", "sandbox", "host", "node")  # host: a NodeSLO host application
 QOS = ("LSE", "LSR", "LS", "BE", "SYSTEM", "*")
 
 
@@ -90,10 +92,11 @@ OWNERSHIP: Mapping[str, tuple[KnobClaim, ...]] = MappingProxyType({
                     *_claims(("cpuset.cpus",), ("tier", "pod", "container"), ("BE",))),
     "CPUBurst": (KnobClaim("cpu.cfs_burst_us", "container", "LS"),
                  *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",))),
-    "CPUSetAllocator": (*_claims(("cpuset.cpus",), ("container",), ("LSE", "LSR", "LS", "SYSTEM")),
+    "CPUSetAllocator": (*_claims(("cpuset.cpus",), ("container", "sandbox"), ("LSE", "LSR", "LS", "SYSTEM")),
+                        KnobClaim("cpuset.cpus", "host", "LS"),
                         *_claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LSE", "LSR"))),
     "CPUNormalization": _claims(("cpu.cfs_quota_us",), ("pod", "container"), ("LS",)),
-    "GroupIdentity": (*_claims(("cpu.bvt_warp_ns",), ("tier", "pod", "container"), ("*",)),
+    "GroupIdentity": (*_claims(("cpu.bvt_warp_ns",), ("tier", "pod", "container", "host"), ("*",)),
                       KnobClaim("cpu.idle", "pod", "BE")),
     "MemoryQoS": _claims(_MEMORY_QOS_FILES, ("tier", "pod", "container"), ("*",)),
     "SystemConfig": _claims(("vm.min_free_kbytes", "vm.watermark_scale_factor", "memcg_reaper.reap_background"), ("node",), ("*",)),

@@ -61,7 +61,7 @@ def _usage_world(host: FakeHost, store: StateStore, node_busy: tuple[int, int]) 
 def test_system_and_be_resources(host: FakeHost, clock: FakeClock, store: StateStore) -> None:
     store.upsert_pod(make_pod("uid-a", cgroup_parent="/" + POD, qos_class="LS"))
     store.upsert_pod(make_pod("uid-b", cgroup_parent="/" + BE_POD, qos_class="BE", batch_cpu={"app": "2000", "side": "500"}))
-    store.set_node_slo({"spec": {"hostApplications": [{"name": "nginx", "qos": "LS", "cgroupPath": {"relativePath": "nginx"}}]}})
+    store.set_node_slo({"spec": {"hostApplications": [{"name": "nginx", "qos": "LS", "cgroupPath": {"parentDir": "host-latency-sensitive", "relativePath": "nginx"}}]}})
     app = "host-latency-sensitive/nginx"
     _usage_world(host, store, (1000, 1000))
     host.set_cpu_usage(POD, 0)
@@ -124,6 +124,11 @@ def test_host_applications_from_nodeslo_shapes() -> None:
     apps, problems = host_applications(model, CgroupDriver.CGROUPFS)
     assert [(a.name, a.qos, a.rel_dir) for a in apps] == [("db", "LSR", "host-latency-sensitive/db")]
     assert host_applications(None, CgroupDriver.CGROUPFS) == ([], [])
+    # koordinator's GetHostAppCgroupRelativePath: a cgroupPath fills nothing in (no default parentDir), and a
+    # SYSTEM application without one sits at the root under its name; the reconciler writes its cpuset there too
+    apps, _ = host_applications({"hostApplications": [{"name": "a", "cgroupPath": {"relativePath": "yarn/a"}},
+                                                      {"name": "s", "qos": "SYSTEM"}]}, CgroupDriver.CGROUPFS)
+    assert [a.rel_dir for a in apps] == ["yarn/a", "s"]
 
 
 def test_psi_node_and_v2_cgroups(host: FakeHost, clock: FakeClock, store: StateStore) -> None:

@@ -22,6 +22,7 @@ import pytest
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
 from hookserver.cli import hookctl
+from hookserver.system.cpulist import format_cpu_list, parse_cpu_list
 from tests.e2e.pod_cgroup import CGROUP_V1 as CGROUP
 from tests.e2e.pod_cgroup import pod_cgroup_subtree
 from tests.reference_example import SPEC_KEY as SPEC
@@ -184,7 +185,11 @@ def test_kill_9_then_restart_replaces_the_stale_socket(tmp_path: Path, capsys: p
         response = second.stub().PreRunPodSandboxHook(
             pb.PodSandboxHookRequest(pod_meta=pb.PodSandboxMetadata(name="x", namespace="y", uid="z")), timeout=10
         )
-        assert response.SerializeToString() == b""  # a non-BE pod with no fields echoes as empty
+        # a pod with no fields echoes as empty but for its sandbox's cpuset: unlabelled and outside the besteffort
+        # tier, its sandbox gets the LS share pool (CPUSetAllocator), here every online CPU (nothing is bound)
+        online = format_cpu_list(parse_cpu_list(Path("/sys/devices/system/cpu/online").read_text()))
+        want = pb.PodSandboxHookResponse(resources=pb.LinuxContainerResources(cpuset_cpus=online))
+        assert response.SerializeToString() == want.SerializeToString()
         code, out = second.hookctl("pods", capsys=capsys)
         assert code == 0 and "y/x" in out
     finally:

@@ -48,8 +48,9 @@ def test_bound_pod_gets_the_schedulers_cpus_and_no_quota_in_every_container() ->
         assert "from resource-status" in result.reason
     update = PLUGIN.pre_update_container_resources(ContainerRequest(pod=pod, name="app"), view)
     assert update.resources == Resources(cpuset_cpus="2-3", cpu_quota_us=-1)
-    sandbox = PLUGIN.pre_run_pod_sandbox(pod, view)
-    assert sandbox.applied and sandbox.resources == Resources(cpu_quota_us=-1)
+    sandbox = PLUGIN.pre_run_pod_sandbox(pod, view)  # the pod's quota, and its sandbox's cpuset (issue 37)
+    assert sandbox.applied and sandbox.resources == Resources(cpuset_cpus="2-3", cpu_quota_us=-1)
+    assert "sandbox cpuset 2-3" in sandbox.reason
 
 
 def test_disable_unset_cpu_quota_keeps_the_quota() -> None:
@@ -57,7 +58,7 @@ def test_disable_unset_cpu_quota_keeps_the_quota() -> None:
     pod = _pod("LSE", '{"cpuset":"4-5"}')
     result = plugin.pre_create_container(ContainerRequest(pod=pod, name="app"), _view())
     assert result.resources == Resources(cpuset_cpus="4-5")
-    assert not plugin.pre_run_pod_sandbox(pod, _view()).applied
+    assert plugin.pre_run_pod_sandbox(pod, _view()).resources == Resources(cpuset_cpus="4-5")  # the sandbox's
 
 
 def test_ls_and_unlabelled_pods_get_the_share_pool_without_bound_and_reserved_cpus() -> None:

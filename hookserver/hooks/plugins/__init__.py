@@ -6,6 +6,7 @@ from hookserver.hooks.plugins.batchresource import BatchResourcePlugin
 from hookserver.hooks.plugins.cpunormalization import CPUNormalizationPlugin
 from hookserver.hooks.plugins.cpuset import CPUSetAllocatorPlugin
 from hookserver.hooks.plugins.gpu_env import GPUEnvInjectPlugin, GpuEnvSettings
+from hookserver.hooks.plugins.group_identity import CPU_PRIORITY_FILES, GroupIdentityPlugin
 from hookserver.hooks.plugins.rdma_inject import RDMADeviceInjectPlugin
 from hookserver.system.rdma import RdmaDevices
 from hookserver.system.topology import CpuInfo
@@ -14,8 +15,10 @@ __all__ = [
     "BatchResourcePlugin",
     "CPUNormalizationPlugin",
     "CPUSetAllocatorPlugin",
+    "CPU_PRIORITY_FILES",
     "GPUEnvInjectPlugin",
     "GpuEnvSettings",
+    "GroupIdentityPlugin",
     "RDMADeviceInjectPlugin",
     "default_plugins",
     "plugin_gates",
@@ -39,13 +42,17 @@ def default_plugins(
     gpu: GpuEnvSettings | None = None,
     rdma: RdmaDevices | None = None,
     rdma_reread: Callable[[], RdmaDevices] | None = None,
+    cpu_priority_files: frozenset[str] = frozenset(),
 ) -> list[object]:
     """The plugins the daemon registers by default (koordlet's default gates that apply here), each told
     whether its gate is on (all on when no gate values are given). `cpus` is the node's CPU topology (the
     share pool and the check of a bound cpuset need it); `unset_cpu_quota` is koordlet's
     `--disable-unset-cpu-quota` negated. `gpu` is the GPU injection's settings, `rdma` the node's RDMA device
     table (`hookserver.system.rdma.read_rdma_devices`, read at start) and `rdma_reread` how to read it again
-    when an allocation names a device the table lacks (a VF created since)."""
+    when an allocation names a device the table lacks (a VF created since). `cpu_priority_files` are the
+    CPU-priority files the kernel has (`cpu.bvt_warp_ns`, `cpu.idle`: `hookserver.wiring.hooks.
+    cpu_priority_files`); with any of them the GroupIdentity hook applies a new pod's priority at
+    PreRunPodSandbox, gated by `GroupIdentity` as the QoS reconciler is (that gate is the reconciler's)."""
 
     def on(name: str) -> bool:
         return True if gate_enabled is None else gate_enabled(name)
@@ -66,6 +73,11 @@ def default_plugins(
             enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota
         ),
     ]
+    # Registered only where the kernel has a file to write: elsewhere it could only say "unsupported" on every pod.
+    if cpu_priority_files & frozenset(CPU_PRIORITY_FILES):
+        plugins.append(GroupIdentityPlugin(
+            enabled=on(GroupIdentityPlugin.feature_gate), kernel_files=cpu_priority_files
+        ))
     if off_by_default(GPUEnvInjectPlugin.feature_gate):
         plugins.append(GPUEnvInjectPlugin(vgpu_monitor=off_by_default("HamiCoreVGPUMonitor"), settings=gpu))
     if off_by_default(RDMADeviceInjectPlugin.feature_gate):

@@ -10,7 +10,14 @@ koordlet's hook (`pkg/koordlet/runtimehooks/hooks/cpuset/{cpuset,rule}.go`), dec
 * LS pods, SYSTEM pods (the node's system-qos cpuset when it has one) and pods without a QoS label outside the
   kubelet's besteffort tier get the LS share pool: every online CPU minus the bound ones, the node's reserved
   CPUs and exclusive SYSTEM CPUs (`hookserver.topology.pools`, the pool the NRT report publishes);
-* BE containers are left alone: CPU suppress owns every BE cpuset (`qos/framework/knobs.py`).
+* BE containers are left alone: CPU suppress owns every BE cpuset (`qos/framework/knobs.py`);
+* the pod's sandbox (pause) container gets its cpuset by the same rule at PreRunPodSandbox (koordlet sets it from
+  its reconciler's sandbox level, `RegisterCgroupReconciler(SandboxLevel, ...)`, and its pod response's CPUSet
+  goes into the proxy's answer). The pod-level `cpuset_cpus` is the sandbox's: the proxy's response carries it,
+  and the dispatcher (NRI, where the runtime told the sandbox ID) and the reconciler write it to the sandbox's
+  cgroup (`hookserver.executor.plan.pod_level_writes`), never to the pod cgroup;
+* host applications (NodeSLO `hostApplications`): `host_app` gives an LS one the LS share pool, koordlet's
+  `getHostAppCpuset`, which refuses every other class; the reconciler writes it on its ticker.
 
 A resource-status that does not decode, or names CPUs this node does not have online, is an error the audit
 shows (`hookctl explain`) but not a hook failure: the container is still created, unpinned, under either
@@ -30,6 +37,7 @@ from types import MappingProxyType
 
 from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, Resources
 from hookserver.hooks.outcome import HookResult
+from hookserver.slo import HostApplicationSpec
 from hookserver.system.cpulist import format_cpu_list
 from hookserver.system.topology import CpuInfo
 from hookserver.topology import ANNOTATION_RESOURCE_STATUS, CpuPools, ResourceStatusError, compute_pools, pod_cpuset
@@ -39,6 +47,7 @@ __all__ = ["CPUSetAllocatorPlugin"]
 
 _GATE_OFF = HookResult.skip("feature gate CPUSetAllocator is off")
 _BE = HookResult.skip("BE container: its cpuset is CPU suppress's")
+_BE_SANDBOX = HookResult.skip("BE pod: its sandbox's cpuset is CPU suppress's, and its quota BatchResource's")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -56,6 +65,7 @@ class CPUSetAllocatorPlugin:
         self._online = frozenset(c.cpu for c in cpus if c.online)
         self._lock = threading.Lock()
         self._memo: tuple[object, object, CpuPools] | None = None
+        self._pool_results: tuple[CpuPools, dict[tuple[QoSClass, str], HookResult]] | None = None
 
     # -- pools ----------------------------------------------------------------------------------
     def pools(self, view: NodeView) -> CpuPools:
@@ -69,23 +79,34 @@ class CPUSetAllocatorPlugin:
             self._memo = (view.pods, view.node, pools)
         return pools
 
-    # -- stages ---------------------------------------------------------------------------------
-    def pre_run_pod_sandbox(self, request: PodRequest, view: NodeView) -> HookResult:
+    # -- host applications ----------------------------------------------------------------------
+    def host_app(self, app: HostApplicationSpec, view: NodeView) -> HookResult:
+        """koordlet's `SetHostAppCPUSet` / `getHostAppCpuset`: an LS host application gets the LS share pool (the
+        CPUs no koord-scheduler-bound pod holds); any other class is refused there ("only LS is supported"), so
+        it is a not-applied result here, and nothing is written."""
         if not self.enabled:
             return _GATE_OFF
-        try:
-            bound = pod_cpuset(request.annotations)
-        except ResourceStatusError as exc:
-            return _error(str(exc), "pod quota left as the kubelet set it")
-        if not bound:
-            return HookResult.skip("no cpuset in the pod's resource-status: pod quota untouched")
-        if not self.unset_cpu_quota:
-            return HookResult.skip("cpuset pod, but hook.disable_unset_cpu_quota keeps its CFS quota")
-        return HookResult(
-            resources=Resources(cpu_quota_us=-1),
-            reason=f"cpuset pod ({format_cpu_list(bound)}): pod CFS quota unset (-1), koordinator#489",
-            inputs=MappingProxyType({"resource-status": request.annotations.get(ANNOTATION_RESOURCE_STATUS, "")}),
-        )
+        if app.qos != "LS":
+            return _error(f"host application {app.name!r} is {app.qos}: only LS is supported (koordlet's rule)",
+                          "its cpuset left alone")
+        if not self._online:
+            return HookResult.skip("node CPU topology unknown: no share pool to pin to")
+        cpus = self.pools(view).ls_cpus
+        if not cpus:
+            return _error("the LS share pool is empty (every CPU bound or reserved)", "its cpuset left alone")
+        text = format_cpu_list(cpus)
+        return HookResult(resources=Resources(cpuset_cpus=text), reason=f"LS host application {app.name}: LS share pool -> cpuset {text}",
+                          inputs=MappingProxyType({"share_pool": text}))
+
+    # -- stages ---------------------------------------------------------------------------------
+    def pre_run_pod_sandbox(self, request: PodRequest, view: NodeView) -> HookResult:
+        """The sandbox (pause) container's cpuset by the containers' rule, and the pod quota unset for a bound
+        pod. The pod-level `cpuset_cpus` is the sandbox's, never the pod cgroup's (koordlet's `PodResponse`):
+        the proxy's response carries it (koord-runtime-proxy's docker path applies it to the sandbox), and the
+        dispatcher and the reconciler write it to the sandbox's cgroup where they can name it."""
+        if not self.enabled:
+            return _GATE_OFF
+        return self._pinned(request, request.cgroup_parent, "", view, "sandbox")
 
     def pre_create_container(self, request: ContainerRequest, view: NodeView) -> HookResult:
         return self._container(request, view)
@@ -96,59 +117,80 @@ class CPUSetAllocatorPlugin:
     def _container(self, request: ContainerRequest, view: NodeView) -> HookResult:
         if not self.enabled:
             return _GATE_OFF
-        pod = request.pod
+        parent = request.cgroup_parent or request.pod.cgroup_parent
+        return self._pinned(request.pod, parent, request.resources.cpuset_cpus or "", view, "container")
+
+    def _pinned(self, pod: PodRequest, parent: str, kubelet_cpuset: str, view: NodeView, what: str) -> HookResult:
+        """koordlet's `getContainerCPUSet` for one container (`what`: "container" or "sandbox") of `pod`."""
         qos = QoSClass.from_labels(pod.labels)
         if qos is QoSClass.BE:
-            return _BE
+            return _BE if what == "container" else _BE_SANDBOX
         try:
             bound = pod_cpuset(pod.annotations)
         except ResourceStatusError as exc:
-            return _error(str(exc), "container left unpinned")
+            return _error(str(exc), f"{what} left unpinned")
         if bound:
-            return self._bound(request, qos, bound)
-        if qos is QoSClass.NONE and _besteffort_tier(pod, request):
-            return HookResult.skip("kube-BestEffort pod without a QoS label: its cpuset is CPU suppress's")
-        if qos is QoSClass.NONE and request.resources.cpuset_cpus:
+            return self._bound(pod, qos, bound, what)
+        if qos is QoSClass.NONE and "besteffort" in parent:  # koordlet's `GetKubeQoSByCgroupParent`
+            return HookResult.skip(f"kube-BestEffort pod without a QoS label: its {what}'s cpuset is CPU suppress's")
+        if qos is QoSClass.NONE and kubelet_cpuset:
             return HookResult.skip("the kubelet chose this container's cpuset (static CPU manager): kept")
         if not self._online:
             return HookResult.skip("node CPU topology unknown: no share pool to pin to")
-        pools = self.pools(view)
+        return self._pool_result(self.pools(view), qos, what)
+
+    def _pool_result(self, pools: CpuPools, qos: QoSClass, what: str) -> HookResult:
+        """The share-pool result for a class, made once per pools object: a pod's sandbox and each of its
+        containers (and every other pod of the class until the pools change) get the same frozen result."""
+        memo = self._pool_results
+        if memo is None or memo[0] is not pools:
+            memo = self._pool_results = (pools, {})
+        result = memo[1].get((qos, what))
+        if result is None:
+            result = memo[1][(qos, what)] = self._share_pool(pools, qos, what)
+        return result
+
+    def _share_pool(self, pools: CpuPools, qos: QoSClass, what: str) -> HookResult:
         if qos is QoSClass.SYSTEM and pools.system:
-            cpus, why = pools.system, "SYSTEM container: the node's system-qos cpuset"
+            cpus, why = pools.system, f"SYSTEM {what}: the node's system-qos cpuset"
         else:
             cpus = pools.ls_cpus
-            why = _share_pool_why(qos, pools)
+            why = _share_pool_why(qos, pools, what)
         if not cpus:
-            return _error("the LS share pool is empty (every CPU bound or reserved)", "container left unpinned")
-        inputs = {"share_pool": format_cpu_list(cpus)}
+            return _error("the LS share pool is empty (every CPU bound or reserved)", f"{what} left unpinned")
+        text = format_cpu_list(cpus)
+        inputs = {"share_pool": text}
         if qos in (QoSClass.LSE, QoSClass.LSR):
             inputs["error"] = f"{qos.value} pod without a cpuset in {ANNOTATION_RESOURCE_STATUS}: not bound by koord-scheduler"
             why = f"{qos.value} pod not bound (no cpuset in its resource-status): share pool, as koordlet does"
         return HookResult(
-            resources=Resources(cpuset_cpus=format_cpu_list(cpus)),
-            reason=f"{why} -> cpuset {format_cpu_list(cpus)}",
+            resources=Resources(cpuset_cpus=text),
+            reason=f"{why} -> cpuset {text}",
             inputs=MappingProxyType(inputs),
         )
 
-    def _bound(self, request: ContainerRequest, qos: QoSClass, bound: frozenset[int]) -> HookResult:
+    def _bound(self, pod: PodRequest, qos: QoSClass, bound: frozenset[int], what: str) -> HookResult:
         text = format_cpu_list(bound)
         if self._online and not bound <= self._online:
             missing = format_cpu_list(bound - self._online)
             return _error(
                 f"{ANNOTATION_RESOURCE_STATUS} cpuset {text} names CPUs this node does not have online ({missing}; "
                 f"online {format_cpu_list(self._online)})",
-                "container left unpinned",
+                f"{what} left unpinned",
             )
         quota = -1 if self.unset_cpu_quota else None
         quota_why = "CFS quota unset (-1)" if quota == -1 else "CFS quota kept (hook.disable_unset_cpu_quota)"
+        where = "sandbox cpuset" if what == "sandbox" else "cpuset"
+        if what == "sandbox":
+            quota_why = f"pod {quota_why}" + (", koordinator#489" if quota == -1 else "")
         return HookResult(
             resources=Resources(cpuset_cpus=text, cpu_quota_us=quota),
-            reason=f"{qos.value or 'unlabelled'} pod bound by koord-scheduler: cpuset {text} from resource-status; {quota_why}",
-            inputs=MappingProxyType({"resource-status": request.pod.annotations.get(ANNOTATION_RESOURCE_STATUS, "")}),
+            reason=f"{qos.value or 'unlabelled'} pod bound by koord-scheduler: {where} {text} from resource-status; {quota_why}",
+            inputs=MappingProxyType({"resource-status": pod.annotations.get(ANNOTATION_RESOURCE_STATUS, "")}),
         )
 
 
-def _share_pool_why(qos: QoSClass, pools: CpuPools) -> str:
+def _share_pool_why(qos: QoSClass, pools: CpuPools, what: str) -> str:
     parts = [f"online {format_cpu_list(pools.online)}"]
     bound = frozenset().union(*(c for _, c in pools.exclusive.values()))
     if bound:
@@ -157,13 +199,7 @@ def _share_pool_why(qos: QoSClass, pools: CpuPools) -> str:
         parts.append(f"minus reserved {format_cpu_list(pools.reserved)}")
     if pools.system:
         parts.append(f"minus system-qos {format_cpu_list(pools.system)}")
-    return f"{qos.value or 'unlabelled'} container: LS share pool ({', '.join(parts)})"
-
-
-def _besteffort_tier(pod: PodRequest, request: ContainerRequest) -> bool:
-    """koordlet's `GetKubeQoSByCgroupParent`: the kubelet's besteffort tier in the cgroup parent."""
-    parent = request.cgroup_parent or pod.cgroup_parent
-    return "besteffort" in parent
+    return f"{qos.value or 'unlabelled'} {what}: LS share pool ({', '.join(parts)})"
 
 
 def _error(message: str, consequence: str) -> HookResult:
