@@ -53,6 +53,7 @@ from hookserver.system.rdma import read_rdma_devices
 from hookserver.system.topology import CpuInfo, read_cpu_topology
 from hookserver.topology.publisher import TopologyPublisher
 from hookserver.wiring.gates import koordlet_compat_report, log_koordlet_compat, resolve_feature_gates
+from hookserver.wiring.hooks import group_identity_files
 from hookserver.wiring.publishers import (
     build_capacity,
     build_predictor,
@@ -118,6 +119,7 @@ class Daemon:
             gpu=settings.hook.gpu,
             rdma=read_rdma_devices(self.roots) if self.gates.enabled("RDMADeviceInject") else None,
             rdma_reread=partial(read_rdma_devices, self.roots),
+            cpu_priority_files=group_identity_files(settings.qos, self.executor.layout),
         ))
         # The GPUs GPUEnvInject checks allocations against, refreshed from the GPU collector's inventory; without
         # the hook nothing reads them, and the hooks' view skips the source altogether.
