@@ -95,6 +95,13 @@ def _node_cpus(roots: SystemRoots) -> tuple[CpuInfo, ...]:
 
 
 class Daemon:
+    def _kubelet_allocated_cpus(self) -> frozenset[int]:
+        """The kubelet's exclusive CPUs as the NRT publisher last read them (`cpu_manager_state`); none before
+        its first round or without it."""
+        topology = getattr(self, "topology", None)
+        kubelet = topology.kubelet if topology is not None else None
+        return kubelet.allocated_cpus if kubelet is not None else frozenset()
+
     def __init__(self, settings: Settings, *, koordlet_args: KoordletArgs | None = None) -> None:
         self.settings = settings
         self.koordlet_args = koordlet_args or KoordletArgs()
@@ -120,6 +127,7 @@ class Daemon:
             rdma=read_rdma_devices(self.roots) if self.gates.enabled("RDMADeviceInject") else None,
             rdma_reread=partial(read_rdma_devices, self.roots),
             cpu_priority_files=group_identity_files(settings.qos, self.executor.layout),
+            kubelet_allocated=self._kubelet_allocated_cpus,
         ))
         # The GPUs GPUEnvInject checks allocations against, refreshed from the GPU collector's inventory; without
         # the hook nothing reads them, and the hooks' view skips the source altogether.

@@ -121,3 +121,22 @@ def test_gate_off_answers_nothing() -> None:
     plugin = CPUSetAllocatorPlugin(enabled=False, cpus=CPUS)
     assert not plugin.pre_create_container(ContainerRequest(pod=_pod("LSR", '{"cpuset":"1"}'), name="a"), _view()).applied
     assert not plugin.pre_run_pod_sandbox(_pod("LSR", '{"cpuset":"1"}'), _view()).applied
+
+
+def test_the_kubelets_exclusive_cpus_leave_the_share_pool_and_follow_its_state() -> None:
+    """The static CPU manager's CPUs (the NRT publisher's read of cpu_manager_state) are never an LS
+    container's: without this an LS pod could be pinned onto a guaranteed pod's exclusive CPU."""
+    allocated = {"cpus": frozenset({2, 3})}
+    plugin = CPUSetAllocatorPlugin(cpus=CPUS, kubelet_allocated=lambda: allocated["cpus"])
+    view = _view(_record("b", "LSR", "6"))
+    request = ContainerRequest(pod=_pod("LS", uid="c"), name="app")
+    assert plugin.pre_create_container(request, view).resources == Resources(cpuset_cpus="0-1,4-5,7")
+    allocated["cpus"] = frozenset({2})  # the kubelet released CPU 3: the same view, a new pool
+    assert plugin.pre_create_container(request, view).resources == Resources(cpuset_cpus="0-1,3-5,7")
+
+
+def test_default_plugins_hand_the_kubelets_cpus_to_the_cpuset_hook() -> None:
+    plugins = default_plugins(cpus=CPUS, kubelet_allocated=lambda: frozenset({0, 1}))
+    plugin = next(p for p in plugins if isinstance(p, CPUSetAllocatorPlugin))
+    result = plugin.pre_create_container(ContainerRequest(pod=_pod("", uid="c"), name="app"), _view())
+    assert result.resources == Resources(cpuset_cpus="2-7")

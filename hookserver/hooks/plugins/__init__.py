@@ -43,6 +43,7 @@ def default_plugins(
     rdma: RdmaDevices | None = None,
     rdma_reread: Callable[[], RdmaDevices] | None = None,
     cpu_priority_files: frozenset[str] = frozenset(),
+    kubelet_allocated: Callable[[], frozenset[int]] | None = None,
 ) -> list[object]:
     """The plugins the daemon registers by default (koordlet's default gates that apply here), each told
     whether its gate is on (all on when no gate values are given). `cpus` is the node's CPU topology (the
@@ -70,7 +71,8 @@ def default_plugins(
         BatchResourcePlugin(enabled=on(BatchResourcePlugin.feature_gate)),
         CPUNormalizationPlugin(enabled=normalization),
         CPUSetAllocatorPlugin(
-            enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota
+            enabled=on(CPUSetAllocatorPlugin.feature_gate), cpus=cpus, unset_cpu_quota=unset_cpu_quota,
+            kubelet_allocated=kubelet_allocated,
         ),
     ]
     # Registered only where the kernel has a file to write: elsewhere it could only say "unsupported" on every pod.

@@ -32,7 +32,7 @@ and node (identity), so a call costs a dict lookup and a small join.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from hookserver.hooks.context import ContainerRequest, PodRequest, QoSClass, Resources
@@ -49,6 +49,11 @@ _GATE_OFF = HookResult.skip("feature gate CPUSetAllocator is off")
 _BE = HookResult.skip("BE container: its cpuset is CPU suppress's")
 _BE_SANDBOX = HookResult.skip("BE pod: its sandbox's cpuset is CPU suppress's, and its quota BatchResource's")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_NO_CPUS: frozenset[int] = frozenset()
+
+
+def _nothing_allocated() -> frozenset[int]:
+    return _NO_CPUS
 
 
 class CPUSetAllocatorPlugin:
@@ -57,26 +62,32 @@ class CPUSetAllocatorPlugin:
     pure_decision = False  # the LS share pool depends on every pod's allocation
 
     def __init__(
-        self, *, enabled: bool = True, cpus: tuple[CpuInfo, ...] = (), unset_cpu_quota: bool = True
+        self, *, enabled: bool = True, cpus: tuple[CpuInfo, ...] = (), unset_cpu_quota: bool = True,
+        kubelet_allocated: Callable[[], frozenset[int]] | None = None,
     ) -> None:
+        """`kubelet_allocated`: the CPUs the kubelet's static CPU manager gave guaranteed containers (the NRT
+        publisher's latest read of `cpu_manager_state`); they leave both share pools, as in the NRT report, so
+        an LS or BE container is never pinned onto a CPU the kubelet gave away."""
         self.enabled = enabled
+        self._kubelet_allocated = kubelet_allocated or _nothing_allocated
         self.cpus = cpus
         self.unset_cpu_quota = unset_cpu_quota
         self._online = frozenset(c.cpu for c in cpus if c.online)
         self._lock = threading.Lock()
-        self._memo: tuple[object, object, CpuPools] | None = None
+        self._memo: tuple[object, object, frozenset[int], CpuPools] | None = None
         self._pool_results: tuple[CpuPools, dict[tuple[QoSClass, str], HookResult]] | None = None
 
     # -- pools ----------------------------------------------------------------------------------
     def pools(self, view: NodeView) -> CpuPools:
         """The pools for this view's pods and node, computed once per (pod map, node) identity."""
         memo = self._memo
-        if memo is not None and memo[0] is view.pods and memo[1] is view.node:
-            return memo[2]
+        allocated = self._kubelet_allocated()
+        if memo is not None and memo[0] is view.pods and memo[1] is view.node and (memo[2] is allocated or memo[2] == allocated):
+            return memo[3]
         annotations = view.node.annotations if view.node is not None else _EMPTY
-        pools = compute_pools(self.cpus, view.pods, annotations)
+        pools = compute_pools(self.cpus, view.pods, annotations, kubelet_allocated=allocated)
         with self._lock:
-            self._memo = (view.pods, view.node, pools)
+            self._memo = (view.pods, view.node, allocated, pools)
         return pools
 
     # -- host applications ----------------------------------------------------------------------
