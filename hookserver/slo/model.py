@@ -81,8 +81,12 @@ class CgroupPath(SLOModel):
 
 
 class HostApplicationSpec(SLOModel):
+    """One of NodeSLO's `hostApplications`. `qos` is koordinator's `qos,omitempty` QoS class: none ("") when not
+    given, not LS. koordlet pins only an LS application's cpuset and gives an unnamed class bvt 0; defaulting to
+    LS would pin applications koordlet leaves alone."""
+
     name: str = Field(min_length=1)
-    qos: Literal["LSE", "LSR", "LS", "BE", "SYSTEM"] = "LS"
+    qos: Literal["LSE", "LSR", "LS", "BE", "SYSTEM", ""] = ""
     priority: str | None = None
     cgroup_path: CgroupPath | None = Field(default=None, alias="cgroupPath")
     strategy: dict[str, Any] | None = None
