@@ -43,23 +43,27 @@ from hookserver.slo.colocation import ColocationStrategy
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import PodRecord
 
+from qos.cpu.burst import CPUBurst
 from qos.eviction.cpu import CPUEvict
 from qos.cpu.suppress import CPUSuppress
+from qos.memory_qos import MemoryQoS
 from qos.eviction.memory import MemoryEvict
 from qos.framework.plan import QoSPlan
 from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.decisions import decision_of, would_evict
+from hookserver.recorder.kernel_world import ProposedContainers, ls_quota_cores
 from hookserver.recorder.proposal import FrameOverlay, Proposal
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.schema import explain_sqlite_error
+from hookserver.recorder.states import KEPT, restore_state
 from hookserver.recorder.world import Divergence, ProposedWorld
 
 __all__ = ["REPLAYED_GATES", "ReplayConfig", "ReplayRun", "replay", "replay_file", "replay_many"]
 
 _CFS_PERIOD_US = 100_000
-_REPLAYED = (CPUSuppress, MemoryEvict, CPUEvict)
+_REPLAYED = (CPUSuppress, MemoryEvict, CPUEvict, CPUBurst, MemoryQoS)
 # The gates of the reconcilers replayed: what `--gate` may name besides the rest of koordlet's catalog.
 REPLAYED_GATES = tuple(g for cls in _REPLAYED for g in cls.gates)
 
@@ -95,6 +99,14 @@ class ReplayRun:
     predicted_memory_bytes: list[float | None] = field(default_factory=list)
     actual_prod_memory_bytes: list[float] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)
+    # CPU burst per frame: the LS containers' CFS quota once its round is carried out (cores; None without
+    # container facts), and how many containers it scaled up and down
+    ls_quota_cores: list[float | None] = field(default_factory=list)
+    burst_scaled_up: list[int] = field(default_factory=list)
+    burst_scaled_down: list[int] = field(default_factory=list)
+    # memory QoS per frame: the memory.min and memory.low it gives every pod together (None: it skipped)
+    memory_min_bytes: list[int | None] = field(default_factory=list)
+    memory_low_bytes: list[int | None] = field(default_factory=list)
     # per frame: "" where the run is on the recorded node, else what the replay had to assume (world.py)
     diverged: list[str] = field(default_factory=list)
     # pods the agent evicted that this run never did: the recording has no usage of them after the eviction
@@ -318,6 +330,17 @@ def _be_cores(plan: QoSPlan, capacity_cores: float) -> float:
     return capacity_cores
 
 
+def _part2_series(run: ReplayRun, name: str, snap: QoSSnapshot, plan: QoSPlan) -> None:
+    if name == CPUBurst.name:
+        run.ls_quota_cores.append(ls_quota_cores(snap, plan))
+        run.burst_scaled_up.append(int(plan.numbers.get("scaled_up", 0) or 0))
+        run.burst_scaled_down.append(int(plan.numbers.get("scaled_down", 0) or 0))
+    elif name == MemoryQoS.name:
+        low, high = plan.numbers.get("min_total"), plan.numbers.get("low_total")
+        run.memory_min_bytes.append(low if isinstance(low, int) and not plan.skipped else None)
+        run.memory_low_bytes.append(high if isinstance(high, int) and not plan.skipped else None)
+
+
 def _agent_evictions(recording: Recording) -> dict[str, float]:
     first: dict[str, float] = {}
     for e in recording.evictions():
@@ -337,6 +360,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
     overlay = FrameOverlay(config.proposal, config.label)
     round_s = float(recording.reconciler_settings.get(CPUSuppress.name, {}).get("interval_s") or 1.0)
     world = None if config.as_recorded else ProposedWorld(_agent_evictions(recording), round_s)
+    containers = None if config.as_recorded else ProposedContainers()
     suppress = next(r for r in reconcilers if r.name == CPUSuppress.name)
 
     def suppress_round(s: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
@@ -353,15 +377,20 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
         if world is not None:
             states[suppress.name] = world.catch_up(snap.now, suppress_round, states[suppress.name])
             snap, divergence = world.snapshot(snap)
+        if containers is not None:
+            snap = containers.snapshot(snap)
+            divergence = replace(divergence, part2=containers.assumed())
         run.diverged.append(divergence.text() if divergence else "")
         node = snap.node
         capacity_cores = node.cpu_capacity_milli / 1000 if node is not None else 0.0
         run.cpu_capacity_cores = capacity_cores
         for r in reconcilers:
+            recorded = frame.decisions.get(r.name)
+            if r.name in KEPT and frame.states is not None and (containers is None or containers.follows(r.name)):
+                states[r.name] = restore_state(r.name, states[r.name], frame.states.get(r.name))
             plan = _verdict_plan(r, snap, states[r.name])
             picked = [e for e in would_evict(plan) if not e.pending]
             states[r.name] = r.commit(plan, RoundOutcome(dry_run=False, evicted=len(picked)), states[r.name], snap.now)
-            recorded = frame.decisions.get(r.name)
             if config.as_recorded and recorded is not None:
                 mine = decision_of(plan)
                 if mine.text() == recorded.text():
@@ -381,6 +410,10 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 run.suppress_budget_cores.append(budget / 1000 if isinstance(budget, int) else None)
                 if world is not None:
                     world.suppressed(snap, plan, recorded)
+            elif r.name in KEPT:
+                _part2_series(run, r.name, snap, plan)
+                if containers is not None:
+                    containers.planned(r.name, snap, plan, recorded)
         # usage as it really was
         run.frame_ts.append(snap.now)
         ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)
