@@ -24,7 +24,7 @@ import math
 import os
 import sqlite3
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -232,18 +232,72 @@ class _Predictor:
         self.prod_reclaimable = Pair(report.published.cpu_milli, report.published.memory_bytes) if report.published.ok else None
 
 
+@dataclass(frozen=True, slots=True)
+class _WindowSample:
+    """One frame's share of the capacity window, summed once when it enters the window (it is averaged at every
+    report tick while it stays there, five or more times): its time, each pod's CPU and memory (pods without a
+    sample left out), and the node's and the system's usage (None without a node sample)."""
+
+    now: float
+    pod_cpu: tuple[tuple[str, float], ...]
+    pod_mem: tuple[tuple[str, float], ...]
+    node: tuple[float, float, float, float] | None  # node CPU, node memory, system CPU, system memory
+
+
+def _window_sample(snap: QoSSnapshot) -> _WindowSample:
+    pod_cpu: list[tuple[str, float]] = []
+    pod_mem: list[tuple[str, float]] = []
+    pc = pm = 0.0
+    for p in snap.pods:
+        if p.cpu_usage_cores is not None:
+            pod_cpu.append((p.uid, p.cpu_usage_cores))
+            pc += p.cpu_usage_cores
+        if p.memory_usage_bytes is not None:
+            pod_mem.append((p.uid, p.memory_usage_bytes))
+            pm += p.memory_usage_bytes
+    node = None
+    if snap.usage.cpu_cores is not None and snap.usage.memory_bytes is not None:
+        apps = sum(a.cpu_usage_cores for a in snap.usage.host_apps)
+        node = (snap.usage.cpu_cores, snap.usage.memory_bytes, max(snap.usage.cpu_cores - pc - apps, 0.0),
+                max(snap.usage.memory_bytes - pm, 0.0))
+    return _WindowSample(snap.now, tuple(pod_cpu), tuple(pod_mem), node)
+
+
 class _Capacity:
-    """Usage averaged over the report window, and the batch formula every report interval."""
+    """Usage averaged over the report window, and the batch formula every report interval. The window's values
+    are kept per pod as frames enter and leave it (a report tick reads them, it does not rebuild them from the
+    window's frames); each list keeps the frames' order, so every average is the same sum as before."""
 
     def __init__(self) -> None:
-        self.window: deque[QoSSnapshot] = deque()
+        self.window: deque[_WindowSample] = deque()
+        self.pod_cpu: dict[str, deque[float]] = {}
+        self.pod_mem: dict[str, deque[float]] = {}
+        self.node: deque[tuple[float, float, float, float]] = deque()
         self.next_tick = -math.inf
         self.requests: dict[str, tuple[PodRecord, Pair]] = {}  # parsed once per pod record
 
     def add(self, snap: QoSSnapshot, window_s: float) -> None:
-        self.window.append(snap)
+        sample = _window_sample(snap)
+        self.window.append(sample)
+        for uid, value in sample.pod_cpu:
+            self.pod_cpu.setdefault(uid, deque()).append(value)
+        for uid, value in sample.pod_mem:
+            self.pod_mem.setdefault(uid, deque()).append(value)
+        if sample.node is not None:
+            self.node.append(sample.node)
         while self.window and self.window[0].now <= snap.now - window_s:
-            self.window.popleft()
+            self._drop(self.window.popleft())
+
+    def _drop(self, old: _WindowSample) -> None:
+        """`old` leaves the window: it is the oldest value of each of its pods (frames enter in time order)."""
+        for values, items in ((self.pod_cpu, old.pod_cpu), (self.pod_mem, old.pod_mem)):
+            for uid, _value in items:
+                kept = values[uid]
+                kept.popleft()
+                if not kept:
+                    del values[uid]
+        if old.node is not None:
+            self.node.popleft()
 
     def compute(self, snap: QoSSnapshot, strategy: ColocationStrategy, records: dict[str, PodRecord],
                 prod_reclaimable: Pair | None) -> tuple[int, int] | None:
@@ -252,29 +306,13 @@ class _Capacity:
             return None
         if not strategy.enable:
             return 0, 0
-        pod_cpu: dict[str, list[float]] = {}
-        pod_mem: dict[str, list[float]] = {}
-        node_c: list[float] = []
-        node_m: list[float] = []
-        sys_c: list[float] = []
-        sys_m: list[float] = []
-        for s in self.window:
-            pc = pm = 0.0
-            for p in s.pods:
-                if p.cpu_usage_cores is not None:
-                    pod_cpu.setdefault(p.uid, []).append(p.cpu_usage_cores)
-                    pc += p.cpu_usage_cores
-                if p.memory_usage_bytes is not None:
-                    pod_mem.setdefault(p.uid, []).append(p.memory_usage_bytes)
-                    pm += p.memory_usage_bytes
-            if s.usage.cpu_cores is not None and s.usage.memory_bytes is not None:
-                apps = sum(a.cpu_usage_cores for a in s.usage.host_apps)
-                node_c.append(s.usage.cpu_cores)
-                node_m.append(s.usage.memory_bytes)
-                sys_c.append(max(s.usage.cpu_cores - pc - apps, 0.0))
-                sys_m.append(max(s.usage.memory_bytes - pm, 0.0))
+        pod_cpu, pod_mem = self.pod_cpu, self.pod_mem
+        node_c = [n[0] for n in self.node]
+        node_m = [n[1] for n in self.node]
+        sys_c = [n[2] for n in self.node]
+        sys_m = [n[3] for n in self.node]
 
-        def avg(values: list[float]) -> float:
+        def avg(values: Sequence[float]) -> float:
             return sum(values) / len(values)
 
         pods = []

@@ -118,6 +118,7 @@ class FlightRecorder:
         self.frames = 0
         self.errors = 0
         self.last_error = ""
+        self.last_error_at: float | None = None
         self.write_s = 0.0  # wall time spent writing frames
         self.write_cpu_s = 0.0  # CPU time of it (this thread's): the cost on a busy node
         started = time.time() if started_at is None else started_at
@@ -161,6 +162,7 @@ class FlightRecorder:
             if message != self.last_error:
                 log.warning("flight recorder: cannot write %s: %s", self.path, message)
             self.last_error = message
+            self.last_error_at = snapshot.now
             return False
 
     def record_frame(self, snapshot: QoSSnapshot, plans: Sequence[QoSPlan],
@@ -335,6 +337,22 @@ class FlightRecorder:
         return {"path": self.path, "frames": self.frames, "errors": self.errors, "last_error": self.last_error,
                 "bytes": self.size_bytes(), "write_ms_per_frame": round(1000 * self.write_s / max(self.frames, 1), 3),
                 "write_cpu_ms_per_frame": round(1000 * self.write_cpu_s / max(self.frames, 1), 3)}
+
+    def status(self) -> dict[str, Any]:
+        """For `hookctl status`: the file, its size, the frames it holds and their span, and the last write error
+        (frames are counted in the file, so frames kept from before a restart count; `written` is this run's)."""
+        with self._lock:
+            try:
+                count, oldest, newest = self._conn.execute("SELECT COUNT(*), MIN(ts), MAX(ts) FROM frames").fetchone()
+            except sqlite3.Error as exc:  # the status says so; it never fails the status call
+                count, oldest, newest = None, None, None
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                problem = ""
+        return {"state": "recording", "file": self.path, "bytes": self.size_bytes(), "frames": count,
+                "oldest_frame_at": oldest, "newest_frame_at": newest, "written": self.frames,
+                "errors": self.errors, "last_error": self.last_error or problem or None,
+                "last_error_at": self.last_error_at}
 
     def close(self) -> None:
         with self._lock:

@@ -205,6 +205,20 @@ def _base_quota(c: ContainerKernel, ratio: float | None) -> int:
                             normalization_ratio=ratio)
 
 
+def _burst_reason(pod: PodFacts, c: ContainerKernel, cfg: BurstConfig, wanted: int, cap: int, target: int,
+                  base: int, normalization: float | None) -> str:
+    """Why a container's CFS burst is written: the formula, and the clamp to its quota when there was one."""
+    if not cfg.cfs_burst:
+        reason = f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})"
+    elif normalization:
+        reason = f"{pod.key}/{c.name}: burst {wanted} = normalized quota {base} × {cfg.cpu_burst_percent}% (ratio {normalization:g})"
+    else:
+        reason = f"{pod.key}/{c.name}: burst {wanted} = {c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × {c.period_us}µs"
+    if target < wanted:
+        reason += f", clamped to the quota {cap} (the kernel refuses a burst above the quota)"
+    return reason
+
+
 class CPUBurst(Reconciler):
     name = "CPUBurst"
     gate = FeatureGate("CPUBurst", True, "CFS burst and user-space CFS quota burst for LS pods")
@@ -299,18 +313,13 @@ class CPUBurst(Reconciler):
                     else:
                         if normalization:
                             wanted = base * cfg.cpu_burst_percent // 100 if cfg.cfs_burst else 0
-                            how = f"normalized quota {base} × {cfg.cpu_burst_percent}% (ratio {normalization:g})"
                         else:
                             wanted = c.cpu_limit_milli * cfg.cpu_burst_percent * c.period_us // 100_000 if cfg.cfs_burst else 0
-                            how = f"{c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × {c.period_us}µs"
                         cap = min(base, c.quota_us) if c.quota_us is not None and c.quota_us > 0 else base
                         target = min(wanted, cap)
-                        reason = (f"{pod.key}/{c.name}: burst {wanted} = {how}" if cfg.cfs_burst
-                                  else f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})")
                         scaled[(pod.namespace, pod.name, c.id, c.name)] = (target, c.quota_us)
                         if target < wanted:
                             clamped += 1
-                            reason += f", clamped to the quota {cap} (the kernel refuses a burst above the quota)"
                         last = st.planned_burst.get(c.dir)
                         if last is not None and c.burst_us is not None and c.burst_us != last:
                             refused[c.dir] = (last, snap.now)
@@ -318,7 +327,11 @@ class CPUBurst(Reconciler):
                         if ref is not None and ref[0] == target and snap.now - ref[1] < REFUSED_RETRY_S:
                             notes.append(f"{pod.key}/{c.name}: burst {target} refused by the kernel at {ref[1]:.0f}; retried after {REFUSED_RETRY_S:.0f}s")
                         elif c.burst_us != target:
-                            burst_writes.append(CgroupWrite(c.dir, CgroupResource.CPU_CFS_BURST, target, owner=self.name, reason=reason))
+                            # the reason only for a write: most rounds write nothing, and the text cost more
+                            # than the plan (the flight recorder's replay plans a day of rounds)
+                            burst_writes.append(CgroupWrite(c.dir, CgroupResource.CPU_CFS_BURST, target, owner=self.name,
+                                                            reason=_burst_reason(pod, c, cfg, wanted, cap, target,
+                                                                                 base, normalization)))
                             planned[c.dir] = target
                 # (b) user-space quota burst
                 if c.quota_us is None or c.quota_us <= 0:
