@@ -3,8 +3,9 @@ agent decided, so a node's day can be replayed elsewhere (`hookctl replay`).
 
 The QoS runner calls `record_round(snapshot, plans)` after each round, on the round's worker thread. A frame is
 written every `interval_s`, and for every round whose plan evicts (so the replay sees each eviction's exact
-inputs). A frame is one SQLite transaction of ~3 KB at 200 pods (pods' facts are written once and referenced
-by id, their usage packed into one blob), so recording costs well under a millisecond per frame. A failure is
+inputs). A frame is one SQLite transaction of ~8 KiB at 200 pods (pods' facts are written once and referenced
+by id, their usage and their containers' values packed into two blobs), so recording costs a few milliseconds
+of CPU per frame (3.2 ms measured on a loaded machine: 0.03 % of a core at one frame per 10 s). A failure is
 counted and logged once; it never fails the QoS round.
 
 Bounded two ways: frames older than `retention_s` go, and while the file is larger than `max_mib` the oldest

@@ -60,6 +60,7 @@ __all__ = [
     "CPUBurst",
     "TokenBucket",
     "burst_normalization_ratio",
+    "node_burst_config",
     "node_burst_state",
     "pod_burst_config",
 ]
@@ -90,11 +91,16 @@ class BurstConfig:
         return self.policy in ("auto", "cfsQuotaBurstOnly")
 
 
+def node_burst_config(node: CPUBurstStrategy) -> BurstConfig:
+    """The NodeSLO's config, for every pod without the annotation."""
+    return BurstConfig(node.policy, node.cpu_burst_percent, node.cfs_quota_burst_percent,
+                       node.cfs_quota_burst_period_seconds)
+
+
 def pod_burst_config(pod: PodFacts, node: CPUBurstStrategy) -> tuple[BurstConfig, str]:
     """The pod's config: the annotation's fields over the node's. A malformed annotation is ignored
     (the node's config applies) and the second value says why."""
-    base = BurstConfig(node.policy, node.cpu_burst_percent, node.cfs_quota_burst_percent,
-                       node.cfs_quota_burst_period_seconds)
+    base = node_burst_config(node)
     raw = pod.annotations.get(ANNOTATION_CPU_BURST)
     if not raw:
         return base, ""
@@ -237,9 +243,12 @@ class CPUBurst(Reconciler):
 
     def _pods(self, snap: QoSSnapshot) -> list[tuple[PodFacts, PodKernel]]:
         out = []
+        pods = snap.kernel.pods
         for pod in snap.pods:
-            pk = snap.kernel.pods.get(pod.uid)
-            if pod.qos == "LS" and pod.active and pk is not None and pk.containers:
+            if pod.qos != "LS" or not pod.active:
+                continue
+            pk = pods.get(pod.uid)
+            if pk is not None and pk.containers:
                 out.append((pod, pk))
         return out
 
@@ -293,8 +302,10 @@ class CPUBurst(Reconciler):
         clamped = scaled_up = scaled_down = 0
         scaled: dict[tuple[str, str, str, str], tuple[int | None, int | None]] = {}
         unsupported_noted = False
+        node_cfg = node_burst_config(strategy)
         for pod, pk in self._pods(snap):
-            cfg, problem = pod_burst_config(pod, strategy)
+            # the node's config for a pod without the annotation (most pods): built once a round, not per pod
+            cfg, problem = pod_burst_config(pod, strategy) if ANNOTATION_CPU_BURST in pod.annotations else (node_cfg, "")
             if problem:
                 notes.append(problem)
             pod_delta = 0
