@@ -122,8 +122,14 @@ class ProposedContainers:
         return replace(snap, kernel=_with_files(snap.kernel, self.files))
 
     def planned(self, name: str, snap: QoSSnapshot, plan: QoSPlan, recorded: Decision | None) -> None:
-        """`name` planned `plan` on `snap`: it follows the recording while it decides as the agent did there."""
-        same = recorded is not None and decision_of(plan).text() == recorded.text()
+        """`name` planned `plan` on `snap`: it follows the recording while it decides as the agent did there. A
+        frame without the agent's decision (a format-1 recording; a round the reconciler was not due) says
+        nothing either way: the run stays where it was."""
+        if recorded is None:
+            if name == CPUBurst.name and self.files is not None:
+                self.files = files_after(self.files, plan)
+            return
+        same = decision_of(plan).text() == recorded.text()
         if name == CPUBurst.name:
             if self.files is not None or not same:
                 self.files = files_after(self.files if self.files is not None else _files_of(snap.kernel), plan)

@@ -14,6 +14,7 @@ import sqlite3
 from dataclasses import replace
 
 from hookserver.recorder.codec import pack_misc, unpack_misc
+from hookserver.recorder.proposal import Proposal
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.replay import ReplayConfig, replay
 from hookserver.recorder.scenarios.synthetic import SyntheticNode, generate
@@ -54,8 +55,12 @@ def test_a_format_1_recording_still_replays(tmp_path: Path) -> None:
     try:
         frames = list(rec.frames())
         run = replay(rec, ReplayConfig("recorded"))
+        proposed = replay(rec, ReplayConfig("proposed", Proposal(slo={"resourceUsedThresholdWithBE": {
+            "cpuSuppressThresholdPercent": 90}}), as_recorded=False))
     finally:
         rec.close()
+    # no container part, so nothing of CPU burst or memory QoS to assume (it was marked on every frame)
+    assert any(proposed.diverged) and not any("CFS quota" in d or "memory.min" in d for d in proposed.diverged)
     assert frames and all(not f.snapshot.kernel.pods and f.states is None for f in frames)
     assert run.mismatches == [] and run.matched == 3 * len(frames)  # suppress and the evictors, as before
     assert set(run.ls_quota_cores) == {None} and set(run.memory_min_bytes) == {None}
