@@ -8,7 +8,8 @@ until the recording shows the same files again; the planner's state is its own u
 did on the recorded files. Memory QoS writes nothing it reads back, so only its state follows.
 
 What the recording cannot say (a container with more quota would have used more CPU; memory.high would have
-reclaimed memory) is named per frame in `Divergence.part2`.
+reclaimed memory) is named per frame in `Divergence.part2`, where it acts on the node: the proposal's own CFS
+files, other memory.min/low totals.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ Files = Mapping[str, tuple[int | None, int | None]]
 # What the replay assumes where a part-2 reconciler's world is the proposal's, for the report.
 ASSUMED = {
     CPUBurst.name: "LS containers' CFS quota and burst are the proposal's; their CPU usage is the recorded one",
-    MemoryQoS.name: "memory.min/low/high are the proposal's; memory usage is the recorded one",
+    MemoryQoS.name: "memory.min/low given to pods are the proposal's; memory usage is the recorded one",
 }
 
 
@@ -106,6 +107,9 @@ class ProposedContainers:
     def __init__(self) -> None:
         self.files: dict[str, tuple[int | None, int | None]] | None = None  # None: the recorded files hold
         self.following = {CPUBurst.name: True, MemoryQoS.name: True}  # planning from the recorded state
+        # memory QoS gives pods other memory.min/low totals than the agent did (what a frame is marked for: a
+        # decision that differs only in how many pods it managed, the evicted ones gone, is marked for those)
+        self.memory_differs = False
 
     def follows(self, name: str) -> bool:
         """Whether `name` plans this frame from the state the recording kept (its world is the recorded one)."""
@@ -129,7 +133,11 @@ class ProposedContainers:
             if name == CPUBurst.name and self.files is not None:
                 self.files = files_after(self.files, plan)
             return
-        same = decision_of(plan).text() == recorded.text()
+        mine = decision_of(plan)
+        same = mine.text() == recorded.text()
+        if name == MemoryQoS.name:
+            totals = ("min_total", "low_total")
+            self.memory_differs = [mine.numbers.get(k) for k in totals] != [recorded.numbers.get(k) for k in totals]
         if name == CPUBurst.name:
             if self.files is not None or not same:
                 self.files = files_after(self.files if self.files is not None else _files_of(snap.kernel), plan)
@@ -137,10 +145,12 @@ class ProposedContainers:
         self.following[name] = same
 
     def assumed(self) -> tuple[str, ...]:
-        """What this frame's replay assumed, per reconciler not following the recording."""
+        """What this frame's replay assumed: where the containers' CFS files are the proposal's, and where memory
+        QoS gives other totals. A decision that differs only in numbers with no effect on the node (the share
+        pool's ratio after the proposal's evictions freed CPU) is not marked; its state is still its own."""
         out = []
-        if self.files is not None or not self.following[CPUBurst.name]:
+        if self.files is not None:
             out.append(ASSUMED[CPUBurst.name])
-        if not self.following[MemoryQoS.name]:
+        if self.memory_differs:
             out.append(ASSUMED[MemoryQoS.name])
         return tuple(out)

@@ -170,8 +170,20 @@ def test_a_memory_qos_proposal_changes_memory_min_and_low(tmp_path: Path) -> Non
     assert all(p is not None and r is not None and p > r
                for p, r in zip(proposed.memory_min_bytes, recorded.memory_min_bytes))
     assert proposed.memory_low_bytes == recorded.memory_low_bytes  # lowLimitPercent 80 (above 70) stays as recorded
-    assert all("memory.min/low/high are the proposal's" in d for d in proposed.diverged[1:])
+    assert all("memory.min/low given to pods are the proposal's" in d for d in proposed.diverged[1:])
     assert proposed.ls_quota_cores == recorded.ls_quota_cores
+
+
+def test_an_eviction_proposal_marks_only_what_acts_on_the_node(tmp_path: Path) -> None:
+    """A proposal that only evicts more takes pods off the node: memory QoS then manages fewer pods (another
+    decision) but gives the same memory.min/low totals (BE pods have none here), and CPU burst sees another
+    share-pool ratio but writes the same files. Neither is marked as the proposal's (they were, on every frame
+    after the first eviction, in `make replay-demo`'s day)."""
+    recorded, proposed = _proposed(tmp_path, {"resourceUsedThresholdWithBE": {"memoryEvictThresholdPercent": 50}})
+    assert len(proposed.evictions) > len(recorded.evictions)
+    assert any("the proposal evicted" in d for d in proposed.diverged)
+    assert not any("memory.min" in d for d in proposed.diverged)
+    assert proposed.memory_min_bytes == recorded.memory_min_bytes
 
 
 def test_the_reports_show_cpu_burst_and_memory_qos(tmp_path: Path) -> None:
