@@ -105,3 +105,27 @@ def test_a_new_recording_carries_each_containers_usage(tmp_path: Path) -> None:
     back = got.pods[pk.uid].containers[0]
     assert (back.cpu_usage_cores, back.memory_usage_bytes, back.throttled_ratio, back.burst_us) == (
         0.1 + 0.2, 123456789.5, None, None)
+
+
+def test_container_values_that_do_not_fit_their_pods_are_one_line(tmp_path: Path) -> None:
+    """A frame whose container blob is short (or long) for the pods' recorded containers is a RecordingError
+    naming the frame, never a traceback or containers silently given another pod's values."""
+    import zlib
+
+    import pytest
+
+    from hookserver.recorder.schema import RecordingError
+
+    path = str(tmp_path / "r.sqlite")
+    generate(path, pods=6, hours=0.01, step_s=10.0)
+    conn = sqlite3.connect(path)
+    ts, blob = conn.execute("SELECT ts, kernel FROM frames ORDER BY ts LIMIT 1").fetchone()
+    raw = zlib.decompress(blob)
+    for bad in (raw[:-8], raw + raw[-8:]):
+        conn.execute("UPDATE frames SET kernel = ? WHERE ts = ?", (zlib.compress(bad), ts))
+        conn.commit()
+        rec = Recording(path)
+        with pytest.raises(RecordingError, match=r"cannot decode the frame at"):
+            list(rec.frames())
+        rec.close()
+    conn.close()
