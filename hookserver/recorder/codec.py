@@ -44,6 +44,7 @@ __all__ = [
     "topology_from_json",
     "topology_to_json",
     "unpack_misc",
+    "unpack_pod_arrays",
     "unpack_pods",
 ]
 
@@ -208,11 +209,21 @@ def pod_key(pod: PodFacts, kernel_key: tuple[Any, ...] | None = None) -> tuple[A
     )
 
 
-def unpack_pods(blob: bytes) -> list[PodUsage]:
+def unpack_pod_arrays(blob: bytes) -> tuple[array.array[int], array.array[float]]:
+    """The facts ids, and the values (n CPU then n memory; NaN: no sample), without a PodUsage per pod (the
+    replay reads 1.7 million pods a day)."""
     raw = zlib.decompress(blob)
     n = array.array("i", raw[:4])[0]
     ids = array.array("i", raw[4:4 + 4 * n])
     values = array.array("d", raw[4 + 4 * n:])
+    if len(ids) != n or len(values) != 2 * n:
+        raise ValueError(f"a pods blob of {n} pods holds {len(ids)} ids and {len(values)} values")
+    return ids, values
+
+
+def unpack_pods(blob: bytes) -> list[PodUsage]:
+    ids, values = unpack_pod_arrays(blob)
+    n = len(ids)
     out = []
     for i in range(n):
         cpu, mem = values[i], values[n + i]

@@ -24,7 +24,7 @@ from hookserver.recorder.codec import (
     slo_from_json,
     topology_from_json,
     unpack_misc,
-    unpack_pods,
+    unpack_pod_arrays,
 )
 from hookserver.recorder.decisions import Decision
 from hookserver.recorder.kernel_codec import KernelTemplate, kernel_facts, layout_from_json, unpack_values
@@ -207,11 +207,14 @@ class Recording:
         misc = unpack_misc(misc_blob)
         slo_body = self.config_at("slo", ts)
         slo = self._cached("slo", ts, lambda v: slo_from_json(v["spec"]) if v else slo_from_json({}), "slo-spec")
-        usages = unpack_pods(blob)
-        pods = tuple(self._pod(u.facts_id, u.cpu_cores, u.memory_bytes) for u in usages)
+        ids, values = unpack_pod_arrays(blob)
+        n = len(ids)
+        pod = self._pod
+        pods = tuple(pod(ids[i], None if values[i] != values[i] else values[i],
+                         None if values[n + i] != values[n + i] else values[n + i]) for i in range(n))
         layout = self._cached("kernel", ts, layout_from_json)
         if kernel_blob is not None:
-            layout = kernel_facts(layout, self._kernel_pods([u.facts_id for u in usages], kernel_blob))
+            layout = kernel_facts(layout, self._kernel_pods(list(ids), kernel_blob))
         snap = decode_snapshot(
             ts, misc, pods, slo=slo, slo_sources=(slo_body or {}).get("sources", {}),
             node=self._cached("node", ts, node_from_json), tier_layout=self.config_at("be_tier", ts),
