@@ -5,6 +5,8 @@
 * CPU suppress, the memory evictor and the CPU evictor (`qos`): `plan` or `plan_disabled` as the runner would
   (feature gates, then the NodeSLO), their state carried from frame to frame through `commit` as if every
   eviction went through;
+* CPU burst and memory QoS on the recorded containers (format 2), each from the state the agent's round
+  started from (`states.py`) while the run follows the recording (`kernel_world.py`);
 * the predictor (`hookserver.predictor`): a training round every `training_interval_s` on the p90 of the
   frames in that interval, the decaying histograms, and `compute_reclaimable` (pod- and priority-based peaks);
 * the batch and mid capacity formula (`hookserver.capacity.formula`) every `metricReportIntervalSeconds` on
