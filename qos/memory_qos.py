@@ -20,6 +20,7 @@ Knobs (qos.framework.knobs): memory.min/low/high and the Anolis files, every lev
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import zlib
@@ -29,7 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
-from hookserver.slo.qos import MemoryQOS
+from hookserver.slo.qos import MemoryQOS, ResourceQOS
 
 from hookserver.featuregates import FeatureGate
 from qos.framework.plan import QoSPlan, numbers
@@ -76,6 +77,12 @@ def memory_values(cfg: MemoryQOS, request: int, limit: int, allocatable: int) ->
     high = request + (max(ceiling - request, 0)) * cfg.throttling_percent // 100
     high = high // PAGE * PAGE
     return mem_min, mem_low, max(high, mem_min)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parent(directory: str) -> str:
+    """A pod dir's tier dir (os.path.dirname, remembered: the same few hundred pod dirs every second)."""
+    return os.path.dirname(directory)
 
 
 class MemoryQoS(Reconciler):
@@ -127,6 +134,7 @@ class MemoryQoS(Reconciler):
         managed = 0
         slot = int(snap.now) % REFRESH_SLOTS
         kept: dict[str, tuple[Hashable, tuple[int, int]]] = {}
+        classes: dict[str, ResourceQOS | None] = {}  # for_class once per QoS class a round, not once per pod
 
         def emit(out: list[CgroupWrite], directory: str, who: str, cfg: MemoryQOS, values: tuple[int, int, int]) -> None:
             label = f"{who}: " + (f"memoryQOS min {cfg.min_limit_percent}% low {cfg.low_limit_percent}% "
@@ -140,13 +148,14 @@ class MemoryQoS(Reconciler):
 
         for pod in snap.pods:
             pk = snap.kernel.pods.get(pod.uid)
-            cls = strategy.for_class(pod.qos if pod.qos else "LS")
+            qos = pod.qos or "LS"
+            cls = classes[qos] if qos in classes else classes.setdefault(qos, strategy.for_class(qos))
             if pk is None or cls is None or not pod.active or pod.qos == "SYSTEM":
                 continue
             cfg = cls.memory_qos
             managed += 1
             signature = (cfg, pk.dir, pk.memory_request_bytes, pk.memory_limit_bytes, allocatable,
-                         tuple((c.dir, c.memory_request_bytes, c.memory_limit_bytes) for c in pk.containers))
+                         tuple([(c.dir, c.memory_request_bytes, c.memory_limit_bytes) for c in pk.containers]))
             last = st.pods.get(pod.uid)
             if last is not None and last[0] == signature and zlib.crc32(pod.uid.encode()) % REFRESH_SLOTS != slot:
                 pair = last[1]  # unchanged since the last round and not its refresh slot: nothing to plan
@@ -158,7 +167,7 @@ class MemoryQoS(Reconciler):
                     emit(cont_writes, c.dir, f"{pod.key}/{c.name}", cfg, cvalues)
                 pair = (values[0], values[1])
             kept[pod.uid] = (signature, pair)
-            sums = tiers.setdefault(os.path.dirname(pk.dir), [0, 0])
+            sums = tiers.setdefault(_parent(pk.dir), [0, 0])
             sums[0] += pair[0]
             sums[1] += pair[1]
         kubepods = snap.kernel.tiers.get("kubepods", "")

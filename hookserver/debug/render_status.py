@@ -55,6 +55,20 @@ def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _recorder(recorder: Mapping[str, Any]) -> str:
+    """On or off, the file, its size, the frames and their span, the last write error."""
+    state = _text(recorder.get("state"))
+    if state != "recording":
+        return state + (f": {recorder.get('reason')}" if recorder.get("reason") else "")
+    size = recorder.get("bytes")
+    mib = f"{float(size) / 2**20:.1f} MiB" if isinstance(size, int | float) else "-"
+    line = (f"recording to {_text(recorder.get('file'))} ({mib}), {_text(recorder.get('frames'))} frames from "
+            f"{_text(recorder.get('oldest_frame_at'))} to {_text(recorder.get('newest_frame_at'))}")
+    if recorder.get("last_error"):
+        line += f"; last error {_text(recorder.get('last_error_at'))}: {recorder.get('last_error')}"
+    return line
+
+
 def _text(value: Any, default: str = "-") -> str:
     if value is None or value == "":
         return default
@@ -121,6 +135,9 @@ def render_status(doc: Any, *, verbose: bool = False) -> str:
         problems.append(f"BE tier: {qos.get('be_tier_controllers')}")
     capacity = _section(doc, "capacity")
     predictor = _section(doc, "predictor")
+    recorder = _section(doc, "recorder")
+    if recorder.get("last_error"):
+        problems.append(f"flight recorder: {recorder.get('last_error')}")
     lines = [
         f"hookserver {_text(doc.get('version'))}  pid {_text(doc.get('pid'))}  mode {_text(doc.get('mode'))}  "
         f"node {_text(doc.get('node'))}  up {_text(doc.get('uptime_s'))} s",
@@ -141,6 +158,7 @@ def render_status(doc: Any, *, verbose: bool = False) -> str:
         f"predictor:   {predictor.get('models', 0)} models; NodeMetric -> {_text(predictor.get('nodemetric_target'))} "
         f"(last: {_text(predictor.get('nodemetric_last_result'))})",
         f"capacity:    {_text(capacity.get('state'))}" + (f": {capacity.get('reason')}" if capacity.get("reason") else ""),
+        f"recorder:    {_recorder(recorder)}",
         f"cgroup:      {_text(cgroup.get('version'))}, {_text(cgroup.get('driver'))} driver, writes "
         f"{_text(cgroup.get('writes'))}, runtime {_text(cgroup.get('runtime'))}",
     ]

@@ -2,8 +2,8 @@
 doubles, so a snapshot read back plans to the same numbers as the one the agent planned on (the replay's
 determinism rests on this; `tests/recorder/test_codec.py` round-trips every field the planners read).
 
-What is not recorded: the per-pod kernel facts (`KernelFacts`: CFS files, sysctls, resctrl) — the replay runs
-CPU suppress and the evictors, which do not read them.
+The per-container kernel facts CPU burst and memory QoS plan on (`KernelFacts.pods`) are `kernel_codec.py`'s:
+their static part rides in the pod's facts body ("kernel"), their values in a blob of their own.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.system.topology import CpuInfo, NodeTopology, NumaMemInfo
 
+from qos.snapshot.kernel import KernelFacts
 from qos.snapshot.model import BEStats, BETier, ContainerFacts, HostAppUsage, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "topology_from_json",
     "topology_to_json",
     "unpack_misc",
+    "unpack_pod_arrays",
     "unpack_pods",
 ]
 
@@ -132,8 +134,9 @@ def topology_from_json(body: Mapping[str, Any] | None) -> NodeTopology | None:
 
 
 # -- pods ---------------------------------------------------------------------------------------------------
-def encode_pod(pod: PodFacts, created_at: float = 0.0) -> tuple[str, str]:
-    """A pod's facts without its usage, as (digest, canonical JSON)."""
+def encode_pod(pod: PodFacts, created_at: float = 0.0, kernel: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """A pod's facts without its usage, as (digest, canonical JSON); `kernel`: its containers' static kernel
+    facts (`kernel_codec.static_of`), left out when None so a pod without them keeps its format-1 digest."""
     body = {
         "uid": pod.uid, "namespace": pod.namespace, "name": pod.name, "qos": pod.qos, "qos_label": pod.qos_label,
         "priority": pod.priority, "priority_class": pod.priority_class, "phase": pod.phase,
@@ -144,6 +147,8 @@ def encode_pod(pod: PodFacts, created_at: float = 0.0) -> tuple[str, str]:
                         "limits": dict(c.limits)} for c in pod.containers],
         "created_at": created_at,
     }
+    if kernel is not None:
+        body["kernel"] = dict(kernel)
     text = dumps(body)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest(), text
 
@@ -194,9 +199,9 @@ def unpack_misc(blob: bytes) -> dict[str, Any]:
     return value
 
 
-def pod_key(pod: PodFacts) -> tuple[Any, ...]:
+def pod_key(pod: PodFacts, kernel_key: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
     """Everything `encode_pod` keeps, as a hashable tuple: cheap to build, so an unchanged pod costs no JSON."""
-    return (
+    return (kernel_key, 
         pod.uid, pod.namespace, pod.name, pod.qos, pod.qos_label, pod.priority, pod.priority_class, pod.phase,
         pod.terminating, tuple(pod.labels.items()), tuple(pod.annotations.items()), pod.batch_cpu_request_milli,
         pod.cpu_request_milli, tuple(pod.requests.items()), pod.cpuset, pod.cgroup_dirs,
@@ -204,11 +209,21 @@ def pod_key(pod: PodFacts) -> tuple[Any, ...]:
     )
 
 
-def unpack_pods(blob: bytes) -> list[PodUsage]:
+def unpack_pod_arrays(blob: bytes) -> tuple[array.array[int], array.array[float]]:
+    """The facts ids, and the values (n CPU then n memory; NaN: no sample), without a PodUsage per pod (the
+    replay reads 1.7 million pods a day)."""
     raw = zlib.decompress(blob)
     n = array.array("i", raw[:4])[0]
     ids = array.array("i", raw[4:4 + 4 * n])
     values = array.array("d", raw[4 + 4 * n:])
+    if len(ids) != n or len(values) != 2 * n:
+        raise ValueError(f"a pods blob of {n} pods holds {len(ids)} ids and {len(values)} values")
+    return ids, values
+
+
+def unpack_pods(blob: bytes) -> list[PodUsage]:
+    ids, values = unpack_pod_arrays(blob)
+    n = len(ids)
     out = []
     for i in range(n):
         cpu, mem = values[i], values[n + i]
@@ -250,6 +265,7 @@ def decode_snapshot(
     ts: float, misc: Mapping[str, Any], pods: tuple[PodFacts, ...], *, slo: NodeSLOSpec,
     slo_sources: Mapping[str, str], node: NodeFacts | None, tier_layout: Mapping[str, Any] | None,
     topology: NodeTopology | None, gates: Mapping[str, bool] | None, collect_interval_s: float,
+    kernel: KernelFacts | None = None,
 ) -> QoSSnapshot:
     u, be, tier = misc["usage"], misc["be"], misc["tier"]
     usage = NodeUsage(
@@ -265,4 +281,5 @@ def decode_snapshot(
         collect_interval_s=collect_interval_s, slo_sources=MappingProxyType(dict(slo_sources)), slo_origin="recording",
         stale=bool(misc.get("stale", False)),
         feature_gates=None if gates is None else MappingProxyType(dict(gates)),
+        kernel=kernel if kernel is not None else KernelFacts(),
     )

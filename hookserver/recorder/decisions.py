@@ -53,12 +53,20 @@ class Decision:
         return cls(reconciler, body["skipped"], body["numbers"], tuple(body["evict"]))
 
 
+# Numbers that count which files a round writes rather than what it decides: memory QoS re-plans a pod only when
+# its inputs changed or its once-a-minute slot comes, so its file count depends on the rounds before (every
+# second on the agent), while the totals of memory.min and memory.low it decides do not.
+_NOT_DECIDED = {"MemoryQoS": ("files",)}
+
+
 def decision_of(plan: QoSPlan) -> Decision:
     """The plan's decision. A round the feature gates turned off is "feature gates off" whatever the runner's
     wording (which names where each gate's value came from, something a replay cannot know)."""
     skipped = "feature gates off" if plan.skipped.startswith("feature gate") else plan.skipped
-    return Decision(plan.reconciler, skipped, dict(plan.numbers),
+    left_out = _NOT_DECIDED.get(plan.reconciler, ())
+    values = {k: v for k, v in plan.numbers.items() if k not in left_out} if left_out else dict(plan.numbers)
+    return Decision(plan.reconciler, skipped, values,
                     tuple(e.request.pod_uid for e in would_evict(plan) if not e.pending))
 
 # The reconcilers the replay runs (and so the ones whose decisions the recorder keeps).
-REPLAYED = ("CPUSuppress", "MemoryEvict", "CPUEvict")
+REPLAYED = ("CPUSuppress", "MemoryEvict", "CPUEvict", "CPUBurst", "MemoryQoS")

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from qos.snapshot.kernel import PodKernel
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.codec import (
@@ -23,10 +24,11 @@ from hookserver.recorder.codec import (
     slo_from_json,
     topology_from_json,
     unpack_misc,
-    unpack_pods,
+    unpack_pod_arrays,
 )
 from hookserver.recorder.decisions import Decision
-from hookserver.recorder.schema import RecordingError, explain_sqlite_error, open_read
+from hookserver.recorder.kernel_codec import KernelTemplate, kernel_facts, layout_from_json, unpack_values
+from hookserver.recorder.schema import RecordingError, explain_sqlite_error, has_kernel_column, open_read
 
 __all__ = ["Frame", "Recording", "open_recording"]
 
@@ -42,6 +44,8 @@ class Frame:
     extra: Mapping[str, float]
     colocation: Mapping[str, Any] | None
     decisions: Mapping[str, Decision] = field(default_factory=dict)
+    # the state CPU burst and memory QoS started the round from (`states.py`); None: not recorded (format 1)
+    states: Mapping[str, Any] | None = None
 
 
 class _Timeline:
@@ -93,6 +97,8 @@ class Recording:
         self.pod_bodies: dict[int, dict[str, Any]] = {
             pid: json.loads(body) for pid, body in self._conn.execute("SELECT id, body FROM pod_facts")}
         self._templates: dict[int, PodFacts] = {}
+        self._kernel_templates: dict[int, KernelTemplate | None] = {}
+        self._kernel_column = has_kernel_column(self._conn)
         self.created_at: dict[str, float] = {}
         for body in self.pod_bodies.values():
             if body.get("created_at"):
@@ -162,28 +168,61 @@ class Recording:
         _SET_MEMORY(pod, memory)
         return pod
 
+    def _kernel_template(self, facts_id: int) -> KernelTemplate | None:
+        if facts_id not in self._kernel_templates:
+            body = self.pod_bodies[facts_id]
+            static = body.get("kernel")
+            self._kernel_templates[facts_id] = None if static is None else KernelTemplate(body["uid"], static)
+        return self._kernel_templates[facts_id]
+
+    def _kernel_pods(self, facts_ids: list[int], blob: bytes) -> dict[str, PodKernel]:
+        """The frame's per-container values, in the pods' order, onto each pod's recorded containers."""
+        values = unpack_values(blob)
+        out: dict[str, PodKernel] = {}
+        at = 0
+        for facts_id in facts_ids:
+            template = self._kernel_template(facts_id)
+            if template is None:
+                continue
+            if at + template.width > len(values):
+                raise IndexError(f"container values end at {len(values)}, pod {template.uid} needs {at + template.width}")
+            out[template.uid] = template.build(values, at)
+            at += template.width
+        if at != len(values):
+            raise ValueError(f"{len(values) - at} container values left over")
+        return out
+
     def frames(self) -> Iterator[Frame]:
         """The frames in time order. A frame that does not decode is a RecordingError naming it."""
-        for ts, misc_blob, blob in self._conn.execute("SELECT ts, misc, pods FROM frames ORDER BY ts"):
+        kernel = "kernel" if self._kernel_column else "NULL"
+        for ts, misc_blob, blob, kernel_blob in self._conn.execute(
+                f"SELECT ts, misc, pods, {kernel} FROM frames ORDER BY ts"):
             try:
-                frame = self._frame(ts, misc_blob, blob)
+                frame = self._frame(ts, misc_blob, blob, kernel_blob)
             except _DECODE_ERRORS as exc:
                 raise _undecodable(self.path, f"the frame at {ts!r}", exc) from None
             yield frame
 
-    def _frame(self, ts: float, misc_blob: bytes, blob: bytes) -> Frame:
+    def _frame(self, ts: float, misc_blob: bytes, blob: bytes, kernel_blob: bytes | None) -> Frame:
         misc = unpack_misc(misc_blob)
         slo_body = self.config_at("slo", ts)
         slo = self._cached("slo", ts, lambda v: slo_from_json(v["spec"]) if v else slo_from_json({}), "slo-spec")
-        pods = tuple(self._pod(u.facts_id, u.cpu_cores, u.memory_bytes) for u in unpack_pods(blob))
+        ids, values = unpack_pod_arrays(blob)
+        n = len(ids)
+        pod = self._pod
+        pods = tuple(pod(ids[i], None if values[i] != values[i] else values[i],
+                         None if values[n + i] != values[n + i] else values[n + i]) for i in range(n))
+        layout = self._cached("kernel", ts, layout_from_json)
+        if kernel_blob is not None:
+            layout = kernel_facts(layout, self._kernel_pods(list(ids), kernel_blob))
         snap = decode_snapshot(
             ts, misc, pods, slo=slo, slo_sources=(slo_body or {}).get("sources", {}),
             node=self._cached("node", ts, node_from_json), tier_layout=self.config_at("be_tier", ts),
             topology=self._cached("topology", ts, topology_from_json), gates=self.config_at("gates", ts),
-            collect_interval_s=float(self.config_at("collect_interval_s", ts) or 1.0),
+            collect_interval_s=float(self.config_at("collect_interval_s", ts) or 1.0), kernel=layout,
         )
         decisions = {name: Decision.parse(name, text) for name, text in misc.get("decisions", {}).items()}
-        return Frame(snap, misc.get("extra", {}), self.config_at("colocation", ts), decisions)
+        return Frame(snap, misc.get("extra", {}), self.config_at("colocation", ts), decisions, misc.get("states"))
 
     def close(self) -> None:
         self._conn.close()

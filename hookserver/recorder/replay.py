@@ -5,6 +5,8 @@
 * CPU suppress, the memory evictor and the CPU evictor (`qos`): `plan` or `plan_disabled` as the runner would
   (feature gates, then the NodeSLO), their state carried from frame to frame through `commit` as if every
   eviction went through;
+* CPU burst and memory QoS on the recorded containers (format 2), each from the state the agent's round
+  started from (`states.py`) while the run follows the recording (`kernel_world.py`);
 * the predictor (`hookserver.predictor`): a training round every `training_interval_s` on the p90 of the
   frames in that interval, the decaying histograms, and `compute_reclaimable` (pod- and priority-based peaks);
 * the batch and mid capacity formula (`hookserver.capacity.formula`) every `metricReportIntervalSeconds` on
@@ -24,7 +26,7 @@ import math
 import os
 import sqlite3
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,23 +45,27 @@ from hookserver.slo.colocation import ColocationStrategy
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.records import PodRecord
 
+from qos.cpu.burst import CPUBurst
 from qos.eviction.cpu import CPUEvict
 from qos.cpu.suppress import CPUSuppress
+from qos.memory_qos import MemoryQoS
 from qos.eviction.memory import MemoryEvict
 from qos.framework.plan import QoSPlan
 from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.decisions import decision_of, would_evict
+from hookserver.recorder.kernel_world import ProposedContainers, ls_quota_cores
 from hookserver.recorder.proposal import FrameOverlay, Proposal
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.schema import explain_sqlite_error
+from hookserver.recorder.states import KEPT, restore_state
 from hookserver.recorder.world import Divergence, ProposedWorld
 
 __all__ = ["REPLAYED_GATES", "ReplayConfig", "ReplayRun", "replay", "replay_file", "replay_many"]
 
 _CFS_PERIOD_US = 100_000
-_REPLAYED = (CPUSuppress, MemoryEvict, CPUEvict)
+_REPLAYED = (CPUSuppress, MemoryEvict, CPUEvict, CPUBurst, MemoryQoS)
 # The gates of the reconcilers replayed: what `--gate` may name besides the rest of koordlet's catalog.
 REPLAYED_GATES = tuple(g for cls in _REPLAYED for g in cls.gates)
 
@@ -95,6 +101,14 @@ class ReplayRun:
     predicted_memory_bytes: list[float | None] = field(default_factory=list)
     actual_prod_memory_bytes: list[float] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)
+    # CPU burst per frame: the LS containers' CFS quota once its round is carried out (cores; None without
+    # container facts), and how many containers it scaled up and down
+    ls_quota_cores: list[float | None] = field(default_factory=list)
+    burst_scaled_up: list[int] = field(default_factory=list)
+    burst_scaled_down: list[int] = field(default_factory=list)
+    # memory QoS per frame: the memory.min and memory.low it gives every pod together (None: it skipped)
+    memory_min_bytes: list[int | None] = field(default_factory=list)
+    memory_low_bytes: list[int | None] = field(default_factory=list)
     # per frame: "" where the run is on the recorded node, else what the replay had to assume (world.py)
     diverged: list[str] = field(default_factory=list)
     # pods the agent evicted that this run never did: the recording has no usage of them after the eviction
@@ -220,18 +234,72 @@ class _Predictor:
         self.prod_reclaimable = Pair(report.published.cpu_milli, report.published.memory_bytes) if report.published.ok else None
 
 
+@dataclass(frozen=True, slots=True)
+class _WindowSample:
+    """One frame's share of the capacity window, summed once when it enters the window (it is averaged at every
+    report tick while it stays there, five or more times): its time, each pod's CPU and memory (pods without a
+    sample left out), and the node's and the system's usage (None without a node sample)."""
+
+    now: float
+    pod_cpu: tuple[tuple[str, float], ...]
+    pod_mem: tuple[tuple[str, float], ...]
+    node: tuple[float, float, float, float] | None  # node CPU, node memory, system CPU, system memory
+
+
+def _window_sample(snap: QoSSnapshot) -> _WindowSample:
+    pod_cpu: list[tuple[str, float]] = []
+    pod_mem: list[tuple[str, float]] = []
+    pc = pm = 0.0
+    for p in snap.pods:
+        if p.cpu_usage_cores is not None:
+            pod_cpu.append((p.uid, p.cpu_usage_cores))
+            pc += p.cpu_usage_cores
+        if p.memory_usage_bytes is not None:
+            pod_mem.append((p.uid, p.memory_usage_bytes))
+            pm += p.memory_usage_bytes
+    node = None
+    if snap.usage.cpu_cores is not None and snap.usage.memory_bytes is not None:
+        apps = sum(a.cpu_usage_cores for a in snap.usage.host_apps)
+        node = (snap.usage.cpu_cores, snap.usage.memory_bytes, max(snap.usage.cpu_cores - pc - apps, 0.0),
+                max(snap.usage.memory_bytes - pm, 0.0))
+    return _WindowSample(snap.now, tuple(pod_cpu), tuple(pod_mem), node)
+
+
 class _Capacity:
-    """Usage averaged over the report window, and the batch formula every report interval."""
+    """Usage averaged over the report window, and the batch formula every report interval. The window's values
+    are kept per pod as frames enter and leave it (a report tick reads them, it does not rebuild them from the
+    window's frames); each list keeps the frames' order, so every average is the same sum as before."""
 
     def __init__(self) -> None:
-        self.window: deque[QoSSnapshot] = deque()
+        self.window: deque[_WindowSample] = deque()
+        self.pod_cpu: dict[str, deque[float]] = {}
+        self.pod_mem: dict[str, deque[float]] = {}
+        self.node: deque[tuple[float, float, float, float]] = deque()
         self.next_tick = -math.inf
         self.requests: dict[str, tuple[PodRecord, Pair]] = {}  # parsed once per pod record
 
     def add(self, snap: QoSSnapshot, window_s: float) -> None:
-        self.window.append(snap)
+        sample = _window_sample(snap)
+        self.window.append(sample)
+        for uid, value in sample.pod_cpu:
+            self.pod_cpu.setdefault(uid, deque()).append(value)
+        for uid, value in sample.pod_mem:
+            self.pod_mem.setdefault(uid, deque()).append(value)
+        if sample.node is not None:
+            self.node.append(sample.node)
         while self.window and self.window[0].now <= snap.now - window_s:
-            self.window.popleft()
+            self._drop(self.window.popleft())
+
+    def _drop(self, old: _WindowSample) -> None:
+        """`old` leaves the window: it is the oldest value of each of its pods (frames enter in time order)."""
+        for values, items in ((self.pod_cpu, old.pod_cpu), (self.pod_mem, old.pod_mem)):
+            for uid, _value in items:
+                kept = values[uid]
+                kept.popleft()
+                if not kept:
+                    del values[uid]
+        if old.node is not None:
+            self.node.popleft()
 
     def compute(self, snap: QoSSnapshot, strategy: ColocationStrategy, records: dict[str, PodRecord],
                 prod_reclaimable: Pair | None) -> tuple[int, int] | None:
@@ -240,29 +308,13 @@ class _Capacity:
             return None
         if not strategy.enable:
             return 0, 0
-        pod_cpu: dict[str, list[float]] = {}
-        pod_mem: dict[str, list[float]] = {}
-        node_c: list[float] = []
-        node_m: list[float] = []
-        sys_c: list[float] = []
-        sys_m: list[float] = []
-        for s in self.window:
-            pc = pm = 0.0
-            for p in s.pods:
-                if p.cpu_usage_cores is not None:
-                    pod_cpu.setdefault(p.uid, []).append(p.cpu_usage_cores)
-                    pc += p.cpu_usage_cores
-                if p.memory_usage_bytes is not None:
-                    pod_mem.setdefault(p.uid, []).append(p.memory_usage_bytes)
-                    pm += p.memory_usage_bytes
-            if s.usage.cpu_cores is not None and s.usage.memory_bytes is not None:
-                apps = sum(a.cpu_usage_cores for a in s.usage.host_apps)
-                node_c.append(s.usage.cpu_cores)
-                node_m.append(s.usage.memory_bytes)
-                sys_c.append(max(s.usage.cpu_cores - pc - apps, 0.0))
-                sys_m.append(max(s.usage.memory_bytes - pm, 0.0))
+        pod_cpu, pod_mem = self.pod_cpu, self.pod_mem
+        node_c = [n[0] for n in self.node]
+        node_m = [n[1] for n in self.node]
+        sys_c = [n[2] for n in self.node]
+        sys_m = [n[3] for n in self.node]
 
-        def avg(values: list[float]) -> float:
+        def avg(values: Sequence[float]) -> float:
             return sum(values) / len(values)
 
         pods = []
@@ -318,6 +370,17 @@ def _be_cores(plan: QoSPlan, capacity_cores: float) -> float:
     return capacity_cores
 
 
+def _part2_series(run: ReplayRun, name: str, snap: QoSSnapshot, plan: QoSPlan) -> None:
+    if name == CPUBurst.name:
+        run.ls_quota_cores.append(ls_quota_cores(snap, plan))
+        run.burst_scaled_up.append(int(plan.numbers.get("scaled_up", 0) or 0))
+        run.burst_scaled_down.append(int(plan.numbers.get("scaled_down", 0) or 0))
+    elif name == MemoryQoS.name:
+        low, high = plan.numbers.get("min_total"), plan.numbers.get("low_total")
+        run.memory_min_bytes.append(low if isinstance(low, int) and not plan.skipped else None)
+        run.memory_low_bytes.append(high if isinstance(high, int) and not plan.skipped else None)
+
+
 def _agent_evictions(recording: Recording) -> dict[str, float]:
     first: dict[str, float] = {}
     for e in recording.evictions():
@@ -337,6 +400,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
     overlay = FrameOverlay(config.proposal, config.label)
     round_s = float(recording.reconciler_settings.get(CPUSuppress.name, {}).get("interval_s") or 1.0)
     world = None if config.as_recorded else ProposedWorld(_agent_evictions(recording), round_s)
+    containers = None if config.as_recorded else ProposedContainers()
     suppress = next(r for r in reconcilers if r.name == CPUSuppress.name)
 
     def suppress_round(s: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
@@ -353,15 +417,20 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
         if world is not None:
             states[suppress.name] = world.catch_up(snap.now, suppress_round, states[suppress.name])
             snap, divergence = world.snapshot(snap)
+        if containers is not None:
+            snap = containers.snapshot(snap)
+            divergence = replace(divergence, part2=containers.assumed())
         run.diverged.append(divergence.text() if divergence else "")
         node = snap.node
         capacity_cores = node.cpu_capacity_milli / 1000 if node is not None else 0.0
         run.cpu_capacity_cores = capacity_cores
         for r in reconcilers:
+            recorded = frame.decisions.get(r.name)
+            if r.name in KEPT and frame.states is not None and (containers is None or containers.follows(r.name)):
+                states[r.name] = restore_state(r.name, states[r.name], frame.states.get(r.name))
             plan = _verdict_plan(r, snap, states[r.name])
             picked = [e for e in would_evict(plan) if not e.pending]
             states[r.name] = r.commit(plan, RoundOutcome(dry_run=False, evicted=len(picked)), states[r.name], snap.now)
-            recorded = frame.decisions.get(r.name)
             if config.as_recorded and recorded is not None:
                 mine = decision_of(plan)
                 if mine.text() == recorded.text():
@@ -381,6 +450,10 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 run.suppress_budget_cores.append(budget / 1000 if isinstance(budget, int) else None)
                 if world is not None:
                     world.suppressed(snap, plan, recorded)
+            elif r.name in KEPT:
+                _part2_series(run, r.name, snap, plan)
+                if containers is not None:
+                    containers.planned(r.name, snap, plan, recorded)
         # usage as it really was
         run.frame_ts.append(snap.now)
         ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)

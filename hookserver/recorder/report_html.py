@@ -21,7 +21,8 @@ __all__ = ["CHARTS", "render_html", "write_report"]
 _MAX_POINTS = 2000
 _COLORS = {"recorded": "#1f77b4", "proposed": "#d62728"}
 # The charts a report holds, in order (the browser test counts them).
-CHARTS = ("batch-cpu", "batch-memory", "be-cpu", "prediction", "evictions", "overshoot", "be-distribution")
+CHARTS = ("batch-cpu", "batch-memory", "be-cpu", "prediction", "evictions", "overshoot", "be-distribution",
+          "cpu-burst", "memory-qos")
 
 
 def _x(ts: list[float]) -> list[str]:
@@ -161,6 +162,48 @@ def _figures(cmp: Comparison) -> list[tuple[str, str, Any]]:
     fig.update_layout(title="How many CPUs BE had, over the time recorded", barmode="overlay", xaxis_title="CPUs",
                       yaxis_title="frames", **layout)
     out.append(("be-distribution", "The distribution of the suppress level.", fig))
+    out += _part2_figures(cmp, layout, shaded)
+    return out
+
+
+def _part2_figures(cmp: Comparison, layout: dict[str, Any], shaded: str) -> list[tuple[str, str, Any]]:
+    """CPU burst (the LS containers' CFS quota) and memory QoS (memory.min and memory.low given to pods)."""
+    import plotly.graph_objects as go
+
+    runs = (cmp.recorded, cmp.proposed)
+    out = []
+    fig = go.Figure()
+    if any(q is not None for run in runs for q in run.ls_quota_cores):
+        ts, used = _thin(cmp.recorded.frame_ts, cmp.recorded.ls_cpu_cores)
+        fig.add_trace(go.Scatter(x=_x(ts), y=used, name="LS pods' CPU used (recorded)", mode="lines",
+                                 line={"color": "#ff7f0e", "width": 1}))
+        for run in runs:
+            t2, quota = _thin(run.frame_ts, run.ls_quota_cores)
+            fig.add_trace(go.Scatter(x=_x(t2), y=quota, name=f"LS CFS quota, {run.label}", mode="lines", line=_line(run)))
+        _mark_counterfactual(fig, cmp)
+        fig.update_layout(xaxis_title="time (UTC)", yaxis_title="cores")
+        text = "What CPU burst lets LS containers use (their CFS quota together), against what LS used." + shaded
+    else:
+        _empty(fig, "No container facts in this recording: CPU burst could not be replayed.")
+        text = "Not meaningful here: the recording has no container facts (an older format, or none were read)."
+    fig.update_layout(title="CPU burst: LS containers' CFS quota (cores)", **layout)
+    out.append(("cpu-burst", text, fig))
+
+    fig = go.Figure()
+    if any(v is not None for run in runs for v in run.memory_min_bytes):
+        for run in runs:
+            for key, what in (("memory_min_bytes", "memory.min"), ("memory_low_bytes", "memory.low")):
+                t2, values = _thin(run.frame_ts, getattr(run, key))
+                fig.add_trace(go.Scatter(x=_x(t2), y=[None if v is None else v / 2**30 for v in values],
+                                         name=f"{what}, {run.label}", mode="lines", line=_line(run)))
+        _mark_counterfactual(fig, cmp)
+        fig.update_layout(xaxis_title="time (UTC)", yaxis_title="GiB")
+        text = "The memory every pod is guaranteed (memory.min) and protected (memory.low), together." + shaded
+    else:
+        _empty(fig, "Memory QoS planned nothing in this recording (off, or no container facts).")
+        text = "Not meaningful here: memory QoS skipped every frame in both runs."
+    fig.update_layout(title="Memory QoS: memory.min and memory.low given to pods (GiB)", **layout)
+    out.append(("memory-qos", text, fig))
     return out
 
 

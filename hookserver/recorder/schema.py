@@ -10,7 +10,9 @@ Tables:
   pod_facts   a pod's facts (labels, requests, phase, ...) without its usage; a new row when they change.
   frames      one per recorded round: node usage, BE stats, the BE tier's cpuset and quota, PSI/throttling
               and what each replayed reconciler decided on that snapshot (`decisions.py`), as compressed JSON
-              (`misc`); the pods' usage as one packed blob (facts id, CPU cores, memory bytes per pod).
+              (`misc`); the pods' usage as one packed blob (facts id, CPU cores, memory bytes per pod); from
+              format 2 on, `kernel`: the containers' values (CPU, memory, throttled ratio, CFS quota and
+              burst; `kernel_codec.py`), NULL in a format-1 frame.
   evictions   what the agent's evictions came to (from its audit).
   pod_events  pod lifecycle: appeared, phase changes, terminating, gone.
 """
@@ -21,9 +23,13 @@ import sqlite3
 
 from hookserver.errors import InputError
 
-__all__ = ["FORMAT_VERSION", "RecordingError", "explain_sqlite_error", "open_read", "open_write"]
+__all__ = ["FORMAT_VERSION", "READABLE_FORMATS", "RecordingError", "explain_sqlite_error", "has_kernel_column",
+           "open_read", "open_write"]
 
-FORMAT_VERSION = 1
+# 2: per-container values (`frames.kernel`) and the containers' static facts in `pod_facts`. A format-1 file
+# still replays (its frames have no container part); the writer upgrades one in place (one new column).
+FORMAT_VERSION = 2
+READABLE_FORMATS = ("1", "2")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,7 +39,7 @@ CREATE TABLE IF NOT EXISTS pod_facts (
     id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE, uid TEXT NOT NULL, body TEXT NOT NULL,
     first_ts REAL NOT NULL, last_ts REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS frames (
-    ts REAL PRIMARY KEY, node_cpu REAL, node_memory REAL, misc BLOB NOT NULL, pods BLOB NOT NULL);
+    ts REAL PRIMARY KEY, node_cpu REAL, node_memory REAL, misc BLOB NOT NULL, pods BLOB NOT NULL, kernel BLOB);
 CREATE TABLE IF NOT EXISTS evictions (
     ts REAL NOT NULL, reconciler TEXT NOT NULL, pod_uid TEXT NOT NULL, pod_key TEXT NOT NULL,
     reason TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL);
@@ -49,11 +55,19 @@ def open_write(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(_DDL)
+        if not has_kernel_column(conn):  # a format-1 file: its old frames keep NULL there
+            conn.execute("ALTER TABLE frames ADD COLUMN kernel BLOB")
         conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)", (str(FORMAT_VERSION),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'format' AND value = '1'", (str(FORMAT_VERSION),))
     except BaseException:
         conn.close()  # a full disk or a foreign file: no half-open handle left behind
         raise
     return conn
+
+
+def has_kernel_column(conn: sqlite3.Connection) -> bool:
+    """Whether the frames table has format 2's `kernel` column."""
+    return any(row[1] == "kernel" for row in conn.execute("PRAGMA table_info(frames)"))
 
 
 class RecordingError(InputError):
@@ -88,9 +102,9 @@ def open_read(path: str) -> sqlite3.Connection:
             raise explain_sqlite_error(path, exc) from None
         if row is None:
             raise RecordingError(f"{path}: no format mark, not a hookserver flight recording")
-        if str(row[0]) != str(FORMAT_VERSION):
+        if str(row[0]) not in READABLE_FORMATS:
             raise RecordingError(f"{path}: a flight recording of format {row[0]!s:.20}; this hookserver reads "
-                                 f"format {FORMAT_VERSION}")
+                                 f"formats {' and '.join(READABLE_FORMATS)}")
     except BaseException:
         conn.close()
         raise

@@ -2,7 +2,8 @@
 
 The recorder keeps what the planners and the predictor read, one frame every `interval_s` (plus every round
 that evicted), in `<state_dir>/<file>`. `retention_s` and `max_mib` bound it: whichever is reached first drops
-the oldest frames. A day of a 200-pod node at the default 10 s is 39 MiB (38.9 MiB measured, `make bench`'s recorder row).
+the oldest frames. A day of a 200-pod node at the default 10 s is 68 MiB (68.1 MiB measured with its
+containers, `make bench`'s recorder row).
 """
 
 from __future__ import annotations

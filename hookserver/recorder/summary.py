@@ -50,10 +50,19 @@ class Comparison:
                 "evictions": {"recorded": self.recorded.evictions, "proposed": self.proposed.evictions}}
 
 
+def _present(values: list[Any]) -> list[float]:
+    return [float(v) for v in values if v is not None]
+
+
 def _figures(run: ReplayRun) -> dict[str, float]:
     cpu, mem = run.safety("cpu"), run.safety("memory")
     be = run.be_cpu_cores
     return {
+        "ls_quota_mean": _mean(_present(run.ls_quota_cores)),
+        "burst_up": float(sum(run.burst_scaled_up)),
+        "burst_down": float(sum(run.burst_scaled_down)),
+        "memory_min_mean": _mean(_present(run.memory_min_bytes)) / 2**30,
+        "memory_low_mean": _mean(_present(run.memory_low_bytes)) / 2**30,
         "batch_core_hours": run.core_hours(),
         "batch_gib_hours": run.gib_hours(),
         "batch_cpu_mean": _mean([v / 1000 for v in run.batch_cpu_milli]),
@@ -82,6 +91,11 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("cpu_max_over", "LS CPU above the predicted peak, worst (cores)", "{:.2f}"),
     ("mem_exceeded", "LS memory above the predicted peak (time)", "{:.2%}"),
     ("mem_max_over", "LS memory above the predicted peak, worst (GiB)", "{:.2f}"),
+    ("ls_quota_mean", "LS CFS quota after CPU burst, mean (cores)", "{:.2f}"),
+    ("burst_up", "CPU burst quota scale-ups (containers x rounds)", "{:.0f}"),
+    ("burst_down", "CPU burst quota scale-downs (containers x rounds)", "{:.0f}"),
+    ("memory_min_mean", "memory.min given to pods, mean (GiB)", "{:.2f}"),
+    ("memory_low_mean", "memory.low given to pods, mean (GiB)", "{:.2f}"),
 )
 
 
@@ -103,10 +117,13 @@ def _precise(fmt: str, *values: float) -> str:
 def _series(run: ReplayRun) -> tuple[Any, ...]:
     return (run.frame_ts, run.be_cpu_cores, run.suppress_budget_cores, run.capacity_ts, run.batch_cpu_milli,
             run.batch_memory_bytes, run.predicted_cpu_milli, run.predicted_memory_bytes,
-            [(e["ts"], e["uid"]) for e in run.evictions])
+            [(e["ts"], e["uid"]) for e in run.evictions], run.ls_quota_cores, run.burst_scaled_up,
+            run.burst_scaled_down, run.memory_min_bytes, run.memory_low_bytes)
 
 
 _PREDICTION_ROWS = {"cpu_exceeded", "cpu_max_over", "mem_exceeded", "mem_max_over"}
+_BURST_ROWS = {"ls_quota_mean", "burst_up", "burst_down"}
+_MEMORY_QOS_ROWS = {"memory_min_mean", "memory_low_mean"}
 
 
 def _no_prediction(*runs: ReplayRun) -> bool:
@@ -118,9 +135,12 @@ def _no_prediction(*runs: ReplayRun) -> bool:
 def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: list[str] | None = None) -> Comparison:
     a, b = _figures(recorded), _figures(proposed)
     meaningless = _no_prediction(recorded, proposed)
+    no_containers = all(q is None for run in (recorded, proposed) for q in run.ls_quota_cores)
+    no_memory_qos = all(v is None for run in (recorded, proposed) for v in run.memory_min_bytes)
     rows = []
     for key, label, fmt in _ROWS:
-        if meaningless and key in _PREDICTION_ROWS:
+        if ((meaningless and key in _PREDICTION_ROWS) or (no_containers and key in _BURST_ROWS)
+                or (no_memory_qos and key in _MEMORY_QOS_ROWS)):
             rows.append((label, "n/a", "n/a", ""))
             continue
         delta = b[key] - a[key]
@@ -132,6 +152,11 @@ def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: li
         notes.append("LS above the predicted peak: not meaningful here; the predictor held back no peak for prod "
                      "pods (none with a request reached it, e.g. pods created through the proxy), so there is "
                      "nothing to compare their usage with")
+    if no_containers:
+        notes.append("CPU burst: not meaningful here; the recording has no container facts (a format-1 recording, "
+                     "or an agent that read none), so there is no CFS quota to replay")
+    if no_memory_qos:
+        notes.append("memory QoS: n/a; it planned nothing in either run (off in both, or no container facts)")
     if proposed.kept_pods:
         notes.append(f"evictions proposed may undercount: {len(proposed.kept_pods)} pod(s) the agent evicted were "
                      "kept by the proposal, and the recording has no usage of them after the agent's eviction "

@@ -91,9 +91,10 @@ class Divergence:
     tier: bool = False  # the BE tier is the proposal's own (BE usage is the recorded, under other limits)
     removed: tuple[str, ...] = ()  # pods the proposal evicted and the agent kept, taken off the node
     kept: tuple[str, ...] = ()  # pods the agent evicted and the proposal kept, absent here with no usage
+    part2: tuple[str, ...] = ()  # what CPU burst and memory QoS assumed (`kernel_world.ASSUMED`)
 
     def __bool__(self) -> bool:
-        return self.tier or bool(self.removed) or bool(self.kept)
+        return self.tier or bool(self.removed) or bool(self.kept) or bool(self.part2)
 
     def text(self) -> str:
         parts = []
@@ -103,6 +104,7 @@ class Divergence:
             parts.append(f"{len(self.removed)} pod(s) the proposal evicted taken off with their usage")
         if self.kept:
             parts.append(f"{len(self.kept)} pod(s) the agent evicted and the proposal kept: absent, usage unknown")
+        parts.extend(self.part2)
         return "; ".join(parts)
 
 

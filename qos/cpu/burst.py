@@ -60,6 +60,7 @@ __all__ = [
     "CPUBurst",
     "TokenBucket",
     "burst_normalization_ratio",
+    "node_burst_config",
     "node_burst_state",
     "pod_burst_config",
 ]
@@ -90,11 +91,16 @@ class BurstConfig:
         return self.policy in ("auto", "cfsQuotaBurstOnly")
 
 
+def node_burst_config(node: CPUBurstStrategy) -> BurstConfig:
+    """The NodeSLO's config, for every pod without the annotation."""
+    return BurstConfig(node.policy, node.cpu_burst_percent, node.cfs_quota_burst_percent,
+                       node.cfs_quota_burst_period_seconds)
+
+
 def pod_burst_config(pod: PodFacts, node: CPUBurstStrategy) -> tuple[BurstConfig, str]:
     """The pod's config: the annotation's fields over the node's. A malformed annotation is ignored
     (the node's config applies) and the second value says why."""
-    base = BurstConfig(node.policy, node.cpu_burst_percent, node.cfs_quota_burst_percent,
-                       node.cfs_quota_burst_period_seconds)
+    base = node_burst_config(node)
     raw = pod.annotations.get(ANNOTATION_CPU_BURST)
     if not raw:
         return base, ""
@@ -205,6 +211,20 @@ def _base_quota(c: ContainerKernel, ratio: float | None) -> int:
                             normalization_ratio=ratio)
 
 
+def _burst_reason(pod: PodFacts, c: ContainerKernel, cfg: BurstConfig, wanted: int, cap: int, target: int,
+                  base: int, normalization: float | None) -> str:
+    """Why a container's CFS burst is written: the formula, and the clamp to its quota when there was one."""
+    if not cfg.cfs_burst:
+        reason = f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})"
+    elif normalization:
+        reason = f"{pod.key}/{c.name}: burst {wanted} = normalized quota {base} × {cfg.cpu_burst_percent}% (ratio {normalization:g})"
+    else:
+        reason = f"{pod.key}/{c.name}: burst {wanted} = {c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × {c.period_us}µs"
+    if target < wanted:
+        reason += f", clamped to the quota {cap} (the kernel refuses a burst above the quota)"
+    return reason
+
+
 class CPUBurst(Reconciler):
     name = "CPUBurst"
     gate = FeatureGate("CPUBurst", True, "CFS burst and user-space CFS quota burst for LS pods")
@@ -223,9 +243,12 @@ class CPUBurst(Reconciler):
 
     def _pods(self, snap: QoSSnapshot) -> list[tuple[PodFacts, PodKernel]]:
         out = []
+        pods = snap.kernel.pods
         for pod in snap.pods:
-            pk = snap.kernel.pods.get(pod.uid)
-            if pod.qos == "LS" and pod.active and pk is not None and pk.containers:
+            if pod.qos != "LS" or not pod.active:
+                continue
+            pk = pods.get(pod.uid)
+            if pk is not None and pk.containers:
                 out.append((pod, pk))
         return out
 
@@ -279,8 +302,10 @@ class CPUBurst(Reconciler):
         clamped = scaled_up = scaled_down = 0
         scaled: dict[tuple[str, str, str, str], tuple[int | None, int | None]] = {}
         unsupported_noted = False
+        node_cfg = node_burst_config(strategy)
         for pod, pk in self._pods(snap):
-            cfg, problem = pod_burst_config(pod, strategy)
+            # the node's config for a pod without the annotation (most pods): built once a round, not per pod
+            cfg, problem = pod_burst_config(pod, strategy) if ANNOTATION_CPU_BURST in pod.annotations else (node_cfg, "")
             if problem:
                 notes.append(problem)
             pod_delta = 0
@@ -299,18 +324,13 @@ class CPUBurst(Reconciler):
                     else:
                         if normalization:
                             wanted = base * cfg.cpu_burst_percent // 100 if cfg.cfs_burst else 0
-                            how = f"normalized quota {base} × {cfg.cpu_burst_percent}% (ratio {normalization:g})"
                         else:
                             wanted = c.cpu_limit_milli * cfg.cpu_burst_percent * c.period_us // 100_000 if cfg.cfs_burst else 0
-                            how = f"{c.cpu_limit_milli}m × {cfg.cpu_burst_percent}% × {c.period_us}µs"
                         cap = min(base, c.quota_us) if c.quota_us is not None and c.quota_us > 0 else base
                         target = min(wanted, cap)
-                        reason = (f"{pod.key}/{c.name}: burst {wanted} = {how}" if cfg.cfs_burst
-                                  else f"{pod.key}/{c.name}: CPU burst off ({cfg.policy})")
                         scaled[(pod.namespace, pod.name, c.id, c.name)] = (target, c.quota_us)
                         if target < wanted:
                             clamped += 1
-                            reason += f", clamped to the quota {cap} (the kernel refuses a burst above the quota)"
                         last = st.planned_burst.get(c.dir)
                         if last is not None and c.burst_us is not None and c.burst_us != last:
                             refused[c.dir] = (last, snap.now)
@@ -318,7 +338,11 @@ class CPUBurst(Reconciler):
                         if ref is not None and ref[0] == target and snap.now - ref[1] < REFUSED_RETRY_S:
                             notes.append(f"{pod.key}/{c.name}: burst {target} refused by the kernel at {ref[1]:.0f}; retried after {REFUSED_RETRY_S:.0f}s")
                         elif c.burst_us != target:
-                            burst_writes.append(CgroupWrite(c.dir, CgroupResource.CPU_CFS_BURST, target, owner=self.name, reason=reason))
+                            # the reason only for a write: most rounds write nothing, and the text cost more
+                            # than the plan (the flight recorder's replay plans a day of rounds)
+                            burst_writes.append(CgroupWrite(c.dir, CgroupResource.CPU_CFS_BURST, target, owner=self.name,
+                                                            reason=_burst_reason(pod, c, cfg, wanted, cap, target,
+                                                                                 base, normalization)))
                             planned[c.dir] = target
                 # (b) user-space quota burst
                 if c.quota_us is None or c.quota_us <= 0:

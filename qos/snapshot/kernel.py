@@ -45,7 +45,8 @@ NODE_SETTINGS: Mapping[str, tuple[str, str]] = MappingProxyType({
 class ContainerKernel:
     """One container: its cgroup dir (relative to each hierarchy root), spec limits (0 = none; BE pods'
     memory from batch-memory), the CFS files now (None = unreadable or absent), the collectors' latest
-    throttled ratio and CPU usage, and its task ids (read only for resctrl)."""
+    throttled ratio, CPU and memory usage (the flight recorder keeps them per container), and its task ids
+    (read only for resctrl)."""
 
     id: str
     name: str
@@ -58,6 +59,7 @@ class ContainerKernel:
     burst_us: int | None = None
     throttled_ratio: float | None = None
     cpu_usage_cores: float | None = None
+    memory_usage_bytes: float | None = None
     tasks: frozenset[int] = frozenset()
 
 

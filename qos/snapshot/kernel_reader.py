@@ -69,6 +69,7 @@ BATCH_MEMORY = "kubernetes.io/batch-memory"
 BATCH_CPU = "kubernetes.io/batch-cpu"
 CONTAINER_THROTTLED = "container_cpu_throttled_ratio"
 CONTAINER_CPU = "container_cpu_usage"
+CONTAINER_MEMORY = "container_memory_usage"
 ANNOTATION_CPU_BURST = "koordinator.sh/cpuBurst"  # qos.cpu_burst.ANNOTATION_CPU_BURST
 # koordlet's group names (resctrl dirs under the root).
 RESCTRL_GROUPS = ("LSR", "LS", "BE")
@@ -327,6 +328,7 @@ class KernelReader:
               tasks: Callable[[PodRecord], bool]) -> dict[str, PodKernel]:
         throttled = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_THROTTLED) if ts >= now - 5}
         usage = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_CPU) if ts >= now - 5}
+        memory = {dict(k.labels).get("container", ""): v for k, ts, v, _ in series.latest(CONTAINER_MEMORY) if ts >= now - 5}
         by_pod = named_containers_by_pod(snap.containers.values())
         out: dict[str, PodKernel] = {}
         for pod in paced(snap.pods.values()):  # the hot gate: step aside between pods
@@ -361,6 +363,7 @@ class KernelReader:
                     # the collectors label containers by the bare ID
                     throttled_ratio=throttled.get(strip_runtime_prefix(c.id)),
                     cpu_usage_cores=usage.get(strip_runtime_prefix(c.id)),
+                    memory_usage_bytes=memory.get(strip_runtime_prefix(c.id)),
                     tasks=self._tasks(cdir) if pod_tasks else frozenset(),
                 ))
             quota, period, _ = self._cfs(pdir, container=False) if cfs else (None, 100_000, None)

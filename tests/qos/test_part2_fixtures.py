@@ -444,3 +444,19 @@ def test_reader_sees_containers_only_the_pod_statuses_list(tmp_path: Path) -> No
     pk = stack.runner.snapshots.build().kernel.pods[uid]
     assert [(c.name, c.dir, c.cpu_limit_milli, c.quota_us, c.burst_us) for c in pk.containers] == [
         ("main", f"kubepods/burstable/pod{uid}/{cid}", 500, 50000, 0)]
+
+
+def test_the_kernel_facts_carry_each_containers_memory_usage(tmp_path: Path) -> None:
+    """The flight recorder keeps per-container usage from the snapshot's kernel part (issue 39): the memory
+    the collectors sampled for a container reaches it, beside its CPU."""
+    from qos.cpu.burst import CPUBurst
+    from tests.qos.part2_stack import sample
+
+    stack = build_stack(str(tmp_path), CPUBurst(), gates={"CPUBurst": True},
+                        spec={"cpuBurstStrategy": {"policy": "auto"}})
+    add_pod(stack.store, "web", kube_qos="Burstable", qos="LS", containers={"c": ({"cpu": "500m"}, {"cpu": "500m"})})
+    sample(stack.store, "container_cpu_usage", 0.25, container="webc")
+    sample(stack.store, "container_memory_usage", 12345678.0, container="webc")
+    kernel = stack.runner.snapshots.build().kernel
+    container = kernel.pods["web-0000-1111"].containers[0]
+    assert (container.cpu_usage_cores, container.memory_usage_bytes) == (0.25, 12345678.0)

@@ -77,10 +77,10 @@ def _corrupted_page(tmp: Path, good: str) -> str:
 
 
 def _other_version(tmp: Path, good: str) -> str:
-    path = str(tmp / "v2.sqlite")
+    path = str(tmp / "v9.sqlite")
     shutil.copy(good, path)
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    conn.execute("UPDATE meta SET value = '9' WHERE key = 'format'")
     conn.commit()
     conn.close()
     return path
@@ -108,7 +108,7 @@ RECORDINGS: list[tuple[str, Callable[[Path, str], str], str]] = [
     ("directory", _directory, "a directory, not a recording file"),
     ("truncated", _truncated, "SQLite found the recording malformed"),
     ("corrupted page", _corrupted_page, "SQLite found the recording malformed"),
-    ("wrong format version", _other_version, "format 2; this hookserver reads format 1"),
+    ("wrong format version", _other_version, "format 9; this hookserver reads formats 1 and 2"),
     ("text file", _text_file, "not an SQLite database"),
     ("undecodable frame", _undecodable_frame, "cannot decode the frame at"),
 ]

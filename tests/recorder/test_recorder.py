@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from typing import Any
 from dataclasses import replace
 
 from hookserver.eviction import EvictionRequest
@@ -123,3 +124,33 @@ def test_export_is_a_consistent_copy_while_the_writer_goes_on(tmp_path) -> None:
     rec.close()
     assert size == os.path.getsize(out) and not os.path.exists(out + "-wal")
     assert len(list(Recording(out).frames())) == 30
+
+
+def test_hookctl_status_shows_the_recorders_file_size_frames_span_and_last_error(tmp_path: Any) -> None:
+    """Issue 39: the status said only "recording" and this run's frame count. An operator looking for a
+    recording needs the file, its size, the frames it holds and their span, and the last write error."""
+    from hookserver.debug.render_status import render_status, status_units
+    from hookserver.recorder.scenarios.synthetic import SyntheticNode
+    from hookserver.recorder.status import recorder_status
+    from hookserver.recorder.writer import FlightRecorder
+
+    assert recorder_status(None, "") == {"state": "disabled"}
+    assert recorder_status(None, "flight recorder /x: disk full") == {"state": "unavailable",
+                                                                       "reason": "flight recorder /x: disk full"}
+    world = SyntheticNode(pods=5, seed=2)
+    path = str(tmp_path / "r.sqlite")
+    rec = FlightRecorder(path)
+    first = world.now
+    for _ in range(3):
+        rec.record_round(world.build(), [])
+        world.now += 10
+    rec._conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON frames BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    assert not rec.record_round(world.build(), [])
+    status = recorder_status(rec, "")
+    rec.close()
+    assert status["file"] == path and status["bytes"] > 0 and status["frames"] == 3 and status["written"] == 3
+    assert (status["oldest_frame_at"], status["newest_frame_at"]) == (first, first + 20)
+    assert "disk full" in status["last_error"] and status["last_error_at"] == world.now
+    line = next(li for li in render_status(status_units({"recorder": status})).splitlines() if li.startswith("recorder:"))
+    assert path in line and "3 frames from 2026-01-01T00:00:00" in line and "disk full" in line
+    assert "flight recorder: " in render_status({"recorder": status})

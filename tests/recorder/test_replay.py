@@ -37,7 +37,7 @@ def test_as_recorded_reproduces_every_decision_the_agent_took(evicting: Recordin
     run = replay(evicting, ReplayConfig("recorded"))
     _, _, frames = evicting.span()
     assert run.mismatches == []
-    assert run.matched == 3 * frames  # CPU suppress, memory and CPU evictor, every frame
+    assert run.matched == 5 * frames  # CPU suppress, memory and CPU evictor, CPU burst, memory QoS, every frame
     done = [(e["ts"], e["pod_uid"]) for e in evicting.evictions()]
     assert done, "the scenario must make the agent evict"
     assert [(e["ts"], e["uid"]) for e in run.evictions] == done

@@ -3,8 +3,9 @@
 `python -m hookserver.recorder.scenarios.synthetic OUT [--pods 200] [--hours 24] [--step 10]` builds a node
 (32 CPUs and 128 GiB at 200 pods, in proportion for fewer), 60 % LS pods (koord-prod) whose CPU follows a daily curve (a morning and an evening peak over a
 night trough, with six 8-minute bursts) and 40 % BE pods (koord-batch) that soak up what suppress leaves them and whose memory grows through
-the day. Each step the runner plans CPU suppress and the evictors on that snapshot under the recorded NodeSLO
-(dry run: it writes nothing, its state advances as if it had), the BE tier takes the cpuset suppress chose,
+the day; one container per pod. Each step the runner plans CPU suppress, the evictors, CPU burst and memory
+QoS on that snapshot under the recorded NodeSLO (dry run: it writes nothing, its state advances as if it had),
+the BE tier takes the cpuset suppress chose, the LS containers the CFS quota and burst CPU burst chose,
 pods it evicted leave 30 s later and are replaced 5 minutes after that, and the recorder keeps it all. The
 numbers are seeded: the same arguments give the same recording.
 """
@@ -33,6 +34,10 @@ from qos.eviction.memory import MemoryEvict
 from qos.framework.plan import QoSPlan
 from qos.framework.runner import QoSRunner
 from qos.settings import QoSSettings
+from hookserver.executor.plan import CgroupResource
+from qos.cpu.burst import CPUBurst
+from qos.memory_qos import MemoryQoS
+from qos.snapshot.kernel import ContainerKernel, KernelFacts, PodKernel
 from qos.snapshot.model import BEStats, BETier, ContainerFacts, NodeFacts, NodeUsage, PodFacts, QoSSnapshot
 
 from hookserver.recorder.settings import RecorderSettings
@@ -44,12 +49,24 @@ __all__ = ["DEFAULT_SLO", "SyntheticNode", "generate"]
 GiB = 2**30
 DAY_S = 86400.0
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the recording's midnight
-# What the recorded agent ran under: suppress at 65 %, BE memory eviction at 80 %.
+# What the recorded agent ran under: suppress at 65 %, BE memory eviction at 80 %, CPU burst (CFS burst and
+# quota burst, share pool at 75 %) and memory QoS for LS and BE pods.
 DEFAULT_SLO = {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 65,
-                                               "cpuSuppressPolicy": "cpuset", "memoryEvictThresholdPercent": 80}}
+                                               "cpuSuppressPolicy": "cpuset", "memoryEvictThresholdPercent": 80},
+               "cpuBurstStrategy": {"policy": "auto", "cpuBurstPercent": 200, "cfsQuotaBurstPercent": 300,
+                                    "sharePoolThresholdPercent": 75},
+               "resourceQOSStrategy": {
+                   "lsClass": {"memoryQOS": {"enable": True, "minLimitPercent": 50, "lowLimitPercent": 80,
+                                             "throttlingPercent": 90}},
+                   "beClass": {"memoryQOS": {"enable": True, "minLimitPercent": 0, "lowLimitPercent": 0,
+                                             "throttlingPercent": 80}}}}
 DEFAULT_COLOCATION = {"enable": True, "cpuReclaimThresholdPercent": 65, "memoryReclaimThresholdPercent": 70,
                       "metricAggregateDurationSeconds": 300, "metricReportIntervalSeconds": 60}
-GATES = {"BECPUSuppress": True, "BEMemoryEvict": True, "BECPUEvict": False}
+GATES = {"BECPUSuppress": True, "BEMemoryEvict": True, "BECPUEvict": False, "CPUBurst": True, "CgroupReconcile": True}
+# The node's cgroup v1 layout and the optional files its kernel offers (CFS burst, memcg QoS).
+TIERS = {"kubepods": "kubepods", "burstable": "kubepods/burstable", "besteffort": "kubepods/besteffort"}
+CGROUP_FILES = frozenset({"cpu.cfs_burst_us", "memory.min", "memory.low", "memory.high"})
+THROTTLED_AT = 0.5  # a container using more than this share of its quota reports throttling
 
 
 def daily_curve(t: float) -> float:
@@ -133,6 +150,9 @@ class SyntheticNode:
                               reserved_cpu_milli=1000)
         self.be_cpuset: frozenset[int] = frozenset(range(cpus))
         self.be_quota_us = -1  # the tier's cfs quota (the cfsQuota policy), -1 unlimited
+        # CFS files CPU burst wrote (cgroup dir -> µs); a dir not here holds the kubelet's value
+        self.cfs_quota: dict[str, int] = {}
+        self.cfs_burst: dict[str, int] = {}
         self.slo = spec_from_json(DEFAULT_SLO, origin="synthetic").spec
 
     def created_at(self, uid: str) -> float:
@@ -175,6 +195,7 @@ class SyntheticNode:
             mem_total += mem
             pods.append(replace(p.facts, cpu_usage_cores=cpu, memory_usage_bytes=mem, terminating=p.gone_at is not None))
         node_cpu = ls_total + be_total + system
+        kernel = self._kernel(pods)
         be = BEStats(window_s=60.0, avg_usage_milli=be_total * 1000, avg_request_milli=sum(p.facts.batch_cpu_request_milli for p in be_pods),
                      avg_limit_milli=len(self.be_cpuset) * 1000.0, count=6, last_usage_milli=be_total * 1000,
                      last_request_milli=float(sum(p.facts.batch_cpu_request_milli for p in be_pods)),
@@ -186,8 +207,35 @@ class SyntheticNode:
                             system_cpu_cores=system),
             be=be, be_tier=BETier(dir="kubepods/besteffort", cpuset=self.be_cpuset, quota_us=self.be_quota_us,
                                   cpuset_levels=(("kubepods/besteffort",),)),
-            topology=self.topology, collect_interval_s=1.0,
+            topology=self.topology, collect_interval_s=1.0, kernel=kernel,
         )
+
+    def _kernel(self, pods: Sequence[PodFacts]) -> KernelFacts:
+        """One container per pod, using what its pod uses; LS containers limited at their spec's CPU limit, their
+        CFS quota and burst as CPU burst last wrote them."""
+        out: dict[str, PodKernel] = {}
+        for pod in pods:
+            if pod.terminating:
+                continue
+            spec = pod.containers[0]
+            pdir = pod.cgroup_dirs[0]
+            cdir = f"{pdir}/{spec.id}"
+            limit = int(spec.limits.get("cpu", "0m").rstrip("m")) if "cpu" in spec.limits else 0
+            base = limit * 100 if limit else -1
+            quota = self.cfs_quota.get(cdir, base)
+            cpu = pod.cpu_usage_cores or 0.0
+            throttled = (0.2 if quota > 0 and cpu > THROTTLED_AT * quota / 100_000 else 0.0) if limit else None
+            mem_req = int(spec.requests.get("memory", spec.requests.get("kubernetes.io/batch-memory", "0")))
+            mem_lim = int(spec.limits.get("memory", "0"))
+            container = ContainerKernel(
+                id=spec.id, name=spec.name, dir=cdir, cpu_limit_milli=limit, memory_request_bytes=mem_req,
+                memory_limit_bytes=mem_lim, quota_us=quota, burst_us=self.cfs_burst.get(cdir, 0),
+                throttled_ratio=throttled, cpu_usage_cores=pod.cpu_usage_cores, memory_usage_bytes=pod.memory_usage_bytes)
+            out[pod.uid] = PodKernel(uid=pod.uid, dir=pdir, containers=(container,),
+                                     quota_us=self.cfs_quota.get(pdir, base), cpu_limit_milli=limit,
+                                     memory_request_bytes=mem_req, memory_limit_bytes=mem_lim)
+        return KernelFacts(read=frozenset({"pods"}), tiers=MappingProxyType(TIERS), cgroup_files=CGROUP_FILES,
+                           pods=MappingProxyType(out))
 
     def after_round(self, snap: QoSSnapshot, plans: Sequence[object], evicted: Sequence[str]) -> None:
         """What the executor and the apiserver would have done: the tier takes suppress's cpuset or quota (and
@@ -197,6 +245,12 @@ class SyntheticNode:
         for plan in plans:
             if isinstance(plan, QoSPlan) and plan.reconciler == CPUSuppress.name:
                 tier = tier_after(tier, plan)
+            if isinstance(plan, QoSPlan) and plan.reconciler == CPUBurst.name:
+                for write in (w for rp in plan.writes for level in rp.levels for w in level):
+                    if write.resource == CgroupResource.CPU_CFS_QUOTA:
+                        self.cfs_quota[write.cgroup_dir] = int(write.value)
+                    elif write.resource == CgroupResource.CPU_CFS_BURST:
+                        self.cfs_burst[write.cgroup_dir] = int(write.value)
         self.be_cpuset = tier.cpuset or self.be_cpuset
         self.be_quota_us = -1 if tier.quota_us is None else tier.quota_us
         for p in self.pods:
@@ -234,7 +288,8 @@ def generate(out: str, *, pods: int = 200, hours: float = 24.0, step_s: float = 
     if slo is not None:
         world.slo = spec_from_json(slo, origin="synthetic").spec
     clock = [world.now]
-    reconcilers = [CPUSuppress(interval_s=round_s), MemoryEvict(interval_s=round_s), CPUEvict(interval_s=round_s)]
+    reconcilers = [CPUSuppress(interval_s=round_s), MemoryEvict(interval_s=round_s), CPUEvict(interval_s=round_s),
+                   CPUBurst(interval_s=round_s), MemoryQoS(interval_s=round_s)]
     gates = GateRegistry(g for r in reconcilers for g in r.gates).resolve([("synthetic", GATES)])
     store = StateStore(clock=lambda: clock[0])
     recorder = FlightRecorder(

@@ -1,0 +1,203 @@
+"""CPU burst and memory QoS replayed (issue 39, item 6): the real planners, on the containers the recording kept.
+
+A null proposal reproduces their decisions and every series bit for bit (Hypothesis over recordings of an
+agent that planned every second and recorded every 10 s, with CPU burst's token bucket on or off); a proposal
+that changes their NodeSLO fields changes their decisions and marks what the replay assumed; the text and
+HTML reports show them. Before this change the replay ran neither planner: a recording held no container
+facts, and a `cpuBurstStrategy` or `memoryQOS` proposal changed nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dataclasses import fields, replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hookserver.recorder.proposal import Proposal
+from hookserver.recorder.reader import Recording
+from hookserver.recorder.replay import ReplayConfig, ReplayRun, replay
+from hookserver.recorder.scenarios.synthetic import DEFAULT_SLO, generate
+from hookserver.recorder.settings import RecorderSettings
+from hookserver.recorder.summary import compare, render_text
+from hookserver.recorder.writer import FlightRecorder
+from hookserver.slo.document import spec_from_json
+
+from qos.cpu.burst import CPUBurst
+from qos.framework.reconciler import RoundOutcome
+from qos.snapshot.kernel import ContainerKernel, KernelFacts, PodKernel
+from qos.snapshot.model import NodeFacts, NodeUsage, PodFacts, QoSSnapshot
+
+_COMPARED = [f.name for f in fields(ReplayRun) if f.name not in ("label", "matched", "mismatches")]
+_SPIKES = [(60.0, 60.0, 3.0), (200.0, 40.0, 2.5)]
+
+
+def _slo(burst: dict[str, Any], ls_memory: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceUsedThresholdWithBE": DEFAULT_SLO["resourceUsedThresholdWithBE"],
+            "cpuBurstStrategy": burst,
+            "resourceQOSStrategy": {"lsClass": {"memoryQOS": ls_memory},
+                                    "beClass": {"memoryQOS": {"enable": True, "throttlingPercent": 80}}}}
+
+
+def _record(path: str, *, pods: int, seed: int, burst: dict[str, Any], ls_memory: dict[str, Any],
+            start_hour: float, spikes: list[tuple[float, float, float]] | None = None) -> Recording:
+    generate(path, pods=pods, hours=0.1, step_s=10.0, round_s=1.0, seed=seed, slo=_slo(burst, ls_memory),
+             start_hour=start_hour, spikes=_SPIKES if spikes is None else spikes)
+    return Recording(path)
+
+
+bursts = st.fixed_dictionaries({
+    "policy": st.sampled_from(["auto", "cpuBurstOnly", "cfsQuotaBurstOnly", "none"]),
+    "cpuBurstPercent": st.sampled_from([100, 200, 1000]),
+    "cfsQuotaBurstPercent": st.sampled_from([100, 150, 300]),
+    "cfsQuotaBurstPeriodSeconds": st.sampled_from([-1, 0, 5, 60]),  # the token bucket: off, empty, short, long
+    "sharePoolThresholdPercent": st.integers(40, 95),
+})
+memories = st.fixed_dictionaries({
+    "enable": st.booleans(), "minLimitPercent": st.integers(0, 100), "lowLimitPercent": st.integers(0, 100),
+    "throttlingPercent": st.integers(0, 100),
+})
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pods=st.integers(10, 25), seed=st.integers(0, 2**16), burst=bursts, ls_memory=memories,
+       start_hour=st.sampled_from([3.0, 9.0, 20.0]))
+def test_a_null_proposal_reproduces_cpu_burst_and_memory_qos_bit_for_bit(
+        tmp_path_factory: Any, pods: int, seed: int, burst: dict[str, Any], ls_memory: dict[str, Any],
+        start_hour: float) -> None:
+    rec = _record(str(tmp_path_factory.mktemp("p2") / "r.sqlite"), pods=pods, seed=seed, burst=burst,
+                  ls_memory=ls_memory, start_hour=start_hour)
+    try:
+        recorded = replay(rec, ReplayConfig("recorded"))
+        null = replay(rec, ReplayConfig("proposed", Proposal(), as_recorded=False))
+        same = replay(rec, ReplayConfig("proposed", Proposal(slo={"cpuBurstStrategy": burst}), as_recorded=False))
+        frames = rec.span()[2]
+    finally:
+        rec.close()
+    assert recorded.mismatches == []
+    assert recorded.matched == 5 * frames  # CPU burst and memory QoS among them, every frame
+    for run in (null, same):
+        assert {n: getattr(run, n) for n in _COMPARED} == {n: getattr(recorded, n) for n in _COMPARED}
+        assert not any(run.diverged)
+    assert len(recorded.ls_quota_cores) == len(recorded.memory_min_bytes) == frames
+
+
+def _alternating_day(path: str, rounds: int) -> None:
+    """One LS container limited at 1 core that uses 2 cores on even seconds and 0.1 on odd ones, planned by the
+    real CPU burst every second (its state carried as the runner does) and recorded every 10 s."""
+    slo = spec_from_json({"cpuBurstStrategy": {"policy": "cfsQuotaBurstOnly", "cfsQuotaBurstPercent": 300,
+                                               "cfsQuotaBurstPeriodSeconds": 5}}, origin="test").spec
+    pod = PodFacts(uid="ls-1", namespace="web", name="web-1", qos="LS", qos_label="LS", phase="Running",
+                   cgroup_dirs=("kubepods/burstable/podls-1",))
+    node = NodeFacts(name="n", cpu_capacity_milli=16_000, memory_capacity_bytes=2**34)
+    burst = CPUBurst()
+    recorder = FlightRecorder(path, RecorderSettings(interval_s=10.0),
+                              reconcilers={burst.name: {"interval_s": 1.0, "cooldown_s": 0.0}})
+    state, quota = burst.initial_state(0.0), 100_000
+    for t in range(rounds):
+        cpu = 2.0 if t % 2 == 0 else 0.1
+        container = ContainerKernel(id="c1", name="main", dir="kubepods/burstable/podls-1/c1", cpu_limit_milli=1000,
+                                    quota_us=quota, burst_us=0, throttled_ratio=0.5, cpu_usage_cores=cpu)
+        kernel = KernelFacts(read=frozenset({"pods"}), cgroup_files=frozenset({"cpu.cfs_burst_us"}), pods={
+            "ls-1": PodKernel(uid="ls-1", dir="kubepods/burstable/podls-1", containers=(container,),
+                              quota_us=quota, cpu_limit_milli=1000)})
+        snap = QoSSnapshot(now=1000.0 + t, slo=slo, node=node, pods=(replace(pod, cpu_usage_cores=cpu),),
+                           usage=NodeUsage(cpu_cores=1.0 + cpu), kernel=kernel, feature_gates={"CPUBurst": True})
+        plan = burst.plan(snap, state)
+        state = burst.commit(plan, RoundOutcome(dry_run=False), state, snap.now)
+        recorder.record_round(snap, [plan])
+        for write in (w for rp in plan.writes for level in rp.levels for w in level):
+            if write.cgroup_dir.endswith("/c1"):
+                quota = int(write.value)
+    recorder.close()
+
+
+def test_the_token_bucket_needs_the_recorded_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: the agent's bucket drains on even seconds and refills on odd ones, while the frames (every
+    10 s) see only the even seconds. The replay as recorded reproduces the agent's decisions because each frame
+    keeps the state its round started from; without that state, it does not."""
+    path = str(tmp_path / "r.sqlite")
+    _alternating_day(path, 120)
+    rec = Recording(path)
+    try:
+        frames = list(rec.frames())
+        recorded = replay(rec, ReplayConfig("recorded"))
+        import hookserver.recorder.replay as replay_module
+
+        monkeypatch.setattr(replay_module, "restore_state", lambda name, own, kept: own)
+        forgetful = replay(rec, ReplayConfig("recorded"))
+    finally:
+        rec.close()
+    assert all(f.states is not None and "buckets" in f.states.get("CPUBurst", {}) for f in frames[1:])
+    assert recorded.mismatches == [] and recorded.matched == len(frames)
+    assert any(m["reconciler"] == "CPUBurst" for m in forgetful.mismatches)
+
+
+def _proposed(tmp_path: Path, slo: dict[str, Any]) -> tuple[ReplayRun, ReplayRun]:
+    rec = _record(str(tmp_path / "r.sqlite"), pods=25, seed=5,
+                  burst={"policy": "auto", "cpuBurstPercent": 200, "sharePoolThresholdPercent": 75},
+                  ls_memory={"enable": True, "minLimitPercent": 50, "lowLimitPercent": 80}, start_hour=3.0)
+    try:
+        return (replay(rec, ReplayConfig("recorded")),
+                replay(rec, ReplayConfig("proposed", Proposal(slo=slo), as_recorded=False)))
+    finally:
+        rec.close()
+
+
+def test_a_burst_proposal_changes_cpu_burst_decisions_and_says_what_it_assumed(tmp_path: Path) -> None:
+    recorded, proposed = _proposed(tmp_path, {"cpuBurstStrategy": {"sharePoolThresholdPercent": 100,
+                                                                   "cfsQuotaBurstPercent": 500}})
+    assert sum(proposed.burst_scaled_up) > sum(recorded.burst_scaled_up)
+    assert max(q or 0.0 for q in proposed.ls_quota_cores) > max(q or 0.0 for q in recorded.ls_quota_cores)
+    assert any("CFS quota and burst are the proposal's" in d for d in proposed.diverged)
+    assert proposed.memory_min_bytes == recorded.memory_min_bytes  # memory QoS untouched by a burst proposal
+
+
+def test_turning_burst_off_brings_every_quota_back_to_its_base(tmp_path: Path) -> None:
+    recorded, proposed = _proposed(tmp_path, {"cpuBurstStrategy": {"policy": "none"}})
+    base = recorded.ls_quota_cores[0]
+    assert base is not None
+    assert max(q or 0.0 for q in recorded.ls_quota_cores) > base  # the agent did burst
+    assert proposed.ls_quota_cores[-1] == base and sum(proposed.burst_scaled_up) == 0
+
+
+def test_a_memory_qos_proposal_changes_memory_min_and_low(tmp_path: Path) -> None:
+    recorded, proposed = _proposed(tmp_path, {"resourceQOSStrategy": {"lsClass": {"memoryQOS": {"minLimitPercent": 70}}}})
+    assert all(p is not None and r is not None and p > r
+               for p, r in zip(proposed.memory_min_bytes, recorded.memory_min_bytes))
+    assert proposed.memory_low_bytes == recorded.memory_low_bytes  # lowLimitPercent 80 (above 70) stays as recorded
+    assert all("memory.min/low given to pods are the proposal's" in d for d in proposed.diverged[1:])
+    assert proposed.ls_quota_cores == recorded.ls_quota_cores
+
+
+def test_an_eviction_proposal_marks_only_what_acts_on_the_node(tmp_path: Path) -> None:
+    """A proposal that only evicts more takes pods off the node: memory QoS then manages fewer pods (another
+    decision) but gives the same memory.min/low totals (BE pods have none here), and CPU burst sees another
+    share-pool ratio but writes the same files. Neither is marked as the proposal's (they were, on every frame
+    after the first eviction, in `make replay-demo`'s day)."""
+    recorded, proposed = _proposed(tmp_path, {"resourceUsedThresholdWithBE": {"memoryEvictThresholdPercent": 50}})
+    assert len(proposed.evictions) > len(recorded.evictions)
+    assert any("the proposal evicted" in d for d in proposed.diverged)
+    assert not any("memory.min" in d for d in proposed.diverged)
+    assert proposed.memory_min_bytes == recorded.memory_min_bytes
+
+
+def test_the_reports_show_cpu_burst_and_memory_qos(tmp_path: Path) -> None:
+    recorded, proposed = _proposed(tmp_path, {"resourceQOSStrategy": {"lsClass": {"memoryQOS": {"minLimitPercent": 90}}},
+                                              "cpuBurstStrategy": {"sharePoolThresholdPercent": 100}})
+    cmp = compare("node", recorded, proposed)
+    rows = {label: (a, b) for label, a, b, _ in cmp.rows}
+    low, high = rows["memory.min given to pods, mean (GiB)"]
+    assert float(high) > float(low)
+    assert "LS CFS quota after CPU burst, mean (cores)" in rows
+    assert "CPU burst quota scale-ups (containers x rounds)" in rows
+    text = render_text(cmp)
+    assert "memory.min given to pods" in text and "LS CFS quota after CPU burst" in text
+    from hookserver.recorder.report_html import render_html
+
+    page = render_html(cmp)
+    assert "CPU burst: LS containers' CFS quota" in page and "Memory QoS: memory.min and memory.low" in page
