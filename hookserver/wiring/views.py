@@ -14,7 +14,7 @@ from hookserver.devices.publisher import DevicePublisher
 from hookserver.informer import Informer
 from hookserver.nri import NriPlugin
 from hookserver.predictor import NodeMetricReporter, PredictorService, predict_view, reclaimable_view
-from hookserver.recorder.writer import FlightRecorder
+from hookserver.recorder.status import recorder_status
 from hookserver.store import StateStore
 from hookserver.store.originals import NodeOriginals
 from hookserver.topology.publisher import TopologyPublisher
@@ -92,15 +92,6 @@ def debug_providers(parts: AgentParts) -> dict[str, Provider]:
         nri_status=nri.status() if nri is not None else None,
     )
     return providers
-
-
-def recorder_status(recorder: FlightRecorder | None, problem: str) -> dict[str, Any]:
-    if recorder is not None:
-        return {"state": "recording", "file": recorder.path, "frames": recorder.frames,
-                "errors": recorder.errors, "last_error": recorder.last_error or None}
-    if problem:
-        return {"state": "unavailable", "reason": problem}
-    return {"state": "disabled"}
 
 
 def capacity_status(capacity: CapacityPublisher | None) -> dict[str, Any]:

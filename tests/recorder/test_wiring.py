@@ -79,3 +79,26 @@ def test_the_daemon_starts_without_its_recorder_when_the_file_cannot_be_opened(t
     assert info["state"] == "unavailable"
     assert "flight-recorder.sqlite" in info["reason"]
     assert daemon.recorder is None and daemon.qos.recorder is None
+
+
+def test_the_daemons_status_carries_the_recorders_file_size_and_span(tmp_path) -> None:
+    """`hookctl status` reads the daemon's info: the recorder's part is recorder.status (size, frames, span,
+    last error), not a reduced copy."""
+    from hookserver.config import load_settings
+    from hookserver.daemon import Daemon
+
+    (tmp_path / "cg").mkdir()
+    settings = load_settings(overrides={
+        "standalone": True, "state_dir": str(tmp_path / "state"),
+        "hook": {"socket": str(tmp_path / "h.sock"), "registration_dir": str(tmp_path / "reg")},
+        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
+        "metrics": {"addr": "127.0.0.1:0"}, "cgroup": {"root": str(tmp_path / "cg"), "version": "v2"},
+    }, environ={})
+    daemon = Daemon(settings)
+    try:
+        status = daemon.info()["recorder"]
+    finally:
+        if daemon.recorder is not None:
+            daemon.recorder.close()
+    assert status["file"].startswith(str(tmp_path / "state")) and status["bytes"] > 0
+    assert {"oldest_frame_at", "newest_frame_at", "last_error"} <= set(status)
