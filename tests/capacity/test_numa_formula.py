@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from hookserver.capacity.formula import CapacityResult, compute_capacity
@@ -166,6 +166,7 @@ _pods = st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 4 * GI), st.inte
 
 
 @settings(max_examples=150, deadline=None)
+@example(n=3, pods=[], system=(0, 0), reserved=(0, 0), reclaim=(71, 1))
 @given(n=st.integers(1, 4), pods=_pods, system=st.tuples(st.integers(0, 4000), st.integers(0, 8 * GI)),
        reserved=st.tuples(st.integers(0, 4000), st.integers(0, 8 * GI)),
        reclaim=st.tuples(st.integers(0, 100), st.integers(0, 100)))
@@ -192,8 +193,10 @@ def test_the_zones_add_up_to_the_node_figure_within_koordinators_roundings(
     splits = 1 + len(inputs)  # the floor, and each pod's request or usage
     cpu_gap = sum(z.batch_cpu_milli for z in out) - _node_internal(result, BATCH_CPU)
     memory_gap = sum(z.batch_memory_milli_bytes for z in out) - _node_internal(result, BATCH_MEMORY) * 1000
-    assert -(n - 1) * splits - 1 <= cpu_gap <= n - 1
-    assert -(n - 1) * splits - 1000 <= memory_gap <= (n - 1) * 1000
+    # The node's float truncation works both ways: one unit above the zones, or one below (found by Hypothesis:
+    # n=3, no pods, reclaim 71 %: 18000 x 0.71 = 12779.99.. -> 12779 on the node, the zones 3 higher).
+    assert -(n - 1) * splits - 1 <= cpu_gap <= n
+    assert -(n - 1) * splits - 1000 <= memory_gap <= n * 1000
 
 
 def test_zones_are_read_from_the_nrt_document_as_koord_manager_reads_them() -> None:
