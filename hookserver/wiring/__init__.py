@@ -7,6 +7,7 @@ gate) are in one small function that a test can call.
     publishers.py  what the agent publishes: the predictor's NodeMetric, batch capacity, the NRT report
     views.py       the debug server's providers and `hookctl status`'s sections
     runtime.py     the hot path's process tuning (GIL switch interval, heap reserve, hot gate, GC pacer)
+    systemd.py     the systemd driver's unit-property keeper (attached to the executor) and its status section
 
 Only the daemon imports this room; it imports the areas, the front doors' settings and the config.
 """
