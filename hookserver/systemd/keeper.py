@@ -191,13 +191,14 @@ class UnitPropertyKeeper:
         return max(self._retry_at, self._gather_until)
 
     def _send(self, batch: Mapping[str, dict[str, UnitProperty]]) -> None:
-        for unit, props in batch.items():
+        units = list(batch.items())
+        for i, (unit, props) in enumerate(units):
             if self._stopping:
                 return
             try:
                 self._send_unit(unit, props)
             except SystemdUnavailable as exc:
-                self._unreachable(str(exc), {u: p for u, p in batch.items() if u >= unit})
+                self._unreachable(str(exc), dict(units[i:]))  # this unit and every one not tried yet
                 return
 
     def _send_unit(self, unit: str, props: dict[str, UnitProperty]) -> None:

@@ -182,3 +182,24 @@ def test_cleanup_gives_each_unit_its_recorded_values_back(sock_path: Path, tmp_p
     assert "not a unit property record" in str(results["bad.slice/X"])
     pod_call = next(c for c in fake.calls if c.body[0] == POD_UNIT)
     assert pod_call.body[2] == [("AllowedCPUs", Variant("ay", b"")), ("CPUWeight", Variant("t", 1))]
+
+
+def test_units_queued_while_systemd_is_away_are_sent_when_it_is_back(sock_path: Path, tmp_path: Path) -> None:
+    keeper, _ = _keeper(sock_path, tmp_path, timeout_s=0.5)
+    units = [f"kubepods-besteffort-pod{n}.slice" for n in ("b", "a", "c")]  # not in name order
+    try:
+        for unit in units:
+            keeper.written(f"/kubepods.slice/kubepods-besteffort.slice/{unit}", "cpu.weight", "79", "1")
+        deadline = time.monotonic() + 5
+        while keeper.reachable is not False and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert keeper.status()["pending"] == 3
+        fake = FakeSystemd(sock_path)
+        keeper._retry_at = 0.0  # as if the retry delay had passed
+        keeper.written(f"/kubepods.slice/kubepods-besteffort.slice/{units[0]}", "cpu.weight", "79", "1")
+        assert keeper.flush()
+    finally:
+        keeper.stop()
+    fake.close()
+    assert sorted(c.body[0] for c in fake.calls) == sorted(units)
+    assert keeper.reachable is True and keeper.status()["mode"].startswith("unit properties kept")
