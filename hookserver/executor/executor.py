@@ -56,6 +56,10 @@ class UnitMirror(Protocol):
         """`file` of `cgroup_dir` now holds `text` (it held `previous`); must return in microseconds."""
         ...
 
+    def forget(self, cgroup_dirs: Iterable[str]) -> None:
+        """These cgroups (and those below) are gone: nothing about them is worth keeping."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
@@ -144,6 +148,8 @@ class CgroupExecutor:
 
     def forget_cgroups(self, cgroup_dirs: Collection[str]) -> int:
         """Drop cached values of these cgroups and every cgroup below them (a pod that is gone). Returns how many."""
+        if self.mirror is not None:
+            self.mirror.forget(cgroup_dirs)
         return self.cache.forget_under(cgroup_dirs)
 
     def resolve(self, write: CgroupWrite) -> str:

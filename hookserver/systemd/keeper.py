@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from hookserver.errors import SystemdCallError, SystemdUnavailable
@@ -52,6 +52,10 @@ class OriginalsBook(Protocol):
 
     def record(self, section: str, key: str, value: str) -> bool: ...
 
+    def forget(self, section: str, key: str) -> None: ...
+
+    def section(self, section: str) -> Mapping[str, str]: ...
+
 
 class UnitPropertyKeeper:
     """`client`: systemd's Manager API; `originals`: where the kubelet's values are kept before the first change
@@ -71,6 +75,8 @@ class UnitPropertyKeeper:
         self._pending: dict[str, dict[str, UnitProperty]] = {}
         self._before: dict[tuple[str, str], UnitProperty] = {}
         self._told: dict[str, dict[str, UnitProperty]] = {}
+        self._dirs: dict[str, str] = {}  # unit -> its cgroup directory, to know which units a gone pod had
+        self._gone: set[str] = set()  # units whose pod is gone: what is kept about them is dropped
         self._unsupported: set[str] = set()
         self._busy = False
         self._stopping = False
@@ -101,10 +107,25 @@ class UnitPropertyKeeper:
         with self._cond:
             if not self._raw and not self._pending:
                 self._gather_until = self._clock() + _GATHER_S
+            self._dirs[unit] = cgroup_dir
             files = self._raw.setdefault(unit, {})
             earlier = files.get(file)
             files[file] = (text, earlier[1] if earlier is not None else previous, period_us)
             self._cond.notify()
+
+    def forget(self, cgroup_dirs: Iterable[str]) -> None:
+        """These pods' cgroups are gone (the executor's `forget_cgroups`): their units and every unit below them
+        need no property sent and no original kept (so the originals do not grow with pod churn)."""
+        roots = tuple(d.rstrip("/") for d in cgroup_dirs if d)
+        if not roots:
+            return
+        with self._cond:
+            for unit, directory in list(self._dirs.items()):
+                if any(directory == r or directory.startswith(r + "/") for r in roots):
+                    self._gone.add(unit)
+                    del self._dirs[unit]
+            if self._gone:
+                self._cond.notify()
 
     def _convert(self, raw: Mapping[str, Mapping[str, tuple[str, str, int]]]) -> None:
         """The worker's side of `written` (holding the lock): queued files become unit properties, and each
@@ -171,21 +192,42 @@ class UnitPropertyKeeper:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopping and (not (self._raw or self._pending) or self._clock() < self._not_before()):
+                while not self._stopping and not self._gone and (
+                        not (self._raw or self._pending) or self._clock() < self._not_before()):
                     queued = self._raw or self._pending
                     self._cond.wait(None if not queued else max(0.001, self._not_before() - self._clock()))
                 if self._stopping:
                     return
-                raw, self._raw = self._raw, {}
-                self._convert(raw)
-                batch, self._pending = self._pending, {}
+                gone, self._gone = self._gone, set()
+                for unit in gone:
+                    self._raw.pop(unit, None)
+                    self._pending.pop(unit, None)
+                    self._told.pop(unit, None)
+                    for key in [k for k in self._before if k[0] == unit]:
+                        del self._before[key]
+                batch: dict[str, dict[str, UnitProperty]] = {}
+                if self._clock() >= self._not_before():  # else woken only to drop gone units
+                    raw, self._raw = self._raw, {}
+                    self._convert(raw)
+                    batch, self._pending = self._pending, {}
                 self._busy = True
             try:
+                self._drop_originals(gone)
                 self._send(batch)
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _drop_originals(self, units: set[str]) -> None:
+        if self.originals is None or not units:
+            return
+        for key in list(self.originals.section(ORIGINALS_SECTION)):
+            if key.partition("/")[0] in units:
+                try:
+                    self.originals.forget(ORIGINALS_SECTION, key)
+                except OSError as exc:
+                    self._failed(f"{key}: the original cannot be dropped: {exc}")
 
     def _not_before(self) -> float:
         return max(self._retry_at, self._gather_until)

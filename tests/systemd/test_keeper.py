@@ -203,3 +203,31 @@ def test_units_queued_while_systemd_is_away_are_sent_when_it_is_back(sock_path: 
     fake.close()
     assert sorted(c.body[0] for c in fake.calls) == sorted(units)
     assert keeper.reachable is True and keeper.status()["mode"].startswith("unit properties kept")
+
+
+def test_a_gone_pods_units_leave_the_originals_so_they_do_not_grow_with_churn(
+    v2tree: Tree, sock_path: Path, tmp_path: Path
+) -> None:
+    fake = FakeSystemd(sock_path)
+    keeper, originals = _keeper(sock_path, tmp_path)
+    other = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podother.slice"
+    scope = f"{POD}/cri-containerd-{'ab' * 32}.scope"
+    for d in (POD, scope, other):
+        v2tree.cgroup(d)
+    ex, _ = make_executor(v2tree, driver="systemd")
+    ex.attach_mirror(keeper)
+    try:
+        ex.apply(_plan((R.CPU_SHARES, 2048)))
+        ex.apply(_plan((R.MEMORY_MIN, 1 << 20), d=scope))
+        ex.apply(_plan((R.CPU_SHARES, 2048), d=other))
+        assert keeper.flush()
+        assert len(originals.section(ORIGINALS_SECTION)) == 3
+        ex.forget_cgroups([POD])  # the reconciler's pod GC: the pod and its container scope are gone
+        deadline = time.monotonic() + 5
+        while len(originals.section(ORIGINALS_SECTION)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        keeper.stop()
+        fake.close()
+    assert list(originals.section(ORIGINALS_SECTION)) == ["kubepods-besteffort-podother.slice/CPUWeight"]
+    assert keeper.status()["units"] == 1
