@@ -25,5 +25,6 @@ class CgroupSettings(_Frozen):
     # systemd driver: keep written values in the units' properties through this socket (systemd's private
     # socket as root; the system bus socket works too); "" turns that off (the reconciler restores resets).
     systemd_socket: str = "/run/systemd/private"
-    # The longest one call to systemd may take (never on a hook's path: a worker thread sends).
-    systemd_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    # The longest one attempt of a call to systemd may take (never on a hook's path: a worker thread sends). Right
+    # after a daemon-reload systemd can take seconds to answer (seen on the VM tier's emulated guest).
+    systemd_timeout_s: float = Field(default=5.0, gt=0, le=30)

@@ -4,8 +4,8 @@ Why our own: one method (`SetUnitProperties`) does not justify a dependency, and
 to the same API. Root talks to systemd peer to peer on `/run/systemd/private` (what `systemctl` uses as root: no
 bus daemon, no `Hello`); the system bus socket works too (`bus=True`: `Hello` first, then calls addressed to
 `org.freedesktop.systemd1`). Authentication is SASL EXTERNAL with our uid in hex-encoded decimal (the spec's
-"Authentication Protocol"). Every call is bounded by `timeout_s`: a systemd that hangs costs the caller at most
-that, and the connection is dropped (a half-read reply would desynchronise the stream). A broken pipe or reset is
+"Authentication Protocol"). Every attempt is bounded by `timeout_s`: a systemd that hangs costs the caller at
+most that, and the connection is dropped (a half-read reply would desynchronise the stream). A broken pipe or reset is
 retried once on a fresh connection (systemd restarts, daemon-reexec). Everything that goes wrong raises one of
 `SystemdUnavailable` (no systemd to talk to) or `SystemdCallError` (systemd said no, with its error name).
 """
@@ -41,9 +41,10 @@ _RETRY_ERRNOS = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF}
 
 
 class SystemdClient:
-    """Thread-safe (one call at a time). `timeout_s` bounds each call, connecting and authenticating included."""
+    """Thread-safe (one call at a time). `timeout_s` bounds each attempt, connecting and authenticating included;
+    a call makes at most two (the second only after the connection broke), so it ends within 2 × `timeout_s`."""
 
-    def __init__(self, socket_path: str = PRIVATE_SOCKET, *, timeout_s: float = 1.0, bus: bool = False) -> None:
+    def __init__(self, socket_path: str = PRIVATE_SOCKET, *, timeout_s: float = 5.0, bus: bool = False) -> None:
         self.socket_path = socket_path
         self.timeout_s = timeout_s
         self.bus = bus
@@ -61,8 +62,8 @@ class SystemdClient:
     def call(self, member: str, signature: str, body: tuple[Any, ...]) -> tuple[Any, ...]:
         """One Manager method call; its reply's body."""
         with self._lock:
-            deadline = time.monotonic() + self.timeout_s
             for attempt in (1, 2):
+                deadline = time.monotonic() + self.timeout_s  # a retry on a fresh connection gets its own
                 try:
                     return self._call_once(member, signature, body, deadline)
                 except OSError as exc:
