@@ -7,9 +7,11 @@ the unit's property is what systemd writes back. The names and types are systemd
 (org.freedesktop.systemd1.Slice/Scope, systemd 252, as `systemctl show` lists them). A file with no property
 (`cpu.idle`, `cpu.max.burst`, `io.max`, bvt, ...) maps to nothing and keeps the reactive path.
 
-systemd keeps `CPUQuotaPerSecUSec` in its drop-ins as a percentage with two decimals (`CPUQuota=12.34%`), so
-only multiples of 100 µs per second survive a reload; `systemd_quota_us` is the quota that survives, and the
-executor writes that one so that the file, the property and the reloaded drop-in agree (no churn).
+systemd 252 keeps `CPUQuotaPerSecUSec` in its runtime drop-in as a whole percentage (`CPUQuota=12%`, the per-second
+value divided by 10000, truncated; newer versions write two decimals): on the VM tier's systemd 252 a quota of
+12350 µs per 100 ms came back from a daemon-reload as 12000. Only whole percents survive every version, so
+`systemd_quota_us` rounds the quota to the nearest whole percent of a CPU (1000 µs per 100 ms), and the executor
+writes that one on systemd units: the file, the property and the reloaded drop-in agree (no churn).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 INFINITY = (1 << 64) - 1  # systemd's USEC_INFINITY / CGROUP_LIMIT_MAX on the wire
-_QUOTA_STEP_PER_SEC_US = 100  # CPUQuota= is written as a percentage with two decimals: 0.01 % = 100 µs/s
+_QUOTA_STEP_PER_SEC_US = 10_000  # CPUQuota= is written as a whole percentage (systemd 252): 1 % = 10000 µs/s
 _QUOTA_MIN_US = 1000  # systemd and the kernel: at least 1 ms per period
 _UNIT = re.compile(r"^(kubepods(-[A-Za-z0-9_]+)*\.slice|(cri-containerd|crio|docker)-[0-9a-f]{12,64}\.scope)$")
 _MEMORY_V2 = {"memory.max": "MemoryMax", "memory.high": "MemoryHigh", "memory.low": "MemoryLow",
@@ -76,8 +78,8 @@ def unit_of(cgroup_dir: str) -> str:
 
 
 def systemd_quota_us(quota_us: int, period_us: int) -> int:
-    """The CFS quota per period that systemd keeps for `quota_us` (as CPUQuota= with two decimals) and writes
-    back after a reload; -1 (unlimited) and a bad period stay as they are."""
+    """The CFS quota per period that systemd keeps for `quota_us` (CPUQuota= in whole percents) and writes back
+    after a reload; -1 (unlimited) and a bad period stay as they are."""
     if quota_us < 0 or period_us <= 0:
         return quota_us
     per_sec = _per_sec(quota_us, period_us)
@@ -85,7 +87,7 @@ def systemd_quota_us(quota_us: int, period_us: int) -> int:
 
 
 def _per_sec(quota_us: int, period_us: int) -> int:
-    """Per second, to the nearest 100 µs (halves up; integers only, no float rounding surprises)."""
+    """Per second, to the nearest whole percent of a CPU (halves up; integers only, no float rounding surprises)."""
     step = _QUOTA_STEP_PER_SEC_US * period_us
     return (quota_us * 1_000_000 * 2 + step) // (2 * step) * _QUOTA_STEP_PER_SEC_US
 

@@ -69,8 +69,9 @@ def test_batch_values_on_a_pod_slice_become_its_unit_properties_once(
 def test_a_quota_systemd_cannot_keep_is_written_as_the_one_it_keeps(
     v2tree: Tree, sock_path: Path, tmp_path: Path
 ) -> None:
-    """CPUQuota= holds 0.01 % steps (100 µs a second): 12345 µs per 100 ms would come back from a reload as
-    12340 or 12350, and the agent would rewrite it after every reload. The file and the unit get 12350."""
+    """systemd 252's drop-in holds CPUQuota= in whole percents: 12345 µs per 100 ms (12.345 %) came back from a
+    reload as 12000 on the VM tier, and the agent would rewrite it after every reload. The file and the unit get
+    12000 (the nearest whole percent); 12500 (12.5 %) goes up to 13000."""
     fake = FakeSystemd(sock_path)
     keeper, _ = _keeper(sock_path, tmp_path)
     v2tree.cgroup(POD)
@@ -81,12 +82,15 @@ def test_a_quota_systemd_cannot_keep_is_written_as_the_one_it_keeps(
         ex.apply(_plan((R.CPU_CFS_QUOTA, 12345)))
         ex.apply(_plan((R.CPU_CFS_QUOTA, 12345), d="/kubepods/besteffort/pod-9"))  # no unit: as planned
         assert keeper.flush()
+        assert v2tree.read(POD, "cpu.max") == "12000"
+        ex.apply(_plan((R.CPU_CFS_QUOTA, 12500)))
+        assert keeper.flush()
     finally:
         keeper.stop()
         fake.close()
-    assert v2tree.read(POD, "cpu.max") == "12350"
+    assert v2tree.read(POD, "cpu.max") == "13000"
     assert v2tree.read("/kubepods/besteffort/pod-9", "cpu.max") == "12345"
-    assert [_props(c)["CPUQuotaPerSecUSec"] for c in fake.calls] == [123_500]
+    assert [_props(c)["CPUQuotaPerSecUSec"] for c in fake.calls] == [120_000, 130_000]
 
 
 def test_no_systemd_is_a_status_line_and_the_writes_still_happen(v2tree: Tree, tmp_path: Path) -> None:
