@@ -66,6 +66,7 @@ from hookserver.devices.inventory import GpuInventory
 from hookserver.wiring.devices import build_allocation_warnings, build_devices, collector_settings
 from hookserver.wiring.qos import build_qos
 from hookserver.wiring.runtime import HotPathRuntime
+from hookserver.wiring.systemd import systemd_status, unit_property_keeper
 from hookserver.wiring.views import (
     capacity_status,
     debug_providers,
@@ -168,6 +169,7 @@ class Daemon:
         )
         self.qos, self.qos_snapshots, self.knob_owners = parts.runner, parts.snapshots, parts.knob_owners
         self.originals, self.system_files = parts.originals, parts.system_files
+        self.unit_keeper = unit_property_keeper(settings, executor=self.executor, originals=self.originals)
         self.recorder: FlightRecorder | None = None
         self.recorder_problem = ""
         if settings.recorder.enabled and settings.qos.enabled:
@@ -261,6 +263,7 @@ class Daemon:
             "plugins": sorted(self.registry.plugins),
             "metrics_port": self.http.port,
             "cgroup": self.executor.layout.describe(),
+            "systemd": systemd_status(s, self.unit_keeper, driver=self.executor.layout.driver),
             "nri": self.nri.status() if self.nri is not None else {"state": "disabled"},
             "hook_breakers": self.dispatcher.breaker_status(),
             "koordlet": self.koordlet_compat(),
@@ -309,6 +312,8 @@ class Daemon:
             await asyncio.to_thread(self.debug.start)
             self.health.set_ready("debug", True)
             self.runtime.start()
+            if self.unit_keeper is not None:
+                self.unit_keeper.start()
             if self.nri is not None:
                 tasks.spawn("nri", self.nri.run(stop))
             tasks.spawn("informer", self.informer.run(stop))
@@ -347,6 +352,8 @@ class Daemon:
             await asyncio.to_thread(self.debug.stop, 1.0)
             self.http.stop()
             self.runtime.stop()
+            if self.unit_keeper is not None:
+                await asyncio.to_thread(self.unit_keeper.stop)
             if self.recorder is not None:
                 self.recorder.close()
             self.runtime.release_heap()

@@ -19,6 +19,9 @@ boundary (`raise ... from exc`), so callers catch a base class rather than a lis
     ├── StoreError                  the state store was used wrongly
     ├── SystemFileError             a /proc, /sys or cgroup file could not be read or did not parse (names the file)
     ├── CheckpointCorrupt           a checkpoint file did not decode (it is set aside, never fatal)
+    ├── SystemdError                systemd's D-Bus API could not be used
+    │   ├── SystemdUnavailable      no socket, refused, closed, garbage on the wire or no answer in time
+    │   └── SystemdCallError        systemd answered with an error (its D-Bus error name and message)
     └── InformerError               the apiserver or kubelet source failed
 """
 
@@ -39,6 +42,9 @@ __all__ = [
     "QuantityError",
     "StoreError",
     "SystemFileError",
+    "SystemdCallError",
+    "SystemdError",
+    "SystemdUnavailable",
     "UnknownQoSClassError",
     "UnsupportedResourceError",
     "WireError",
@@ -138,6 +144,25 @@ class RecorderUnavailable(HookServerError):
     def __init__(self, message: str, *, path: str = "") -> None:
         super().__init__(message)
         self.path = path
+
+
+class SystemdError(HookServerError):
+    """systemd's D-Bus API (hookserver.systemd) could not be used for a call."""
+
+
+class SystemdUnavailable(SystemdError):
+    """No systemd to talk to: the socket is missing or refuses, closed mid-call, spoke garbage or did not answer
+    within the call's timeout. A state of the node, reported once, not an error per write."""
+
+
+class SystemdCallError(SystemdError):
+    """systemd answered a call with a D-Bus error. `name` is the error name
+    (`org.freedesktop.systemd1.NoSuchUnit`, `org.freedesktop.DBus.Error.InvalidArgs`, ...)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}" if message else name)
+        self.name = name
+        self.detail = message
 
 
 class InformerError(HookServerError):

@@ -5,6 +5,7 @@ socket answers unless --force. Driven through the real CLI entry point on fixtur
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,7 +78,7 @@ def test_cleanup_restores_everything_and_says_what(node: Path, capsys: pytest.Ca
     assert "resctrl group BE removed" in out and "cpu.cfs_quota_us = -1" in out and "cpuset.cpus = 0-7" in out
     saved = json.loads((node / "state" / ORIGINALS_FILE).read_text())
     assert saved == {"sysctl": {}, "cgroup": {}, "resctrl_groups": {}, "oom_score_adj": {}, "resctrl_pod_groups": {},
-                     "tc": {}}
+                     "tc": {}, "systemd_units": {}}
     assert main(_argv(node)) == 0  # a second run has nothing left
     assert "nothing to restore" in capsys.readouterr().out
 
@@ -160,3 +161,36 @@ def test_cleanup_withdraws_the_offer_from_the_node_and_leaves_other_writers_fiel
         assert "FAILED    batch/mid capacity of node node-a: error" in capsys.readouterr().out
     finally:
         fake.kill()
+
+
+def test_cleanup_gives_systemd_units_the_kubelets_values_back(
+    node: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the systemd driver the agent kept its values in the units' properties: cleanup hands each unit
+    the value recorded before the agent's first change (else the next daemon-reload re-applies the agent's)."""
+    from hookserver.systemd.wire import Variant
+    from tests.systemd.fake_systemd import FakeSystemd
+
+    path = node / "state" / ORIGINALS_FILE
+    doc = json.loads(path.read_text())
+    doc["systemd_units"] = {"kubepods-besteffort.slice/AllowedCPUs": '["AllowedCPUs", "ay", ""]',
+                            "kubepods-besteffort-podx.slice/CPUWeight": '["CPUWeight", "t", 1]'}
+    path.write_text(json.dumps(doc))
+    sock = Path(f"/tmp/fsd-cleanup-{os.getpid()}.sock")
+    sock.unlink(missing_ok=True)
+    monkeypatch.setenv("HOOKSERVER_CGROUP__SYSTEMD_SOCKET", str(sock))
+    assert main(_argv(node)) == 1  # no systemd yet: said, and everything stays recorded
+    assert "FAILED    systemd unit properties (2 kept)" in capsys.readouterr().out
+    fake = FakeSystemd(sock)
+    try:
+        assert main(_argv(node)) == 0
+    finally:
+        fake.close()
+        sock.unlink(missing_ok=True)
+    out = capsys.readouterr().out
+    assert "restored  systemd kubepods-besteffort-podx.slice/CPUWeight" in out
+    assert sorted((c.body[0], tuple(c.body[2])) for c in fake.calls) == [
+        ("kubepods-besteffort-podx.slice", (("CPUWeight", Variant("t", 1)),)),
+        ("kubepods-besteffort.slice", (("AllowedCPUs", Variant("ay", b"")),)),
+    ]
+    assert json.loads(path.read_text())["systemd_units"] == {}

@@ -4,6 +4,7 @@ Runs while the agent is stopped, with the same settings as `serve` (`--config`, 
 `--cgroup-root`, `--proc-root`, `--sys-root`, ...). Reads what to restore from the state dir
 (`node-originals.json`, written atomically at each first write) and restores:
   * sysctls (vm.min_free_kbytes, watermark_scale_factor, memcg_reap_background) to their recorded values;
+  * systemd unit properties (systemd driver) the agent kept its values in get the kubelet's values back;
   * the BE tier's CFS quota and cpuset to what they were before CPU suppress (the cpuset also on every
     BE pod and container below, widened top-down so the kernel accepts it);
   * resctrl groups the agent created (class-level and pod-level `koordlet-<uid>`) are removed (their tasks
@@ -73,6 +74,33 @@ def _cpuset_plan(hier: str, directory: str, value: str) -> ResourcePlan:
                                             reason="restore BE cpuset") for d in below))
         current = below
     return ResourcePlan(levels=tuple(levels), leveled=True, cacheable=False)
+
+
+def _restore_units(settings: Settings, originals: NodeOriginals, out: list[str]) -> int:
+    """systemd unit properties the agent kept its values in (the systemd driver): the kubelet's values back, so
+    a later daemon-reload does not re-apply the agent's. A unit that is gone has nothing to restore."""
+    from hookserver.systemd import ORIGINALS_SECTION, PRIVATE_SOCKET, SystemdClient, restore_units
+
+    recorded = originals.section(ORIGINALS_SECTION)
+    if not recorded:
+        return 0
+    client = SystemdClient(settings.cgroup.systemd_socket or PRIVATE_SOCKET, timeout_s=settings.cgroup.systemd_timeout_s)
+    try:
+        results = restore_units(client, recorded)
+    except HookServerError as exc:
+        out.append(f"FAILED    systemd unit properties ({len(recorded)} kept): {exc}")
+        return 1
+    finally:
+        client.close()
+    failed = 0
+    for key, error in results:
+        if error is None:
+            out.append(f"restored  systemd {key} = {recorded[key]}")
+            originals.forget(ORIGINALS_SECTION, key)
+        else:
+            failed += 1
+            out.append(f"FAILED    systemd {key}: {error}")
+    return failed
 
 
 def _restore_cgroups(settings: Settings, originals: NodeOriginals, out: list[str]) -> int:
@@ -281,6 +309,7 @@ def run_cleanup(settings: Settings, *, force: bool = False, stdout: TextIO | Non
         else:
             failed += 1
             lines.append(f"FAILED    {what}: {result.error}")
+    failed += _restore_units(settings, originals, lines)
     try:
         failed += _restore_cgroups(settings, originals, lines)
     except HookServerError as exc:

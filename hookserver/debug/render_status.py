@@ -162,6 +162,9 @@ def render_status(doc: Any, *, verbose: bool = False) -> str:
         f"cgroup:      {_text(cgroup.get('version'))}, {_text(cgroup.get('driver'))} driver, writes "
         f"{_text(cgroup.get('writes'))}, runtime {_text(cgroup.get('runtime'))}",
     ]
+    systemd = _section(doc, "systemd")
+    if systemd:
+        lines.append(f"systemd:     {_text(systemd.get('mode'))}")
     lines.append("problems:    " + ("none" if not problems else problems[0]))
     lines += ["             " + p for p in problems[1:]]
     lines.append("(hookctl status -v: every field; -o json: the document)")

@@ -15,10 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from hookserver.executor.settings import CgroupSettings
 from hookserver.errors import CgroupNotFoundError, ExecutorError, UnsupportedResourceError
 from hookserver.executor.cache import WriteCache
+from hookserver.executor.convert import cpu_max_field
 from hookserver.executor.fileio import CgroupFiles, OsCgroupFiles, translate_os_error
 from hookserver.executor.knob import Knob, Merge
 from hookserver.executor.knobs import KNOBS
@@ -31,7 +33,7 @@ from hookserver.store.state import StateStore
 from hookserver.system.cgroupcontrollers import missing_controllers
 from hookserver.system.roots import SystemRoots
 
-__all__ = ["CgroupExecutor", "build_executor"]
+__all__ = ["CgroupExecutor", "UnitMirror", "build_executor"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,24 @@ _PLAIN, _GROW, _FINAL = "plain", "grow", "final"
 # The v2 controller of a knob's (v1-named) subsystem.
 _V2_CONTROLLER = {"blkio": "io"}
 _GONE = (CgroupNotFoundError, UnsupportedResourceError)
+
+
+class UnitMirror(Protocol):
+    """Where the systemd driver keeps written values as unit properties (`hookserver.systemd.UnitPropertyKeeper`):
+    systemd re-applies a unit's properties over its cgroup files on a reload, so a value kept only in the file
+    does not last."""
+
+    def quota_us(self, cgroup_dir: str, quota_us: int, period_us: int) -> int:
+        """The quota to write instead of `quota_us`: one the unit's property keeps exactly."""
+        ...
+
+    def written(self, cgroup_dir: str, file: str, text: str, previous: str, *, period_us: int = 100_000) -> None:
+        """`file` of `cgroup_dir` now holds `text` (it held `previous`); must return in microseconds."""
+        ...
+
+    def forget(self, cgroup_dirs: Iterable[str]) -> None:
+        """These cgroups (and those below) are gone: nothing about them is worth keeping."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,12 @@ class CgroupExecutor:
         self._v2 = layout.writes_v2
         self._real_roots: dict[str, str] = {}
         self._leveled_lock = threading.Lock()
+        self.mirror: UnitMirror | None = None
+
+    def attach_mirror(self, mirror: UnitMirror | None) -> None:
+        """Mirror every successful write (and every file found already holding its value) into `mirror`: the
+        daemon attaches systemd's unit properties when the driver is systemd."""
+        self.mirror = mirror
 
     # -- public ----------------------------------------------------------------------------------
     def apply(self, plan: ResourcePlan) -> ApplyReport:
@@ -122,6 +148,8 @@ class CgroupExecutor:
 
     def forget_cgroups(self, cgroup_dirs: Collection[str]) -> int:
         """Drop cached values of these cgroups and every cgroup below them (a pod that is gone). Returns how many."""
+        if self.mirror is not None:
+            self.mirror.forget(cgroup_dirs)
         return self.cache.forget_under(cgroup_dirs)
 
     def resolve(self, write: CgroupWrite) -> str:
@@ -225,7 +253,8 @@ class CgroupExecutor:
             # gets is not written (writing it would pin the cgroup: a later change of the parent's set would
             # no longer reach it, and `hookserver cleanup` could not tell the pin from the kubelet's value).
             current = self._read_back(os.path.join(p.dir, knob.v2_inherited)) or current
-        text = knob.render(write.value, v2, current)
+        value, period_us = self._mirrored_value(p, current)
+        text = knob.render(value, v2, current)
         note = ""
         final = True
         if mode == _GROW and knob.merge is not Merge.NONE:
@@ -239,6 +268,8 @@ class CgroupExecutor:
         if knob.already(current, v2=v2, text=text):
             if final:
                 self.cache.remember(p.write.cgroup_dir, resource, p.desired, text)
+                # The file's own text: an empty v2 cpuset that inherits the set stays "inherit" in the unit too.
+                self._mirror(p, previous if previous or knob.v2_inherited else text, previous, period_us)
             return _Attempt(
                 WriteResult(write, p.path, text, ok=True, skipped=True, previous=previous),
                 _join(note, "unchanged"), final=final,
@@ -257,11 +288,29 @@ class CgroupExecutor:
         held = self._read_back(p.path) if knob.readback else ""
         if final:
             self.cache.remember(p.write.cgroup_dir, resource, p.desired, held or text)
+            self._mirror(p, held or text, previous, period_us)
         else:
             self.cache.forget(p.write.cgroup_dir, resource)
         if held and knob.key(held, v2) != knob.key(text, v2):
             note = _join(note, f"kernel holds {held!r}")
         return _Attempt(WriteResult(write, p.path, text, ok=True, previous=previous, held=held), note, final=final)
+
+    def _mirrored_value(self, p: _Prepared, current: str) -> tuple[int | str, int]:
+        """The value to render (a CFS quota the unit's property keeps exactly, when a mirror is attached) and the
+        CFS period it goes with."""
+        value = p.write.value
+        if self.mirror is None or p.write.resource not in (CgroupResource.CPU_CFS_QUOTA, CgroupResource.CPU_CFS_PERIOD):
+            return value, 0
+        period_text = cpu_max_field(current, 1) if self._v2 else self._read_back(os.path.join(p.dir, "cpu.cfs_period_us"))
+        period_us = int(period_text) if period_text.isdigit() else 100_000
+        if p.write.resource is CgroupResource.CPU_CFS_QUOTA and isinstance(value, int) and value >= 0:
+            value = self.mirror.quota_us(p.write.cgroup_dir, value, period_us)
+        return value, period_us
+
+    def _mirror(self, p: _Prepared, text: str, previous: str, period_us: int) -> None:
+        if self.mirror is not None:
+            self.mirror.written(p.write.cgroup_dir, p.knob.file(self._v2), text, previous,
+                                period_us=period_us or 100_000)
 
     def _controller_missing(self, p: _Prepared, text: str) -> UnsupportedResourceError | None:
         """On v2 a file is missing when its controller is not handed down by the parent's cgroup.subtree_control

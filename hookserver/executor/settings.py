@@ -22,3 +22,9 @@ class CgroupSettings(_Frozen):
     version: Literal["auto", "v1", "v2"] = "auto"
     runtime: Literal["containerd", "docker", "cri-o", "pouch"] = "containerd"
     force_update_seconds: float = Field(default=60.0, ge=0)
+    # systemd driver: keep written values in the units' properties through this socket (systemd's private
+    # socket as root; the system bus socket works too); "" turns that off (the reconciler restores resets).
+    systemd_socket: str = "/run/systemd/private"
+    # The longest one attempt of a call to systemd may take (never on a hook's path: a worker thread sends). Right
+    # after a daemon-reload systemd can take seconds to answer (seen on the VM tier's emulated guest).
+    systemd_timeout_s: float = Field(default=5.0, gt=0, le=30)

@@ -6,7 +6,8 @@ write: `sysctl` ("vm.min_free_kbytes"), `cgroup` ("cpu:kubepods/besteffort/cpu.c
 `resctrl_groups` (groups we created, value "created") and `oom_score_adj` ("<pid>@<start ticks>": a process's
 score before OOMScoreAdj first changed it; see `hookserver.system.processes`) and `resctrl_pod_groups` (the
 pod-level `koordlet-<uid>` groups we created, value "created") and `tc` (interface -> the kind of root qdisc it had
-before TCNetworkQoS put its htb there). A key is recorded once (the first write) and kept
+before TCNetworkQoS put its htb there) and `systemd_units` ("<unit>/<Property>": a systemd unit property's value before
+the agent first kept its own there, `hookserver.systemd`). A key is recorded once (the first write) and kept
 until the value is restored (`forget`). Every change is written atomically (temporary file, fsync, rename,
 fsync of the directory), so a crash leaves either the old or the new file, never half of one, plus at worst a
 temporary file named after the dead process, which the next load removes. A corrupt
@@ -31,7 +32,7 @@ __all__ = ["ORIGINALS_FILE", "SECTIONS", "NodeOriginals"]
 log = logging.getLogger(__name__)
 
 ORIGINALS_FILE = "node-originals.json"
-SECTIONS = ("sysctl", "cgroup", "resctrl_groups", "oom_score_adj", "resctrl_pod_groups", "tc")
+SECTIONS = ("sysctl", "cgroup", "resctrl_groups", "oom_score_adj", "resctrl_pod_groups", "tc", "systemd_units")
 _MAX_BYTES = 1 << 20
 # `_persist`'s temporary file; one left by a killed agent is removed at the next load.
 _TMP = re.compile(re.escape(ORIGINALS_FILE) + r"\.tmp\.(?P<pid>[0-9]+)\.[0-9]+")

@@ -8,6 +8,7 @@ gate) are in one small function that a test can call.
     views.py       the debug server's providers and `hookctl status`'s sections
     runtime.py     the hot path's process tuning (GIL switch interval, heap reserve, hot gate, GC pacer)
     hooks.py       what the hook plugins are told about the node at start (the kernel's CPU-priority files)
+    systemd.py     the systemd driver's unit-property keeper (attached to the executor) and its status section
 
 Only the daemon imports this room; it imports the areas, the front doors' settings and the config.
 """

@@ -71,3 +71,12 @@ def test_a_missing_controller_is_one_calm_line() -> None:
     assert len(lines) == 1 and "BE tier: cpuset not enabled on kubepods-besteffort.slice" in lines[0]
     assert len(lines[0]) <= 160
     assert not [line for line in render_status(INFO).splitlines() if "not enabled" in line]
+
+
+def test_the_summary_says_how_systemd_resets_are_handled() -> None:
+    kept = render_status(status_units({**INFO, "systemd": {"mode": "unit properties kept through /run/systemd/private"}}))
+    assert "systemd:     unit properties kept through /run/systemd/private" in kept.splitlines()
+    away = render_status(status_units({**INFO, "systemd": {
+        "mode": "not reachable (/run/systemd/private: ENOENT), values restored on reset within 10 s"}}))
+    assert "systemd:     not reachable (/run/systemd/private: ENOENT), values restored on reset within 10 s" in away
+    assert "systemd:" not in render_status(status_units(INFO))  # an agent without the section: no line

@@ -30,6 +30,9 @@ if [[ -n ${VM_BUSYBOX:-} ]]; then cp "$VM_BUSYBOX" "$RESULTS/busybox"; fi
 # VM_GUEST_TESTS: which guest tests to run (pytest node ids, space-separated; default all of tests/vm/guest), for
 # working on one of them without a whole run.
 if [[ -n ${VM_GUEST_TESTS:-} ]]; then printf '%s\n' "$VM_GUEST_TESTS" >"$RESULTS/select"; fi
+# The guest's pytest budget (run.sh reads it here; 300 s by default): a machine busy with other work runs the
+# emulated guest several times slower (daemon-reloads of 10-25 s instead of 2-3 s were seen at a load of 7).
+echo "${VM_GUEST_TIMEOUT_S:-300}" >"$RESULTS/guest-timeout-s"
 # The Python tree the guest runs, as one file (tests/vm/guest/run.sh unpacks it): see run.sh for why.
 tar -C "$ROOT" --exclude='*.sqlite' -cf "$RESULTS/project.tar" pyproject.toml hookserver qos collectors tests
 # shellcheck disable=SC2086

@@ -24,8 +24,9 @@ export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 cd /run/project || exit 1
 TESTS=tests/vm/guest
 [ -f "$OUT/select" ] && TESTS=$(cat "$OUT/select")
+limit=$(cat "$OUT/guest-timeout-s" 2>/dev/null || echo 300)
 # shellcheck disable=SC2086
-timeout 300 python3 -m pytest -q -p no:cacheprovider -rs --junitxml="$OUT/junit.xml" $TESTS \
+timeout "$limit" python3 -m pytest -q -p no:cacheprovider -rs --junitxml="$OUT/junit.xml" $TESTS \
   >"$OUT/pytest.log" 2>&1
 rc=$?
 echo "$rc" >"$OUT/rc"

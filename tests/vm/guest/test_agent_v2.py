@@ -118,9 +118,22 @@ def test_be_pod_slice_gets_batch_values_and_the_reconciler_restores_a_reset(
     record("reconciler_after_file_reset_s", round(took, 2))
 
 
-def test_daemon_reload_resets_the_pod_slice_and_the_agent_restores_it(running: Running) -> None:
-    """Issue 40's finding on a real systemd: a reload re-applies the slice unit's own properties over the
-    agent's values. Measured here: what a reload leaves and how long until the agent's values are back."""
+def test_the_agent_keeps_its_values_in_systemds_unit_properties(
+    running: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = running.agent.hookctl("status", "-o", "json", capsys=capsys)
+    assert code == 0, out
+    systemd = json.loads(out)["systemd"]
+    assert systemd["mode"] == "unit properties kept through /run/systemd/private", systemd
+    code, out = running.agent.hookctl("status", capsys=capsys)
+    assert "systemd:     unit properties kept through /run/systemd/private" in out, out
+
+
+def test_daemon_reload_keeps_the_agents_values(running: Running) -> None:
+    """Issue 40: a reload re-applies the slice unit's properties over the files. Before the keeper, 14 of 20
+    reloads left the BE pod unlimited until the reconciler came by (p50 0.15 s, max 0.89 s); with the agent's
+    values in the unit's properties none may. Also measured: how long until the values are back (0 when they
+    never left)."""
     pod = running.pod
     running.agent.stub().PreRunPodSandboxHook(be_pod(pod.cgroup_parent), timeout=10)
     _wait(lambda: _values(pod) == BATCH, "the batch values")
@@ -138,7 +151,21 @@ def test_daemon_reload_resets_the_pod_slice_and_the_agent_restores_it(running: R
     record("daemon_reload_lifted", f"{lifted}/20")
     record("daemon_reload_exposure_p50_s", round(statistics.median(exposures), 3))
     record("daemon_reload_exposure_max_s", round(max(exposures), 3))
-    assert max(exposures) < 15
+    assert lifted == 0, "\n".join(progress)
+
+
+def test_set_property_by_someone_else_keeps_the_agents_values(running: Running) -> None:
+    """`systemctl set-property` of any property makes systemd write all of the unit's cgroup files again."""
+    pod = running.pod
+    _wait(lambda: _values(pod) == BATCH, "the batch values")
+    seen = []
+    for tasks_max in (1000, 2000, 3000):
+        subprocess.run(["systemctl", "set-property", "--runtime", pod.name, f"TasksMax={tasks_max}"], check=True,
+                       timeout=30)
+        seen.append(_values(pod))
+    record("set_property_lifted", f"{sum(v != BATCH for v in seen)}/3")
+    assert (pod.path / "pids.max").read_text().strip() == "3000"
+    assert seen == [BATCH] * 3, seen
 
 
 def test_collectors_and_psi_read_the_real_v2_files(running: Running) -> None:
@@ -149,9 +176,15 @@ def test_collectors_and_psi_read_the_real_v2_files(running: Running) -> None:
         reader = CgroupStatReader(SystemRoots(), CgroupVersion.V2)
         rel = running.pod.cgroup_parent
         first = reader.usage(rel)[0]
-        time.sleep(1.5)
-        reader.new_cycle()
-        cpu_ns, mem_no_cache, _ = reader.usage(rel)
+        # Under emulation on a busy machine the scope's python can take seconds to start and allocate its 32 MiB
+        # (seen at a host load of 5-7: 1-3 MiB after a fixed 1.5 s): wait for the allocation, not for a time.
+        deadline = time.monotonic() + 30
+        while True:
+            time.sleep(0.5)
+            reader.new_cycle()
+            cpu_ns, mem_no_cache, _ = reader.usage(rel)
+            if mem_no_cache >= 32 << 20 or time.monotonic() > deadline:
+                break
         assert cpu_ns > first >= 0
         assert mem_no_cache >= 32 << 20
         memory = reader.memory(rel)
@@ -177,4 +210,9 @@ def test_cpu_suppress_on_the_be_tier_then_cleanup_leaves_it_as_found(
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     save("cleanup.txt", done.stdout + done.stderr)
+    assert {f: (tier / f).read_text() for f in running.tier_before} == running.tier_before
+    assert "restored  systemd " in done.stdout, done.stdout
+    # The units' properties are the kubelet's again: a reload now leaves the node as the kubelet made it.
+    subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=30)
+    assert _values(running.pod) == KUBELET
     assert {f: (tier / f).read_text() for f in running.tier_before} == running.tier_before
