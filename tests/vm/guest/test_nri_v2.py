@@ -44,6 +44,12 @@ def _values(path: Path) -> tuple[str, ...]:
     return tuple((path / f).read_text().strip() for f in ("cpu.weight", "cpu.max", "memory.max"))
 
 
+def _unit_memory_max(unit: str) -> str:
+    done = subprocess.run(["systemctl", "show", "-p", "MemoryMax", "--value", unit], capture_output=True,
+                          text=True, timeout=30)
+    return done.stdout.strip()
+
+
 def _wait(predicate: object, timeout_s: float = 20.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -145,10 +151,14 @@ def test_nri_gives_a_be_pods_scopes_and_slice_koordlets_values_on_v2(
         assert _values(scope(pod, cid_a)) == CONTAINERS["a"]
         assert _values(scope(pod, cid_b)) == CONTAINERS["b"]
         assert _wait(lambda: _values(pod.path) == POD), _values(pod.path)
-        # runc handed the adjusted values to systemd as the scope's unit properties: a reload keeps them.
+        # The pod slice's values the agent wrote at RunPodSandbox reach its unit (the keeper, off the hook's path).
+        assert _wait(lambda: _unit_memory_max(pod.name) == POD[2], 30), _unit_memory_max(pod.name)
+        # runc handed the adjusted values to systemd as the scopes' unit properties, the agent the pod slice's:
+        # a reload keeps them all (read at once: no window for a restore).
         subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=60)
         assert _values(scope(pod, cid_a)) == CONTAINERS["a"]
         assert _values(scope(pod, cid_b)) == CONTAINERS["b"]
+        assert _values(pod.path) == POD
     finally:
         node.cri.stop_and_remove_sandbox(sandbox)
 
