@@ -50,6 +50,13 @@ def test_the_configmaps_config_is_valid_for_this_build(tmp_path: Path) -> None:
         for configured in (settings.cgroup.root, settings.proc_root, settings.hook.registration_dir):
             assert configured in mounts, configured
         assert any(settings.hook.socket.startswith(m + "/") for m in mounts)
+        # the kubelet's root dir (cpu_manager_state), read-only and as a directory, as koordlet mounts it
+        spec = daemonset["spec"]["template"]["spec"]
+        kubelet = next(m for m in spec["containers"][0]["volumeMounts"]
+                       if m["mountPath"] == settings.topology.kubelet_root_dir)
+        assert kubelet.get("readOnly") is True, manifest
+        volume = next(v for v in spec["volumes"] if v["name"] == kubelet["name"])
+        assert volume["hostPath"]["path"] == "/var/lib/kubelet", manifest
 
 
 def test_the_slo_config_role_grants_one_configmap_in_koordinators_namespace() -> None:
