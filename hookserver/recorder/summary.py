@@ -212,7 +212,8 @@ def render_text(cmp: Comparison, *, max_evictions: int = 8) -> str:
     for run in (cmp.recorded, cmp.proposed):
         lines.append(f"evictions {run.label}: {_reasons(run)}")
         for e in run.evictions[:max_evictions]:
-            lines.append(f"  {_when(e['ts'])}  {e['pod']}  {e['reason']}: {e['message'][:110]}")
+            # The whole message: a cut one ended mid-number ("pod uses 24622530" for 2462253056 bytes).
+            lines.append(f"  {_when(e['ts'])}  {e['pod']}  {e['reason']}: {e['message']}")
         if len(run.evictions) > max_evictions:
             lines.append(f"  ... and {len(run.evictions) - max_evictions} more")
     return "\n".join(lines)

@@ -101,3 +101,13 @@ def test_the_real_cgroup_recording_replays_as_recorded() -> None:
     _, _, frames = recording.span()
     assert frames > 100 and run.mismatches == [] and run.matched == 3 * frames
     assert [e["uid"] for e in run.evictions] == [e["pod_uid"] for e in recording.evictions()]
+
+
+def test_the_text_report_prints_each_eviction_message_whole(evicting: Recording) -> None:
+    """A real recording's report cut the message at 110 characters, mid-number ("pod uses 24622530" for
+    2462253056 bytes): an operator must read the figures the evictor used."""
+    recorded = replay(evicting, ReplayConfig("recorded"))
+    assert recorded.evictions
+    text = render_text(compare("n", recorded, replay(evicting, _slo(memoryEvictThresholdPercent=90))))
+    for e in recorded.evictions[:8]:
+        assert e["message"] in text
