@@ -1,4 +1,4 @@
-"""A Daemon built for readiness tests (no NRI, sockets and cgroup root under tmp_path), and one /readyz read.
+"""A Daemon built for tests (no NRI, sockets and cgroup root under tmp_path), and one /readyz read.
 
 Shared by the fake-apiserver tests (tests/informer/test_first_sync.py) and the real-apiserver tier
 (tests/kube/test_readiness_kube.py), so both probe the same daemon the same way.

@@ -8,22 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from hookserver.config import load_settings
 from hookserver.daemon import Daemon
+from tests.readiness import daemon_settings
 
 
 def _daemon(tmp_path: Path, *, qos: bool) -> Daemon:
     root = tmp_path / "cg"
     (root / "kubepods").mkdir(parents=True)
     (root / "kubepods" / "cpu.idle").write_text("0\n")  # a v2 kernel's file at the pods' parent
-    settings = load_settings(overrides={
-        "standalone": True, "state_dir": str(tmp_path / "state"),
-        "hook": {"socket": str(tmp_path / "h.sock"), "registration_dir": str(tmp_path / "reg")},
-        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
-        "metrics": {"addr": "127.0.0.1:0"}, "cgroup": {"root": str(root), "version": "v2", "driver": "cgroupfs"},
-        "qos": {"enabled": qos},
-    }, environ={})
-    return Daemon(settings)
+    return Daemon(daemon_settings(tmp_path, "n", standalone=True, qos={"enabled": qos},
+                                  cgroup={"root": str(root), "version": "v2", "driver": "cgroupfs"}))
 
 
 @pytest.mark.parametrize(("qos", "registered"), [(True, True), (False, False)])

@@ -84,17 +84,10 @@ def test_the_daemon_starts_without_its_recorder_when_the_file_cannot_be_opened(t
 def test_the_daemons_status_carries_the_recorders_file_size_and_span(tmp_path) -> None:
     """`hookctl status` reads the daemon's info: the recorder's part is recorder.status (size, frames, span,
     last error), not a reduced copy."""
-    from hookserver.config import load_settings
     from hookserver.daemon import Daemon
+    from tests.readiness import daemon_settings
 
-    (tmp_path / "cg").mkdir()
-    settings = load_settings(overrides={
-        "standalone": True, "state_dir": str(tmp_path / "state"),
-        "hook": {"socket": str(tmp_path / "h.sock"), "registration_dir": str(tmp_path / "reg")},
-        "debug": {"socket": str(tmp_path / "d.sock")}, "nri": {"enabled": False},
-        "metrics": {"addr": "127.0.0.1:0"}, "cgroup": {"root": str(tmp_path / "cg"), "version": "v2"},
-    }, environ={})
-    daemon = Daemon(settings)
+    daemon = Daemon(daemon_settings(tmp_path, "n", standalone=True))
     try:
         status = daemon.info()["recorder"]
     finally:

@@ -49,11 +49,6 @@ _GATE_OFF = HookResult.skip("feature gate CPUSetAllocator is off")
 _BE = HookResult.skip("BE container: its cpuset is CPU suppress's")
 _BE_SANDBOX = HookResult.skip("BE pod: its sandbox's cpuset is CPU suppress's, and its quota BatchResource's")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_NO_CPUS: frozenset[int] = frozenset()
-
-
-def _nothing_allocated() -> frozenset[int]:
-    return _NO_CPUS
 
 
 class CPUSetAllocatorPlugin:
@@ -69,7 +64,7 @@ class CPUSetAllocatorPlugin:
         publisher's latest read of `cpu_manager_state`); they leave both share pools, as in the NRT report, so
         an LS or BE container is never pinned onto a CPU the kubelet gave away."""
         self.enabled = enabled
-        self._kubelet_allocated = kubelet_allocated or _nothing_allocated
+        self._kubelet_allocated: Callable[[], frozenset[int]] = kubelet_allocated or frozenset  # none: empty
         self.cpus = cpus
         self.unset_cpu_quota = unset_cpu_quota
         self._online = frozenset(c.cpu for c in cpus if c.online)
