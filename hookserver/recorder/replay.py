@@ -443,7 +443,8 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 run.evictions.append({"ts": snap.now, "reconciler": r.name, "pod": req.key, "uid": req.pod_uid,
                                       "reason": req.reason, "mode": item.mode, "message": req.message})
             if world is not None:
-                world.evicted([item.request.pod_uid for item in picked], snap.now)
+                world.evicted([item.request.pod_uid for item in picked], snap.now,
+                              recorded.evict if recorded is not None else ())
             if r is suppress:
                 run.be_cpu_cores.append(_be_cores(plan, capacity_cores))
                 budget = plan.numbers.get("budget_milli")

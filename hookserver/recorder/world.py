@@ -20,7 +20,7 @@ recording cannot say: `Divergence` names each such frame, for the report.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,12 +164,17 @@ class ProposedWorld:
             self.tier = tier_after(snap.be_tier, plan)
         self._last = snap
 
-    def evicted(self, uids: list[str], now: float) -> None:
-        """The proposal's evictions this frame. One the agent made too, by this round (its audit may stamp it a
-        moment after the round), is the recording's business; any other pod is gone for good from this run,
-        whatever the recording shows of it later (the agent evicting it hours on must not bring it back)."""
+    def evicted(self, uids: list[str], now: float, agent: Collection[str] = ()) -> None:
+        """The proposal's evictions this frame. One the agent made too in this round (`agent`: the pods the
+        recorded decision evicts; without it, an audit entry by this round) is the recording's business: the
+        frames after it show the pod as the agent's eviction left it. Any other pod is gone for good from this
+        run, whatever the recording shows of it later (the agent evicting it hours on must not bring it back).
+
+        The recorded decision comes first because the audit stamps an eviction when it is done, not when it was
+        decided: a SIGKILL eviction whose freeze timed out was stamped 1.01 s after its round on a real node,
+        and the null replay then took the pod off as if the proposal alone had evicted it."""
         for uid in uids:
-            if self.agent_evicted.get(uid, math.inf) > now + _SAME_ROUND_S:
+            if uid not in agent and self.agent_evicted.get(uid, math.inf) > now + _SAME_ROUND_S:
                 self.gone.setdefault(uid, now)
             self.evicted_here.add(uid)
 

@@ -129,3 +129,28 @@ def test_a_decision_writes_what_its_effect_says() -> None:
     assert tier_effect("", {}) == ("restore",)
     assert tier_effect("feature gates off", {}) == ("keep",)
     assert tier_effect("no node capacity", {"budget_milli": 3}) == ("keep",)
+
+
+def test_a_null_replay_marks_nothing_when_the_agents_evictions_were_stamped_late(tmp_path: Any) -> None:
+    """A SIGKILL eviction is audited when it is done: on a real cgroup v1 node the freeze timed out and the
+    audit stamped grow-0 1.01 s after the round that decided it. The null replay then took the pod off as if
+    the proposal alone had evicted it, and marked 29 of 50 frames counterfactual (the recorded decision, which
+    names the pod, now says whose eviction it was)."""
+    path = str(tmp_path / "late.sqlite")
+    generate(path, pods=20, hours=0.15, step_s=10.0, round_s=1.0, seed=5, start_hour=9.0,
+             slo={"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 65,
+                                                  "memoryEvictThresholdPercent": 70}},
+             evict_delay_s=1.5)
+    rec = Recording(path)
+    try:
+        evictions = rec.evictions()
+        recorded = replay(rec, ReplayConfig("recorded"))
+        null = replay(rec, ReplayConfig("proposed", Proposal(), as_recorded=False))
+    finally:
+        rec.close()
+    assert evictions, "the scenario must have the agent evict"
+    decided = {e["uid"]: e["ts"] for e in recorded.evictions}
+    assert all(e["ts"] - decided[str(e["pod_uid"])] > 1.0 for e in evictions)  # stamped late, as on the node
+    assert recorded.mismatches == []
+    assert not any(null.diverged)
+    assert _series(null) == _series(recorded)

@@ -273,12 +273,15 @@ class SyntheticNode:
 def generate(out: str, *, pods: int = 200, hours: float = 24.0, step_s: float = 10.0, seed: int = 7,
              slo: dict[str, object] | None = None, start_hour: float = 0.0, round_s: float | None = None,
              colocation: dict[str, object] | None = None,
-             spikes: Sequence[tuple[float, float, float]] | None = None) -> FlightRecorder:
+             spikes: Sequence[tuple[float, float, float]] | None = None,
+             evict_delay_s: float = 0.0) -> FlightRecorder:
     """Write a synthetic recording to `out` (replaced) and return the closed recorder (its counters).
 
     `step_s` is the recorder's interval (a frame every step); `round_s` the agent's round (default `step_s`):
     the real agent plans every second and records every 10 s, the case a replay must reproduce exactly.
-    `spikes`: (seconds after the start, duration, LS CPU factor) in place of the daily bursts."""
+    `spikes`: (seconds after the start, duration, LS CPU factor) in place of the daily bursts.
+    `evict_delay_s`: how long after its round the audit stamps each eviction (it stamps one when it is done,
+    and a SIGKILL eviction waits for the cgroup's freeze, a second and more on a real node)."""
     round_s = step_s if round_s is None else round_s
     colocation_body = dict(DEFAULT_COLOCATION if colocation is None else colocation)
     for suffix in ("", "-wal", "-shm"):
@@ -296,7 +299,8 @@ def generate(out: str, *, pods: int = 200, hours: float = 24.0, step_s: float = 
         out, RecorderSettings(interval_s=step_s, retention_s=hours * 3600 + 3600, max_mib=200),
         node_name=world.node.name, created_at=world.created_at, colocation=lambda: colocation_body,
         predictor=PredictorSettings(cold_start_duration_s=3600.0).model_dump(mode="json"),
-        evictions=lambda since: store.audit.evictions(since=since), started_at=world.now,
+        evictions=lambda since: [replace(e, ts=e.ts + evict_delay_s) for e in store.audit.evictions(since=since)],
+        started_at=world.now,
         reconcilers={r.name: {"interval_s": r.interval_s, "cooldown_s": r.cooldown_s} for r in reconcilers},
     )
     runner = QoSRunner(reconcilers, gates=gates, snapshots=world, store=store, executor=None,
