@@ -28,7 +28,7 @@ from qos.snapshot.model import QoSSnapshot
 
 from hookserver.recorder.decisions import Decision, decision_of
 
-__all__ = ["ASSUMED", "ProposedContainers", "files_after", "ls_quota_cores"]
+__all__ = ["ASSUMED", "ProposedContainers", "files_after", "ls_cfs_cores"]
 
 # (quota µs, burst µs) by cgroup dir (containers and pods; a pod's burst is None)
 Files = Mapping[str, tuple[int | None, int | None]]
@@ -76,29 +76,37 @@ def _with_files(kernel: KernelFacts, files: Files) -> KernelFacts:
     return replace(kernel, pods=MappingProxyType(pods))
 
 
-def ls_quota_cores(snap: QoSSnapshot, plan: QoSPlan | None) -> float | None:
-    """The LS containers' CFS quota once `plan` is carried out, in cores (unlimited ones left out); None when
-    the frame has no container facts."""
+def ls_cfs_cores(snap: QoSSnapshot, plan: QoSPlan | None) -> tuple[float | None, float | None]:
+    """The LS containers' CFS quota and CFS burst once `plan` is carried out, each together in cores (unlimited
+    quotas and unknown bursts left out); (None, None) when the frame has no container facts. The burst is its
+    own series because a policy that changes only `cpu.cfs_burst_us` (CPU burst `auto` -> `none`) moves no
+    quota: before, such a proposal showed "no change" in every row while it marked every frame."""
     if not snap.kernel.pods:
-        return None
-    written: dict[str, int] = {}
+        return None, None
+    quotas: dict[str, int] = {}
+    bursts: dict[str, int] = {}
     if plan is not None:
         for resource_plan in plan.writes:
             for level in resource_plan.levels:
                 for write in level:
                     if write.resource == CgroupResource.CPU_CFS_QUOTA:
-                        written[write.cgroup_dir] = int(write.value)
-    total = 0.0
+                        quotas[write.cgroup_dir] = int(write.value)
+                    elif write.resource == CgroupResource.CPU_CFS_BURST:
+                        bursts[write.cgroup_dir] = int(write.value)
+    quota_total = burst_total = 0.0
     pods = snap.kernel.pods
     for pod in snap.pods:
         pk = pods.get(pod.uid) if pod.qos == "LS" and pod.active else None
         if pk is None:
             continue
         for c in pk.containers:
-            quota = written.get(c.dir, c.quota_us)
+            quota = quotas.get(c.dir, c.quota_us)
             if quota is not None and quota > 0:
-                total += quota / c.period_us
-    return total
+                quota_total += quota / c.period_us
+            burst = bursts.get(c.dir, c.burst_us)
+            if burst is not None and burst > 0:
+                burst_total += burst / c.period_us
+    return quota_total, burst_total
 
 
 class ProposedContainers:

@@ -55,7 +55,7 @@ from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.decisions import decision_of, would_evict
-from hookserver.recorder.kernel_world import ProposedContainers, ls_quota_cores
+from hookserver.recorder.kernel_world import ProposedContainers, ls_cfs_cores
 from hookserver.recorder.proposal import FrameOverlay, Proposal
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.schema import explain_sqlite_error
@@ -101,9 +101,10 @@ class ReplayRun:
     predicted_memory_bytes: list[float | None] = field(default_factory=list)
     actual_prod_memory_bytes: list[float] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)
-    # CPU burst per frame: the LS containers' CFS quota once its round is carried out (cores; None without
-    # container facts), and how many containers it scaled up and down
+    # CPU burst per frame: the LS containers' CFS quota and CFS burst once its round is carried out (cores;
+    # None without container facts), and how many containers it scaled up and down
     ls_quota_cores: list[float | None] = field(default_factory=list)
+    ls_burst_cores: list[float | None] = field(default_factory=list)  # their CFS burst (cpu.cfs_burst_us), cores
     burst_scaled_up: list[int] = field(default_factory=list)
     burst_scaled_down: list[int] = field(default_factory=list)
     # memory QoS per frame: the memory.min and memory.low it gives every pod together (None: it skipped)
@@ -372,7 +373,9 @@ def _be_cores(plan: QoSPlan, capacity_cores: float) -> float:
 
 def _part2_series(run: ReplayRun, name: str, snap: QoSSnapshot, plan: QoSPlan) -> None:
     if name == CPUBurst.name:
-        run.ls_quota_cores.append(ls_quota_cores(snap, plan))
+        quota, burst = ls_cfs_cores(snap, plan)
+        run.ls_quota_cores.append(quota)
+        run.ls_burst_cores.append(burst)
         run.burst_scaled_up.append(int(plan.numbers.get("scaled_up", 0) or 0))
         run.burst_scaled_down.append(int(plan.numbers.get("scaled_down", 0) or 0))
     elif name == MemoryQoS.name:

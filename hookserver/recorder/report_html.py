@@ -167,7 +167,7 @@ def _figures(cmp: Comparison) -> list[tuple[str, str, Any]]:
 
 
 def _part2_figures(cmp: Comparison, layout: dict[str, Any], shaded: str) -> list[tuple[str, str, Any]]:
-    """CPU burst (the LS containers' CFS quota) and memory QoS (memory.min and memory.low given to pods)."""
+    """CPU burst (the LS containers' CFS quota and burst) and memory QoS (memory.min and memory.low given to pods)."""
     import plotly.graph_objects as go
 
     runs = (cmp.recorded, cmp.proposed)
@@ -180,13 +180,17 @@ def _part2_figures(cmp: Comparison, layout: dict[str, Any], shaded: str) -> list
         for run in runs:
             t2, quota = _thin(run.frame_ts, run.ls_quota_cores)
             fig.add_trace(go.Scatter(x=_x(t2), y=quota, name=f"LS CFS quota, {run.label}", mode="lines", line=_line(run)))
+            t2, burst = _thin(run.frame_ts, run.ls_burst_cores)
+            fig.add_trace(go.Scatter(x=_x(t2), y=burst, name=f"LS CFS burst, {run.label}", mode="lines",
+                                     line={**_line(run), "dash": "dot"}))
         _mark_counterfactual(fig, cmp)
         fig.update_layout(xaxis_title="time (UTC)", yaxis_title="cores")
-        text = "What CPU burst lets LS containers use (their CFS quota together), against what LS used." + shaded
+        text = ("What CPU burst lets LS containers use (their CFS quota together, and the CFS burst they may run "
+                "over it), against what LS used." + shaded)
     else:
         _empty(fig, "No container facts in this recording: CPU burst could not be replayed.")
         text = "Not meaningful here: the recording has no container facts (an older format, or none were read)."
-    fig.update_layout(title="CPU burst: LS containers' CFS quota (cores)", **layout)
+    fig.update_layout(title="CPU burst: LS containers' CFS quota and CFS burst (cores)", **layout)
     out.append(("cpu-burst", text, fig))
 
     fig = go.Figure()

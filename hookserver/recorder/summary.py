@@ -59,6 +59,7 @@ def _figures(run: ReplayRun) -> dict[str, float]:
     be = run.be_cpu_cores
     return {
         "ls_quota_mean": _mean(_present(run.ls_quota_cores)),
+        "ls_burst_mean": _mean(_present(run.ls_burst_cores)),
         "burst_up": float(sum(run.burst_scaled_up)),
         "burst_down": float(sum(run.burst_scaled_down)),
         "memory_min_mean": _mean(_present(run.memory_min_bytes)) / 2**30,
@@ -92,6 +93,7 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("mem_exceeded", "LS memory above the predicted peak (time)", "{:.2%}"),
     ("mem_max_over", "LS memory above the predicted peak, worst (GiB)", "{:.2f}"),
     ("ls_quota_mean", "LS CFS quota after CPU burst, mean (cores)", "{:.2f}"),
+    ("ls_burst_mean", "LS CFS burst (cfs_burst_us) after CPU burst, mean (cores)", "{:.2f}"),
     ("burst_up", "CPU burst quota scale-ups (containers x rounds)", "{:.0f}"),
     ("burst_down", "CPU burst quota scale-downs (containers x rounds)", "{:.0f}"),
     ("memory_min_mean", "memory.min given to pods, mean (GiB)", "{:.2f}"),
@@ -117,12 +119,12 @@ def _precise(fmt: str, *values: float) -> str:
 def _series(run: ReplayRun) -> tuple[Any, ...]:
     return (run.frame_ts, run.be_cpu_cores, run.suppress_budget_cores, run.capacity_ts, run.batch_cpu_milli,
             run.batch_memory_bytes, run.predicted_cpu_milli, run.predicted_memory_bytes,
-            [(e["ts"], e["uid"]) for e in run.evictions], run.ls_quota_cores, run.burst_scaled_up,
+            [(e["ts"], e["uid"]) for e in run.evictions], run.ls_quota_cores, run.ls_burst_cores, run.burst_scaled_up,
             run.burst_scaled_down, run.memory_min_bytes, run.memory_low_bytes)
 
 
 _PREDICTION_ROWS = {"cpu_exceeded", "cpu_max_over", "mem_exceeded", "mem_max_over"}
-_BURST_ROWS = {"ls_quota_mean", "burst_up", "burst_down"}
+_BURST_ROWS = {"ls_quota_mean", "ls_burst_mean", "burst_up", "burst_down"}
 _MEMORY_QOS_ROWS = {"memory_min_mean", "memory_low_mean"}
 
 

@@ -201,3 +201,19 @@ def test_the_reports_show_cpu_burst_and_memory_qos(tmp_path: Path) -> None:
 
     page = render_html(cmp)
     assert "CPU burst: LS containers' CFS quota" in page and "Memory QoS: memory.min and memory.low" in page
+
+
+def test_a_proposal_that_changes_only_the_cfs_burst_shows_it(tmp_path: Path) -> None:
+    """`cpuBurstPercent` moves only `cpu.cfs_burst_us`. Before, no series held it: the report said "no change"
+    in words and in every row while it marked every frame (a real recording's `policy auto -> none`)."""
+    recorded, proposed = _proposed(tmp_path, {"cpuBurstStrategy": {"cpuBurstPercent": 50}})
+    assert proposed.ls_quota_cores == recorded.ls_quota_cores
+    # cpuBurstPercent 200 -> 50: half the limit as burst, where 200 % was capped at the whole quota
+    assert all(p is not None and r is not None and 0 < p < r
+               for p, r in zip(proposed.ls_burst_cores[1:], recorded.ls_burst_cores[1:]))
+    cmp = compare("node", recorded, proposed)
+    assert not cmp.unchanged
+    rows = {label: (a, b, change) for label, a, b, change in cmp.rows}
+    a, b, change = rows["LS CFS burst (cfs_burst_us) after CPU burst, mean (cores)"]
+    assert float(b) < float(a) and change.startswith("−")
+    assert "no change" not in render_text(cmp)
