@@ -54,6 +54,7 @@ from qos.framework.plan import QoSPlan
 from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
+from hookserver.recorder.cpu_window import EvictWindow
 from hookserver.recorder.decisions import decision_of, would_evict
 from hookserver.recorder.kernel_world import ProposedContainers, ls_cfs_cores
 from hookserver.recorder.proposal import FrameOverlay, Proposal
@@ -410,16 +411,22 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
         plan = _verdict_plan(suppress, s, state)
         return plan, suppress.commit(plan, RoundOutcome(dry_run=False), state, s.now)
 
+    evict_window = EvictWindow()
+    evictor_gates = tuple(g.name for g in CPUEvict.gates)
     records: dict[str, PodRecord] = {}
     for frame in recording.frames():
         snap = frame.snapshot
         if not states:
             states = {r.name: r.initial_state(min(started, snap.now) if started else snap.now) for r in reconcilers}
-        snap = overlay.snapshot(snap)
+        evict_window.add(snap)
+        snap, window_assumed = evict_window.snapshot(snap, overlay.snapshot(snap))
         divergence = Divergence()
+        if window_assumed and any(snap.gate_on(g) for g in evictor_gates):
+            divergence = replace(divergence, assumed=(window_assumed,))
         if world is not None:
             states[suppress.name] = world.catch_up(snap.now, suppress_round, states[suppress.name])
-            snap, divergence = world.snapshot(snap)
+            snap, moved = world.snapshot(snap)
+            divergence = replace(moved, assumed=divergence.assumed)
         if containers is not None:
             snap = containers.snapshot(snap)
             divergence = replace(divergence, part2=containers.assumed())

@@ -92,9 +92,10 @@ class Divergence:
     removed: tuple[str, ...] = ()  # pods the proposal evicted and the agent kept, taken off the node
     kept: tuple[str, ...] = ()  # pods the agent evicted and the proposal kept, absent here with no usage
     part2: tuple[str, ...] = ()  # what CPU burst and memory QoS assumed (`kernel_world.ASSUMED`)
+    assumed: tuple[str, ...] = ()  # what else the replay computed again from frames (`cpu_window.ASSUMED`)
 
     def __bool__(self) -> bool:
-        return self.tier or bool(self.removed) or bool(self.kept) or bool(self.part2)
+        return self.tier or bool(self.removed) or bool(self.kept) or bool(self.part2) or bool(self.assumed)
 
     def text(self) -> str:
         parts = []
@@ -105,6 +106,7 @@ class Divergence:
         if self.kept:
             parts.append(f"{len(self.kept)} pod(s) the agent evicted and the proposal kept: absent, usage unknown")
         parts.extend(self.part2)
+        parts.extend(self.assumed)
         return "; ".join(parts)
 
 
