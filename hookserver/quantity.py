@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from hookserver.errors import QuantityError
 
-__all__ = ["INT64_MAX", "Quantity", "parse_quantity"]
+__all__ = ["INT64_MAX", "Quantity", "parse_quantity", "resource_amount"]
 
 INT64_MAX = (1 << 63) - 1
 
@@ -132,3 +132,16 @@ def _parse_text(text: str, field: str) -> Quantity:
     else:
         value = number * _DECIMAL[match["dec"] or ""]
     return Quantity(value, raw)
+
+
+def resource_amount(raw: object, *, field: str = "") -> Quantity:
+    """A quantity a resource list may hold (what the apiserver admits): parsed exactly, not negative, and its
+    Value() within int64. The batch hook and the store's reader of the extended-resource-spec annotation both
+    judge the annotation's quantities by this one rule, so they never disagree on which annotation is valid.
+    QuantityError names `field`."""
+    quantity = parse_quantity(raw, field=field)
+    if quantity.is_negative():
+        raise QuantityError(f"quantity {quantity.text!r} is negative", field=field)
+    if quantity.value() > INT64_MAX:
+        raise QuantityError(f"quantity {quantity.text!r} overflows int64", field=field)
+    return quantity

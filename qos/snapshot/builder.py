@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from hookserver.aio.hotgate import pause, paced
 from hookserver.errors import InputError
+from hookserver.koord_resources import ANNOTATION_EXTENDED_RESOURCE_SPEC
 from hookserver.podclass import request_amounts
 from hookserver.slo.model import NodeSLOSpec
 from hookserver.store.originals import NodeOriginals
@@ -199,8 +200,12 @@ class SnapshotBuilder:
 
     def _requests_of(self, pod: PodRecord, containers: list[Any]) -> tuple[int, int, Mapping[str, int]]:
         cached = self._requests.get(pod.uid)
-        # without a pod spec the requests come from the announced resources, so those are part of the key
-        announced = () if pod.container_specs else tuple((c.name, c.updated_at, c.resources) for c in containers)
+        # without a pod spec the requests come from the extended-resource-spec annotation and the announced
+        # resources (hookserver.store.specs), so both are part of the key: a pod's annotation may come later
+        # than its containers (gaps filled after a proxy failover)
+        announced = () if pod.container_specs else (
+            pod.annotations.get(ANNOTATION_EXTENDED_RESOURCE_SPEC),
+            *((c.name, c.updated_at, c.resources) for c in containers))
         key = (pod.container_specs, pod.init_container_specs, pod.overhead, pod.pod_level_requests)
         if (cached is not None and all(a is b for a, b in zip(cached[0][0], key, strict=True))
                 and cached[0][1] == announced):

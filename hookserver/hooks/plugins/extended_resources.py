@@ -14,9 +14,10 @@ import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from hookserver.errors import AnnotationError, QuantityError
+from hookserver.errors import AnnotationError
 from hookserver.fastinit import fast_frozen_init
-from hookserver.quantity import INT64_MAX, parse_quantity
+from hookserver.koord_resources import ANNOTATION_EXTENDED_RESOURCE_SPEC, BATCH_CPU, BATCH_MEMORY, LEGACY_BATCH_NAMES
+from hookserver.quantity import resource_amount
 
 __all__ = [
     "ANNOTATION_EXTENDED_RESOURCE_SPEC",
@@ -27,10 +28,6 @@ __all__ = [
     "parse_spec_text",
 ]
 
-ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
-BATCH_CPU = "kubernetes.io/batch-cpu"
-BATCH_MEMORY = "kubernetes.io/batch-memory"
-_LEGACY = {BATCH_CPU: "koordinator.sh/batch-cpu", BATCH_MEMORY: "koordinator.sh/batch-memory"}
 _MAX_ANNOTATION_BYTES = 256 * 1024
 # One encoder for `raw`: `json.dumps` with options builds a new encoder per call, which cost half the parse.
 _RAW = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -144,7 +141,7 @@ def _amount(resources: Mapping[str, object], name: str, field: str, container: o
     key = name
     raw = resources.get(name)
     if raw is None and name not in resources:
-        key = _LEGACY[name]
+        key = LEGACY_BATCH_NAMES[name]
         if key not in resources:
             return -1
         raw = resources[key]
@@ -168,10 +165,4 @@ _AMOUNTS_MAX = 4096
 
 
 def _checked_amount(raw: object, field: str) -> int:
-    quantity = parse_quantity(raw, field=field)
-    if quantity.is_negative():
-        raise QuantityError(f"quantity {quantity.text!r} is negative", field=field)
-    value = quantity.value()
-    if value > INT64_MAX:
-        raise QuantityError(f"quantity {quantity.text!r} overflows int64", field=field)
-    return value
+    return resource_amount(raw, field=field).value()
