@@ -127,6 +127,11 @@ def be_satisfaction_mode(snap: QoSSnapshot) -> ModeResult:
         values["avg_satisfaction"] = avg_limit / be.avg_request_milli
     if not _usage_high(be.avg_usage_milli, avg_limit, threshold):
         return ModeResult(POLICY, f"BE usage over the window is below {threshold}% of its limit", numbers(**values))
+    if be.avg_request_milli <= 0:
+        # No satisfaction without a request (koordlet releases nothing either). Said as it is: a real node's BE
+        # pods whose batch-cpu request never reached the sum read "BE satisfaction above 60%" here.
+        return ModeResult(POLICY, "no BE batch-cpu request over the window: satisfaction undefined, nothing to "
+                          "release", numbers(**values))
     release = release_by_satisfaction(be.avg_request_milli, avg_limit, lower, upper)
     values["release_by_avg_milli"] = release
     if release <= 0:

@@ -395,3 +395,15 @@ def test_be_memory_lower_equal_to_threshold_is_invalid_as_in_koordlet() -> None:
     assert not verdict.enabled and verdict.reason == (
         "BEMemoryEvict: invalid NodeSLO: memoryEvictLowerPercent 70 is not below memoryEvictThresholdPercent 70")
     assert MemoryEvict().plan(s, OLD).evictions == ()
+
+
+def test_be_satisfaction_without_a_request_says_so() -> None:
+    """Busy BE pods whose batch-cpu request is 0 over the window: nothing to release, and the summary says why.
+    Before it read "BE satisfaction above 40% over the window", which a real node's BE pods (their requests
+    lost) showed on every round."""
+    be = BEStats(window_s=60, avg_usage_milli=950, avg_request_milli=0, avg_limit_milli=1000, count=60,
+                 last_usage_milli=950, last_request_milli=0, last_limit_milli=1000)
+    plan = CPUEvict().plan(round_snap(be=be, feature_gates={"BECPUEvict": True}), OLD)
+    assert "BECPUEvict.release_target" not in plan.numbers
+    assert "no BE batch-cpu request over the window" in plan.summary
+    assert "satisfaction above" not in plan.summary
