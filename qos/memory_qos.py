@@ -56,10 +56,11 @@ _ANOLIS = (
 
 @dataclass(frozen=True, slots=True)
 class MemoryQoSState:
-    """Per pod UID: the inputs last planned (a signature) and the (min, low) they gave, for the tier sums;
+    """Per pod UID: the inputs last planned (a signature) and the (min, low, high) they gave, for the tier sums
+    and the round's totals (high −1: max);
     `wrote`: this agent has set something (so turning every class off resets it)."""
 
-    pods: Mapping[str, tuple[Hashable, tuple[int, int]]] = field(default_factory=lambda: MappingProxyType({}))
+    pods: Mapping[str, tuple[Hashable, tuple[int, int, int]]] = field(default_factory=lambda: MappingProxyType({}))
     wrote: bool = False
 
 
@@ -132,8 +133,9 @@ class MemoryQoS(Reconciler):
         pod_writes: list[CgroupWrite] = []
         cont_writes: list[CgroupWrite] = []
         managed = 0
+        high_total = 0  # memory.high of the pods it limits (max left out): what throttlingPercent moves
         slot = int(snap.now) % REFRESH_SLOTS
-        kept: dict[str, tuple[Hashable, tuple[int, int]]] = {}
+        kept: dict[str, tuple[Hashable, tuple[int, int, int]]] = {}
         classes: dict[str, ResourceQOS | None] = {}  # for_class once per QoS class a round, not once per pod
 
         def emit(out: list[CgroupWrite], directory: str, who: str, cfg: MemoryQOS, values: tuple[int, int, int]) -> None:
@@ -158,18 +160,19 @@ class MemoryQoS(Reconciler):
                          tuple([(c.dir, c.memory_request_bytes, c.memory_limit_bytes) for c in pk.containers]))
             last = st.pods.get(pod.uid)
             if last is not None and last[0] == signature and zlib.crc32(pod.uid.encode()) % REFRESH_SLOTS != slot:
-                pair = last[1]  # unchanged since the last round and not its refresh slot: nothing to plan
+                values = last[1]  # unchanged since the last round and not its refresh slot: nothing to plan
             else:
                 values = memory_values(cfg, pk.memory_request_bytes, pk.memory_limit_bytes, allocatable)
                 emit(pod_writes, pk.dir, pod.key, cfg, values)
                 for c in pk.containers:
                     cvalues = memory_values(cfg, c.memory_request_bytes, c.memory_limit_bytes, allocatable)
                     emit(cont_writes, c.dir, f"{pod.key}/{c.name}", cfg, cvalues)
-                pair = (values[0], values[1])
-            kept[pod.uid] = (signature, pair)
+            kept[pod.uid] = (signature, values)
             sums = tiers.setdefault(_parent(pk.dir), [0, 0])
-            sums[0] += pair[0]
-            sums[1] += pair[1]
+            sums[0] += values[0]
+            sums[1] += values[1]
+            if values[2] >= 0:
+                high_total += values[2]
         kubepods = snap.kernel.tiers.get("kubepods", "")
         total = [sum(v[0] for v in tiers.values()), sum(v[1] for v in tiers.values())]
         tier_writes: list[CgroupWrite] = []
@@ -193,6 +196,7 @@ class MemoryQoS(Reconciler):
         lower = ResourcePlan(levels=(tuple(pod_writes), tuple(cont_writes)), leveled=True, cacheable=True)
         count = len(root_writes) + len(tier_writes) + len(pod_writes) + len(cont_writes)
         summary = f"{managed} pods: memory.min total {total[0]} B, memory.low total {total[1]} B"
-        return QoSPlan(self.name, summary, numbers(pods=managed, min_total=total[0], low_total=total[1], files=count),
+        return QoSPlan(self.name, summary, numbers(pods=managed, min_total=total[0], low_total=total[1],
+                                                   high_total=high_total, files=count),
                        writes=tuple(p for p in (upper, lower) if any(p.levels)),
                        state=MemoryQoSState(MappingProxyType(kept), wrote=st.wrote or bool(count)))

@@ -17,7 +17,7 @@ from qos.framework.plan import PlannedEviction, QoSPlan
 
 from hookserver.recorder.codec import dumps
 
-__all__ = ["REPLAYED", "Decision", "decision_of", "would_evict"]
+__all__ = ["REPLAYED", "Decision", "comparable", "decision_of", "would_evict"]
 
 
 def would_evict(plan: QoSPlan) -> list[PlannedEviction]:
@@ -67,6 +67,19 @@ def decision_of(plan: QoSPlan) -> Decision:
     values = {k: v for k, v in plan.numbers.items() if k not in left_out} if left_out else dict(plan.numbers)
     return Decision(plan.reconciler, skipped, values,
                     tuple(e.request.pod_uid for e in would_evict(plan) if not e.pending))
+
+# Numbers a newer agent decides that an older recording's decisions do not hold: compared only where the recorded
+# decision has them, so a recording made before they were added still replays as reproduced. memory QoS's
+# memory.high total came with the replay of `throttlingPercent` (issue 39).
+_ADDED_LATER = {"MemoryQoS": ("high_total",)}
+
+
+def comparable(mine: Decision, recorded: Decision) -> Decision:
+    """`mine` without the numbers the `recorded` decision's agent did not decide yet (`_ADDED_LATER`)."""
+    later = [k for k in _ADDED_LATER.get(mine.reconciler, ()) if k in mine.numbers and k not in recorded.numbers]
+    if not later:
+        return mine
+    return Decision(mine.reconciler, mine.skipped, {k: v for k, v in mine.numbers.items() if k not in later}, mine.evict)
 
 # The reconcilers the replay runs (and so the ones whose decisions the recorder keeps).
 REPLAYED = ("CPUSuppress", "MemoryEvict", "CPUEvict", "CPUBurst", "MemoryQoS")

@@ -26,7 +26,7 @@ from qos.memory_qos import MemoryQoS
 from qos.snapshot.kernel import KernelFacts, PodKernel
 from qos.snapshot.model import QoSSnapshot
 
-from hookserver.recorder.decisions import Decision, decision_of
+from hookserver.recorder.decisions import Decision, comparable, decision_of
 
 __all__ = ["ASSUMED", "ProposedContainers", "files_after", "ls_cfs_cores"]
 
@@ -36,7 +36,7 @@ Files = Mapping[str, tuple[int | None, int | None]]
 # What the replay assumes where a part-2 reconciler's world is the proposal's, for the report.
 ASSUMED = {
     CPUBurst.name: "LS containers' CFS quota and burst are the proposal's; their CPU usage is the recorded one",
-    MemoryQoS.name: "memory.min/low given to pods are the proposal's; memory usage is the recorded one",
+    MemoryQoS.name: "memory.min/low/high given to pods are the proposal's; memory usage is the recorded one",
 }
 
 
@@ -112,11 +112,15 @@ def ls_cfs_cores(snap: QoSSnapshot, plan: QoSPlan | None) -> tuple[float | None,
 class ProposedContainers:
     """The proposed run's part-2 world, frame by frame (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, memory_proposed: bool = True) -> None:
         self.files: dict[str, tuple[int | None, int | None]] | None = None  # None: the recorded files hold
         self.following = {CPUBurst.name: True, MemoryQoS.name: True}  # planning from the recorded state
-        # memory QoS gives pods other memory.min/low totals than the agent did (what a frame is marked for: a
-        # decision that differs only in how many pods it managed, the evicted ones gone, is marked for those)
+        # memory QoS gives pods other memory.min/low/high totals than the agent did (what a frame is marked for).
+        # Only a proposal that names memory QoS (`memory_proposed`) can: its values are a pure function of the
+        # config and each pod's request and limit, so without it every pod still on the node gets the agent's
+        # values, and totals that differ only by the pods the proposal evicted (memory.high of evicted BE pods)
+        # are not the proposal's memory limits.
+        self.memory_proposed = memory_proposed
         self.memory_differs = False
 
     def follows(self, name: str) -> bool:
@@ -141,11 +145,12 @@ class ProposedContainers:
             if name == CPUBurst.name and self.files is not None:
                 self.files = files_after(self.files, plan)
             return
-        mine = decision_of(plan)
+        mine = comparable(decision_of(plan), recorded)
         same = mine.text() == recorded.text()
         if name == MemoryQoS.name:
-            totals = ("min_total", "low_total")
-            self.memory_differs = [mine.numbers.get(k) for k in totals] != [recorded.numbers.get(k) for k in totals]
+            totals = ("min_total", "low_total", "high_total")
+            self.memory_differs = self.memory_proposed and (
+                [mine.numbers.get(k) for k in totals] != [recorded.numbers.get(k) for k in totals])
         if name == CPUBurst.name:
             if self.files is not None or not same:
                 self.files = files_after(self.files if self.files is not None else _files_of(snap.kernel), plan)

@@ -78,6 +78,15 @@ class Proposal:
     def is_empty(self) -> bool:
         return not (self.slo or self.colocation or self.predictor or self.gates)
 
+    def names_memory_qos(self, gates: tuple[str, ...]) -> bool:
+        """Whether the proposal can change what memory QoS gives a pod: a `memoryQOS` field of a class (or a whole
+        class or strategy, which holds it), or one of memory QoS's `gates`."""
+        for path, _value in leaves(self.slo):
+            parts = path.split(".")
+            if parts[0] == "resourceQOSStrategy" and (len(parts) < 3 or parts[2] == "memoryQOS"):
+                return True
+        return any(g in self.gates for g in gates)
+
     # -- applied per frame ---------------------------------------------------------------------------------
     def slo_over(self, recorded: NodeSLOSpec) -> NodeSLOSpec:
         """The recorded NodeSLO with this proposal's fields laid over it."""

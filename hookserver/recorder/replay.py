@@ -55,7 +55,7 @@ from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.cpu_window import EvictWindow
-from hookserver.recorder.decisions import decision_of, would_evict
+from hookserver.recorder.decisions import comparable, decision_of, would_evict
 from hookserver.recorder.kernel_world import ProposedContainers, ls_cfs_cores
 from hookserver.recorder.proposal import FrameOverlay, Proposal
 from hookserver.recorder.reader import Recording
@@ -108,9 +108,11 @@ class ReplayRun:
     ls_burst_cores: list[float | None] = field(default_factory=list)  # their CFS burst (cpu.cfs_burst_us), cores
     burst_scaled_up: list[int] = field(default_factory=list)
     burst_scaled_down: list[int] = field(default_factory=list)
-    # memory QoS per frame: the memory.min and memory.low it gives every pod together (None: it skipped)
+    # memory QoS per frame: the memory.min and memory.low it gives every pod together, and the memory.high of
+    # the pods it limits (None: it skipped)
     memory_min_bytes: list[int | None] = field(default_factory=list)
     memory_low_bytes: list[int | None] = field(default_factory=list)
+    memory_high_bytes: list[int | None] = field(default_factory=list)  # memory.high of the pods it limits
     # per frame: "" where the run is on the recorded node, else what the replay had to assume (world.py)
     diverged: list[str] = field(default_factory=list)
     # pods the agent evicted that this run never did: the recording has no usage of them after the eviction
@@ -380,9 +382,10 @@ def _part2_series(run: ReplayRun, name: str, snap: QoSSnapshot, plan: QoSPlan) -
         run.burst_scaled_up.append(int(plan.numbers.get("scaled_up", 0) or 0))
         run.burst_scaled_down.append(int(plan.numbers.get("scaled_down", 0) or 0))
     elif name == MemoryQoS.name:
-        low, high = plan.numbers.get("min_total"), plan.numbers.get("low_total")
-        run.memory_min_bytes.append(low if isinstance(low, int) and not plan.skipped else None)
-        run.memory_low_bytes.append(high if isinstance(high, int) and not plan.skipped else None)
+        for series, key in ((run.memory_min_bytes, "min_total"), (run.memory_low_bytes, "low_total"),
+                            (run.memory_high_bytes, "high_total")):
+            value = plan.numbers.get(key)
+            series.append(value if isinstance(value, int) and not plan.skipped else None)
 
 
 def _agent_evictions(recording: Recording) -> dict[str, float]:
@@ -404,7 +407,8 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
     overlay = FrameOverlay(config.proposal, config.label)
     round_s = float(recording.reconciler_settings.get(CPUSuppress.name, {}).get("interval_s") or 1.0)
     world = None if config.as_recorded else ProposedWorld(_agent_evictions(recording), round_s)
-    containers = None if config.as_recorded else ProposedContainers()
+    containers = None if config.as_recorded else ProposedContainers(
+        memory_proposed=config.proposal.names_memory_qos(tuple(g.name for g in MemoryQoS.gates)))
     suppress = next(r for r in reconcilers if r.name == CPUSuppress.name)
 
     def suppress_round(s: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
@@ -442,7 +446,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
             picked = [e for e in would_evict(plan) if not e.pending]
             states[r.name] = r.commit(plan, RoundOutcome(dry_run=False, evicted=len(picked)), states[r.name], snap.now)
             if config.as_recorded and recorded is not None:
-                mine = decision_of(plan)
+                mine = comparable(decision_of(plan), recorded)
                 if mine.text() == recorded.text():
                     run.matched += 1
                 else:

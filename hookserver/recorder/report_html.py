@@ -196,17 +196,19 @@ def _part2_figures(cmp: Comparison, layout: dict[str, Any], shaded: str) -> list
     fig = go.Figure()
     if any(v is not None for run in runs for v in run.memory_min_bytes):
         for run in runs:
-            for key, what in (("memory_min_bytes", "memory.min"), ("memory_low_bytes", "memory.low")):
+            for key, what in (("memory_min_bytes", "memory.min"), ("memory_low_bytes", "memory.low"),
+                              ("memory_high_bytes", "memory.high (limited pods)")):
                 t2, values = _thin(run.frame_ts, getattr(run, key))
                 fig.add_trace(go.Scatter(x=_x(t2), y=[None if v is None else v / 2**30 for v in values],
                                          name=f"{what}, {run.label}", mode="lines", line=_line(run)))
         _mark_counterfactual(fig, cmp)
         fig.update_layout(xaxis_title="time (UTC)", yaxis_title="GiB")
-        text = "The memory every pod is guaranteed (memory.min) and protected (memory.low), together." + shaded
+        text = ("The memory every pod is guaranteed (memory.min) and protected (memory.low), together, and where "
+                "the pods it limits are throttled (memory.high, together)." + shaded)
     else:
         _empty(fig, "Memory QoS planned nothing in this recording (off, or no container facts).")
         text = "Not meaningful here: memory QoS skipped every frame in both runs."
-    fig.update_layout(title="Memory QoS: memory.min and memory.low given to pods (GiB)", **layout)
+    fig.update_layout(title="Memory QoS: memory.min, memory.low and memory.high given to pods (GiB)", **layout)
     out.append(("memory-qos", text, fig))
     return out
 

@@ -64,6 +64,7 @@ def _figures(run: ReplayRun) -> dict[str, float]:
         "burst_down": float(sum(run.burst_scaled_down)),
         "memory_min_mean": _mean(_present(run.memory_min_bytes)) / 2**30,
         "memory_low_mean": _mean(_present(run.memory_low_bytes)) / 2**30,
+        "memory_high_mean": _mean(_present(run.memory_high_bytes)) / 2**30,
         "batch_core_hours": run.core_hours(),
         "batch_gib_hours": run.gib_hours(),
         "batch_cpu_mean": _mean([v / 1000 for v in run.batch_cpu_milli]),
@@ -98,6 +99,7 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("burst_down", "CPU burst quota scale-downs (containers x rounds)", "{:.0f}"),
     ("memory_min_mean", "memory.min given to pods, mean (GiB)", "{:.2f}"),
     ("memory_low_mean", "memory.low given to pods, mean (GiB)", "{:.2f}"),
+    ("memory_high_mean", "memory.high of the pods it limits, mean (GiB)", "{:.2f}"),
 )
 
 
@@ -120,12 +122,12 @@ def _series(run: ReplayRun) -> tuple[Any, ...]:
     return (run.frame_ts, run.be_cpu_cores, run.suppress_budget_cores, run.capacity_ts, run.batch_cpu_milli,
             run.batch_memory_bytes, run.predicted_cpu_milli, run.predicted_memory_bytes,
             [(e["ts"], e["uid"]) for e in run.evictions], run.ls_quota_cores, run.ls_burst_cores, run.burst_scaled_up,
-            run.burst_scaled_down, run.memory_min_bytes, run.memory_low_bytes)
+            run.burst_scaled_down, run.memory_min_bytes, run.memory_low_bytes, run.memory_high_bytes)
 
 
 _PREDICTION_ROWS = {"cpu_exceeded", "cpu_max_over", "mem_exceeded", "mem_max_over"}
 _BURST_ROWS = {"ls_quota_mean", "ls_burst_mean", "burst_up", "burst_down"}
-_MEMORY_QOS_ROWS = {"memory_min_mean", "memory_low_mean"}
+_MEMORY_QOS_ROWS = {"memory_min_mean", "memory_low_mean", "memory_high_mean"}
 
 
 def _no_prediction(*runs: ReplayRun) -> bool:

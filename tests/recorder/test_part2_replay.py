@@ -170,7 +170,7 @@ def test_a_memory_qos_proposal_changes_memory_min_and_low(tmp_path: Path) -> Non
     assert all(p is not None and r is not None and p > r
                for p, r in zip(proposed.memory_min_bytes, recorded.memory_min_bytes))
     assert proposed.memory_low_bytes == recorded.memory_low_bytes  # lowLimitPercent 80 (above 70) stays as recorded
-    assert all("memory.min/low given to pods are the proposal's" in d for d in proposed.diverged[1:])
+    assert all("memory.min/low/high given to pods are the proposal's" in d for d in proposed.diverged[1:])
     assert proposed.ls_quota_cores == recorded.ls_quota_cores
 
 
@@ -200,7 +200,7 @@ def test_the_reports_show_cpu_burst_and_memory_qos(tmp_path: Path) -> None:
     from hookserver.recorder.report_html import render_html
 
     page = render_html(cmp)
-    assert "CPU burst: LS containers' CFS quota" in page and "Memory QoS: memory.min and memory.low" in page
+    assert "CPU burst: LS containers' CFS quota" in page and "Memory QoS: memory.min, memory.low and memory.high" in page
 
 
 def test_a_proposal_that_changes_only_the_cfs_burst_shows_it(tmp_path: Path) -> None:
@@ -217,3 +217,39 @@ def test_a_proposal_that_changes_only_the_cfs_burst_shows_it(tmp_path: Path) -> 
     a, b, change = rows["LS CFS burst (cfs_burst_us) after CPU burst, mean (cores)"]
     assert float(b) < float(a) and change.startswith("−")
     assert "no change" not in render_text(cmp)
+
+
+def test_a_throttling_proposal_changes_memory_high(tmp_path: Path) -> None:
+    """`throttlingPercent` moves only memory.high. Before, memory QoS's decision had no memory.high total, so such
+    a proposal said "no change" in every row."""
+    rec = _record(str(tmp_path / "r.sqlite"), pods=25, seed=5, burst={"policy": "auto"},
+                  ls_memory={"enable": True, "minLimitPercent": 50, "lowLimitPercent": 80, "throttlingPercent": 90},
+                  start_hour=3.0)
+    try:
+        recorded = replay(rec, ReplayConfig("recorded"))
+        proposed = replay(rec, ReplayConfig("proposed", Proposal(
+            slo={"resourceQOSStrategy": {"lsClass": {"memoryQOS": {"throttlingPercent": 50}}}}), as_recorded=False))
+    finally:
+        rec.close()
+    assert recorded.mismatches == []
+    assert proposed.memory_min_bytes == recorded.memory_min_bytes
+    assert all(p is not None and r is not None and p < r
+               for p, r in zip(proposed.memory_high_bytes, recorded.memory_high_bytes))
+    assert all("memory.min/low/high given to pods are the proposal's" in d for d in proposed.diverged[1:])
+    cmp = compare("node", recorded, proposed)
+    rows = {label: (a, b, change) for label, a, b, change in cmp.rows}
+    a, b, change = rows["memory.high of the pods it limits, mean (GiB)"]
+    assert float(b) < float(a) and change.startswith("−")
+    assert not cmp.unchanged
+
+
+def test_an_older_recordings_memory_qos_decisions_still_match() -> None:
+    """A recording made before memory.high's total was decided has no `high_total`: its decisions still count as
+    reproduced; a recording that has it is compared on it."""
+    from hookserver.recorder.decisions import Decision, comparable
+
+    mine = Decision("MemoryQoS", "", {"pods": 3, "min_total": 10, "low_total": 20, "high_total": 30}, ())
+    old = Decision("MemoryQoS", "", {"pods": 3, "min_total": 10, "low_total": 20}, ())
+    assert comparable(mine, old).text() == old.text()
+    other = Decision("MemoryQoS", "", {"pods": 3, "min_total": 10, "low_total": 20, "high_total": 31}, ())
+    assert comparable(mine, other).text() != other.text()
