@@ -2,21 +2,31 @@
 
 Like `world.ProposedWorld` for the BE tier: while the proposal decides what the agent decided, its node is the
 recorded one (the CFS quota and burst the frame shows, and the round-start state the recorder kept,
-`states.py`), so a null proposal reproduces the recording bit for bit. From the first frame where CPU burst
-decides otherwise, the containers' CFS files are the proposal's own (each round's writes applied to them)
-until the recording shows the same files again; the planner's state is its own until it decides as the agent
-did on the recorded files. Memory QoS writes nothing it reads back, so only its state follows.
+`states.py`), so a null proposal reproduces the recording bit for bit.
+
+File by file: a container's CFS quota or burst is the proposal's own from the first round where the
+proposal writes another value there than the agent's round wrote (the agent's round is planned again, on the
+recorded frame, from the recorded state and config), and the recorded one again once the recording shows the
+proposal's value. A file the proposal sets as the agent did follows the recording, so what it becomes between
+two frames is what the agent's per-second rounds made of it, and a proposal that changes only
+`cpuBurstPercent` leaves every quota as recorded. While some files are the proposal's own, CPU burst's rounds
+between two frames are replayed at the agent's cadence on the earlier frame's inputs (`catch_up`; quota
+burst scales a quota x1.2 a round), and act on those files only. The planner's state is its own until it
+decides as the agent did with no file of its own. Memory QoS writes nothing it reads back, so only its state
+follows.
 
 What the recording cannot say (a container with more quota would have used more CPU; memory.high would have
 reclaimed memory) is named per frame in `Divergence.part2`, where it acts on the node: the proposal's own CFS
-files, other memory.min/low totals.
+files, other memory.min/low/high totals.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 from hookserver.executor.plan import CgroupResource
 
@@ -32,6 +42,8 @@ __all__ = ["ASSUMED", "ProposedContainers", "files_after", "ls_cfs_cores"]
 
 # (quota µs, burst µs) by cgroup dir (containers and pods; a pod's burst is None)
 Files = Mapping[str, tuple[int | None, int | None]]
+# A round of CPU burst on one snapshot: the plan, and the state to carry to the next round.
+Round = Callable[[QoSSnapshot, Any], tuple[QoSPlan, Any]]
 
 # What the replay assumes where a part-2 reconciler's world is the proposal's, for the report.
 ASSUMED = {
@@ -76,6 +88,30 @@ def _with_files(kernel: KernelFacts, files: Files) -> KernelFacts:
     return replace(kernel, pods=MappingProxyType(pods))
 
 
+# The proposal's own files: (cgroup dir, 0 for the CFS quota or 1 for the burst) -> its value there.
+Own = dict[tuple[str, int], int | None]
+
+
+def _overlay(files: Files, own: Own) -> dict[str, tuple[int | None, int | None]]:
+    """`files` with the proposal's own values in place."""
+    out = dict(files)
+    for (directory, kind), value in own.items():
+        quota, burst = out.get(directory, (None, None))
+        out[directory] = (value, burst) if kind == 0 else (quota, value)
+    return out
+
+
+def _differing(mine: Files, agent: Files) -> Own:
+    """The files where the proposal's round left another value than the agent's."""
+    own: Own = {}
+    for directory, values in mine.items():
+        theirs = agent.get(directory, (None, None))
+        for kind in (0, 1):
+            if values[kind] != theirs[kind]:
+                own[(directory, kind)] = values[kind]
+    return own
+
+
 def ls_cfs_cores(snap: QoSSnapshot, plan: QoSPlan | None) -> tuple[float | None, float | None]:
     """The LS containers' CFS quota and CFS burst once `plan` is carried out, each together in cores (unlimited
     quotas and unknown bursts left out); (None, None) when the frame has no container facts. The burst is its
@@ -113,7 +149,7 @@ class ProposedContainers:
     """The proposed run's part-2 world, frame by frame (module docstring)."""
 
     def __init__(self, *, memory_proposed: bool = True) -> None:
-        self.files: dict[str, tuple[int | None, int | None]] | None = None  # None: the recorded files hold
+        self.own: Own = {}  # the CFS files that are the proposal's own
         self.following = {CPUBurst.name: True, MemoryQoS.name: True}  # planning from the recorded state
         # memory QoS gives pods other memory.min/low/high totals than the agent did (what a frame is marked for).
         # Only a proposal that names memory QoS (`memory_proposed`) can: its values are a pure function of the
@@ -122,28 +158,71 @@ class ProposedContainers:
         # are not the proposal's memory limits.
         self.memory_proposed = memory_proposed
         self.memory_differs = False
+        self._last: QoSSnapshot | None = None  # the previous frame as CPU burst planned it (for the rounds between)
+        self._after: dict[str, tuple[int | None, int | None]] = {}  # every file once its round was carried out
 
     def follows(self, name: str) -> bool:
         """Whether `name` plans this frame from the state the recording kept (its world is the recorded one)."""
         return self.following.get(name, True)
 
+    def needs_agent(self, name: str, plan: QoSPlan, recorded: Decision | None) -> bool:
+        """Whether `planned` needs the agent's own round on the recorded frame: CPU burst, when the proposal's
+        decision is not the agent's or some files are the proposal's own."""
+        if name != CPUBurst.name or recorded is None:
+            return False
+        return bool(self.own) or comparable(decision_of(plan), recorded).text() != recorded.text()
+
+    def catch_up(self, now: float, burst_round: Round, state: Any, round_s: float) -> Any:
+        """CPU burst's rounds between the previous frame and `now` (every `round_s`, the agent's interval), on the
+        previous frame's inputs, while some files are the proposal's own: quota burst scales a quota by x1.2
+        or x0.8 a round, so one round a frame would scale ten times too slowly. Only the proposal's own files
+        take the rounds' writes (the others follow the recording, which shows what the agent's rounds made of
+        them). Stops at a round that changes none of them (the rest would repeat it; the token buckets count
+        the time since their last step, so a skipped round's time is not lost). Returns CPU burst's state."""
+        last = self._last
+        if not self.own or last is None or round_s <= 0:
+            return state
+        files = self._after
+        rounds = math.ceil((now - last.now) / round_s - 1e-9) - 1
+        for i in range(1, rounds + 1):
+            snap = replace(last, now=last.now + i * round_s, kernel=_with_files(last.kernel, files))
+            plan, state = burst_round(snap, state)
+            after = files_after(files, plan)
+            moved: Own = {}
+            for key, value in self.own.items():
+                new = after.get(key[0], (None, None))[key[1]]
+                if new != value:
+                    moved[key] = new
+            if not moved:
+                break
+            self.own.update(moved)
+            files = _overlay(after, self.own)
+        self._after = files
+        return state
+
     def snapshot(self, snap: QoSSnapshot) -> QoSSnapshot:
-        """The frame with the proposal's CFS files, or the recorded ones again once they are the same."""
-        if self.files is None:
+        """The frame with the proposal's own CFS files; one the recording now shows as well is the recording's
+        again."""
+        if not self.own:
             return snap
         recorded = _files_of(snap.kernel)
-        if all(recorded.get(d, v) == v for d, v in self.files.items()):
-            self.files = None
+        self.own = {key: v for key, v in self.own.items()
+                    if key[0] in recorded and recorded[key[0]][key[1]] != v}
+        if not self.own:
             return snap
-        return replace(snap, kernel=_with_files(snap.kernel, self.files))
+        return replace(snap, kernel=_with_files(snap.kernel, _overlay(recorded, self.own)))
 
-    def planned(self, name: str, snap: QoSSnapshot, plan: QoSPlan, recorded: Decision | None) -> None:
-        """`name` planned `plan` on `snap`: it follows the recording while it decides as the agent did there. A
-        frame without the agent's decision (a format-1 recording; a round the reconciler was not due) says
-        nothing either way: the run stays where it was."""
+    def planned(self, name: str, snap: QoSSnapshot, plan: QoSPlan, recorded: Decision | None,
+                agent: tuple[QoSSnapshot, QoSPlan] | None = None) -> None:
+        """`name` planned `plan` on `snap`: it follows the recording while it decides as the agent did there.
+        `agent`: the agent's round on the recorded frame (`needs_agent`), to tell which files are the
+        proposal's own. A frame without the agent's decision (a format-1 recording; a round the reconciler was
+        not due) says nothing either way: the run stays where it was."""
         if recorded is None:
-            if name == CPUBurst.name and self.files is not None:
-                self.files = files_after(self.files, plan)
+            if name == CPUBurst.name and self.own:
+                after = files_after(_files_of(snap.kernel), plan)
+                self.own = {key: after.get(key[0], (None, None))[key[1]] for key in self.own}
+                self._last, self._after = snap, after
             return
         mine = comparable(decision_of(plan), recorded)
         same = mine.text() == recorded.text()
@@ -152,17 +231,21 @@ class ProposedContainers:
             self.memory_differs = self.memory_proposed and (
                 [mine.numbers.get(k) for k in totals] != [recorded.numbers.get(k) for k in totals])
         if name == CPUBurst.name:
-            if self.files is not None or not same:
-                self.files = files_after(self.files if self.files is not None else _files_of(snap.kernel), plan)
-            same = same and self.files is None
+            self._last = snap
+            self._after = files_after(_files_of(snap.kernel), plan)
+            if not same or self.own:
+                theirs = (files_after(_files_of(agent[0].kernel), agent[1]) if agent is not None
+                          else _files_of(snap.kernel))
+                self.own = _differing(self._after, theirs)
+            same = same and not self.own
         self.following[name] = same
 
     def assumed(self) -> tuple[str, ...]:
-        """What this frame's replay assumed: where the containers' CFS files are the proposal's, and where memory
-        QoS gives other totals. A decision that differs only in numbers with no effect on the node (the share
+        """What this frame's replay assumed: where some CFS files are the proposal's own, and where memory QoS
+        gives other totals. A decision that differs only in numbers with no effect on the node (the share
         pool's ratio after the proposal's evictions freed CPU) is not marked; its state is still its own."""
         out = []
-        if self.files is not None:
+        if self.own:
             out.append(ASSUMED[CPUBurst.name])
         if self.memory_differs:
             out.append(ASSUMED[MemoryQoS.name])

@@ -411,9 +411,16 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
         memory_proposed=config.proposal.names_memory_qos(tuple(g.name for g in MemoryQoS.gates)))
     suppress = next(r for r in reconcilers if r.name == CPUSuppress.name)
 
+    burst = next(r for r in reconcilers if r.name == CPUBurst.name)
+    burst_s = float(recording.reconciler_settings.get(CPUBurst.name, {}).get("interval_s") or 1.0)
+
     def suppress_round(s: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
         plan = _verdict_plan(suppress, s, state)
         return plan, suppress.commit(plan, RoundOutcome(dry_run=False), state, s.now)
+
+    def burst_round(s: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
+        plan = _verdict_plan(burst, s, state)
+        return plan, burst.commit(plan, RoundOutcome(dry_run=False), state, s.now)
 
     evict_window = EvictWindow()
     evictor_gates = tuple(g.name for g in CPUEvict.gates)
@@ -432,6 +439,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
             snap, moved = world.snapshot(snap)
             divergence = replace(moved, assumed=divergence.assumed)
         if containers is not None:
+            states[burst.name] = containers.catch_up(snap.now, burst_round, states[burst.name], burst_s)
             snap = containers.snapshot(snap)
             divergence = replace(divergence, part2=containers.assumed())
         run.diverged.append(divergence.text() if divergence else "")
@@ -468,7 +476,12 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
             elif r.name in KEPT:
                 _part2_series(run, r.name, snap, plan)
                 if containers is not None:
-                    containers.planned(r.name, snap, plan, recorded)
+                    agent = None
+                    if containers.needs_agent(r.name, plan, recorded) and frame.states is not None:
+                        # the agent's own round on the recorded frame, to tell which files the proposal set otherwise
+                        kept = restore_state(r.name, r.initial_state(snap.now), frame.states.get(r.name))
+                        agent = (frame.snapshot, _verdict_plan(r, frame.snapshot, kept))
+                    containers.planned(r.name, snap, plan, recorded, agent)
         # usage as it really was
         run.frame_ts.append(snap.now)
         ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)

@@ -12,12 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from dataclasses import fields, replace
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hookserver.executor.plan import CgroupResource, CgroupWrite, ResourcePlan
+from hookserver.recorder.decisions import Decision
+from hookserver.recorder.kernel_world import ProposedContainers
 from hookserver.recorder.proposal import Proposal
 from hookserver.recorder.reader import Recording
 from hookserver.recorder.replay import ReplayConfig, ReplayRun, replay
@@ -26,8 +30,10 @@ from hookserver.recorder.settings import RecorderSettings
 from hookserver.recorder.summary import compare, render_text
 from hookserver.recorder.writer import FlightRecorder
 from hookserver.slo.document import spec_from_json
+from hookserver.slo.model import NodeSLOSpec
 
 from qos.cpu.burst import CPUBurst
+from qos.framework.plan import QoSPlan, numbers
 from qos.framework.reconciler import RoundOutcome
 from qos.snapshot.kernel import ContainerKernel, KernelFacts, PodKernel
 from qos.snapshot.model import NodeFacts, NodeUsage, PodFacts, QoSSnapshot
@@ -253,3 +259,61 @@ def test_an_older_recordings_memory_qos_decisions_still_match() -> None:
     assert comparable(mine, old).text() == old.text()
     other = Decision("MemoryQoS", "", {"pods": 3, "min_total": 10, "low_total": 20, "high_total": 31}, ())
     assert comparable(mine, other).text() != other.text()
+
+
+_C = "kubepods/burstable/podp/c1"
+
+
+def _one_container(now: float, quota: int) -> QoSSnapshot:
+    kernel = KernelFacts(pods=MappingProxyType({"p": PodKernel("p", "kubepods/burstable/podp", containers=(
+        ContainerKernel("c1", "main", _C, cpu_limit_milli=1000, quota_us=quota, burst_us=0),), quota_us=quota)}))
+    return QoSSnapshot(now=now, slo=NodeSLOSpec(), node=None, kernel=kernel)
+
+
+def _quota_plan(quota: int) -> QoSPlan:
+    write = CgroupWrite(_C, CgroupResource.CPU_CFS_QUOTA, quota)
+    return QoSPlan("CPUBurst", "", numbers(scaled_up=1), writes=(ResourcePlan.single([write]),))
+
+
+def _scale_up(snap: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
+    """Quota burst's round while throttled: x1.2, up to 10 CPUs."""
+    quota = snap.kernel.pods["p"].containers[0].quota_us or 0
+    return _quota_plan(min(int(quota * 1.2), 1_000_000)), state
+
+
+def _quota_at_next_frame(round_s: float) -> int | None:
+    world = ProposedContainers()
+    first = _one_container(0.0, 100_000)
+    agent = Decision("CPUBurst", "", {}, ())  # the agent held the quota
+    plan = _quota_plan(120_000)  # the proposal (a higher ceiling) scaled it up
+    assert world.needs_agent("CPUBurst", plan, agent)
+    world.planned("CPUBurst", first, plan, agent, (first, QoSPlan("CPUBurst", "", numbers())))
+    world.catch_up(10.0, _scale_up, None, round_s)
+    following = world.snapshot(_one_container(10.0, 100_000))
+    return following.kernel.pods["p"].containers[0].quota_us
+
+
+def test_burst_rounds_between_frames_run_at_the_agents_cadence() -> None:
+    """Nine 1 s rounds between two frames 10 s apart: a quota the proposal scaled reaches x1.2^10 by the next
+    frame, as on the node; one round a frame (before) left it at x1.2, ten times too slow."""
+    expected = 120_000
+    for _ in range(9):
+        expected = int(expected * 1.2)
+    assert expected == 619_171
+    assert _quota_at_next_frame(1.0) == expected
+    assert _quota_at_next_frame(10.0) == 120_000
+
+
+def test_a_file_the_proposal_sets_as_the_agent_did_follows_the_recording() -> None:
+    """The proposal's own files are only those it set otherwise: the quota it left as the agent did takes what
+    the recording shows at the next frame (the agent's rounds in between), not the proposal's held value."""
+    world = ProposedContainers()
+    first = _one_container(0.0, 100_000)
+    burst_only = QoSPlan("CPUBurst", "", numbers(), writes=(ResourcePlan.single(
+        [CgroupWrite(_C, CgroupResource.CPU_CFS_BURST, 50_000)]),))
+    world.planned("CPUBurst", first, burst_only, Decision("CPUBurst", "", {"x": 1}, ()),
+                  (first, QoSPlan("CPUBurst", "", numbers())))
+    assert world.own == {(_C, 1): 50_000}
+    later = world.snapshot(_one_container(10.0, 140_000))  # the agent's rounds scaled the quota meanwhile
+    c = later.kernel.pods["p"].containers[0]
+    assert (c.quota_us, c.burst_us) == (140_000, 50_000)
