@@ -212,12 +212,21 @@ class ProposedContainers:
             return snap
         return replace(snap, kernel=_with_files(snap.kernel, _overlay(recorded, self.own)))
 
+    @staticmethod
+    def agent_files(recorded: Decision, frame: QoSSnapshot, agent_plan: Callable[[], QoSPlan]) -> Files:
+        """The CFS files once the agent's round on the recorded `frame` was carried out. A round whose recorded
+        decision wrote nothing left the frame's files (most rounds: the agent's round is then not planned
+        again); otherwise `agent_plan()` plans it."""
+        if not any(recorded.numbers.get(k) for k in ("burst_writes", "scaled_up", "scaled_down")):
+            return _files_of(frame.kernel)
+        return files_after(_files_of(frame.kernel), agent_plan())
+
     def planned(self, name: str, snap: QoSSnapshot, plan: QoSPlan, recorded: Decision | None,
-                agent: tuple[QoSSnapshot, QoSPlan] | None = None) -> None:
+                agent: Files | None = None) -> None:
         """`name` planned `plan` on `snap`: it follows the recording while it decides as the agent did there.
-        `agent`: the agent's round on the recorded frame (`needs_agent`), to tell which files are the
-        proposal's own. A frame without the agent's decision (a format-1 recording; a round the reconciler was
-        not due) says nothing either way: the run stays where it was."""
+        `agent`: the files after the agent's round on the recorded frame (`needs_agent`, `agent_files`), to
+        tell which files are the proposal's own. A frame without the agent's decision (a format-1 recording; a
+        round the reconciler was not due) says nothing either way: the run stays where it was."""
         if recorded is None:
             if name == CPUBurst.name and self.own:
                 after = files_after(_files_of(snap.kernel), plan)
@@ -234,9 +243,7 @@ class ProposedContainers:
             self._last = snap
             self._after = files_after(_files_of(snap.kernel), plan)
             if not same or self.own:
-                theirs = (files_after(_files_of(agent[0].kernel), agent[1]) if agent is not None
-                          else _files_of(snap.kernel))
-                self.own = _differing(self._after, theirs)
+                self.own = _differing(self._after, agent if agent is not None else _files_of(snap.kernel))
             same = same and not self.own
         self.following[name] = same
 

@@ -477,10 +477,11 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 _part2_series(run, r.name, snap, plan)
                 if containers is not None:
                     agent = None
-                    if containers.needs_agent(r.name, plan, recorded) and frame.states is not None:
+                    if recorded is not None and frame.states is not None and containers.needs_agent(r.name, plan, recorded):
                         # the agent's own round on the recorded frame, to tell which files the proposal set otherwise
-                        kept = restore_state(r.name, r.initial_state(snap.now), frame.states.get(r.name))
-                        agent = (frame.snapshot, _verdict_plan(r, frame.snapshot, kept))
+                        kept = frame.states.get(r.name)
+                        agent = containers.agent_files(recorded, frame.snapshot, lambda: _verdict_plan(
+                            r, frame.snapshot, restore_state(r.name, r.initial_state(snap.now), kept)))
                     containers.planned(r.name, snap, plan, recorded, agent)
         # usage as it really was
         run.frame_ts.append(snap.now)

@@ -281,13 +281,17 @@ def _scale_up(snap: QoSSnapshot, state: Any) -> tuple[QoSPlan, Any]:
     return _quota_plan(min(int(quota * 1.2), 1_000_000)), state
 
 
+def _no_plan() -> QoSPlan:
+    return QoSPlan("CPUBurst", "", numbers())
+
+
 def _quota_at_next_frame(round_s: float) -> int | None:
     world = ProposedContainers()
     first = _one_container(0.0, 100_000)
     agent = Decision("CPUBurst", "", {}, ())  # the agent held the quota
     plan = _quota_plan(120_000)  # the proposal (a higher ceiling) scaled it up
     assert world.needs_agent("CPUBurst", plan, agent)
-    world.planned("CPUBurst", first, plan, agent, (first, QoSPlan("CPUBurst", "", numbers())))
+    world.planned("CPUBurst", first, plan, agent, ProposedContainers.agent_files(agent, first, _no_plan))
     world.catch_up(10.0, _scale_up, None, round_s)
     following = world.snapshot(_one_container(10.0, 100_000))
     return following.kernel.pods["p"].containers[0].quota_us
@@ -311,9 +315,23 @@ def test_a_file_the_proposal_sets_as_the_agent_did_follows_the_recording() -> No
     first = _one_container(0.0, 100_000)
     burst_only = QoSPlan("CPUBurst", "", numbers(), writes=(ResourcePlan.single(
         [CgroupWrite(_C, CgroupResource.CPU_CFS_BURST, 50_000)]),))
-    world.planned("CPUBurst", first, burst_only, Decision("CPUBurst", "", {"x": 1}, ()),
-                  (first, QoSPlan("CPUBurst", "", numbers())))
+    agent = Decision("CPUBurst", "", {"scaled_up": 1}, ())  # the agent wrote: its round is planned again
+    world.planned("CPUBurst", first, burst_only, agent, ProposedContainers.agent_files(agent, first, _no_plan))
     assert world.own == {(_C, 1): 50_000}
     later = world.snapshot(_one_container(10.0, 140_000))  # the agent's rounds scaled the quota meanwhile
     c = later.kernel.pods["p"].containers[0]
     assert (c.quota_us, c.burst_us) == (140_000, 50_000)
+
+
+def test_the_agents_round_is_planned_again_only_where_it_wrote() -> None:
+    frame = _one_container(0.0, 100_000)
+    calls: list[int] = []
+
+    def plan() -> QoSPlan:
+        calls.append(1)
+        return _quota_plan(120_000)
+
+    quiet = Decision("CPUBurst", "", {"burst_writes": 0, "scaled_up": 0, "scaled_down": 0}, ())
+    assert ProposedContainers.agent_files(quiet, frame, plan)[_C] == (100_000, 0) and not calls
+    wrote = Decision("CPUBurst", "", {"burst_writes": 0, "scaled_up": 1, "scaled_down": 0}, ())
+    assert ProposedContainers.agent_files(wrote, frame, plan)[_C] == (120_000, 0) and calls == [1]
