@@ -96,6 +96,7 @@ class ReplayRun:
     capacity_ts: list[float] = field(default_factory=list)
     batch_cpu_milli: list[int] = field(default_factory=list)
     batch_memory_bytes: list[int] = field(default_factory=list)
+    capacity_off: int = 0  # report ticks where colocation-config was disabled (the formula offers 0)
     # the predicted peak of prod pods (CPU milli, memory bytes) in force at each frame, and their real usage
     predicted_cpu_milli: list[float | None] = field(default_factory=list)
     actual_prod_cpu_milli: list[float] = field(default_factory=list)
@@ -508,6 +509,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
             capacity.next_tick = snap.now + strategy.metric_report_interval_seconds
             values = capacity.compute(snap, strategy, records, predictor.prod_reclaimable)
             if values is not None:
+                run.capacity_off += not strategy.enable
                 run.capacity_ts.append(snap.now)
                 run.batch_cpu_milli.append(values[0])
                 run.batch_memory_bytes.append(values[1])

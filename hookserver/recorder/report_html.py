@@ -85,15 +85,19 @@ def _figures(cmp: Comparison) -> list[tuple[str, str, Any]]:
     for resource, key, unit, scale in (("batch-cpu", "batch_cpu_milli", "cores", 1000.0),
                                        ("batch-memory", "batch_memory_bytes", "GiB", float(2**30))):
         fig = go.Figure()
-        for run in runs:
-            ts, values = _thin(run.capacity_ts, getattr(run, key))
-            fig.add_trace(go.Scatter(x=_x(ts), y=[v / scale for v in values], name=run.label, mode="lines",
-                                     line=_line(run)))
-        _mark_counterfactual(fig, cmp)
-        fig.update_layout(title=f"{resource} offered to batch pods ({unit})", xaxis_title="time (UTC)",
-                          yaxis_title=unit, **layout)
-        out.append((resource, f"The batch offer over time: what the capacity formula would publish ({unit})."
-                    + shaded, fig))
+        if cmp.no_capacity:
+            _empty(fig, "Colocation is disabled in both runs (or no node facts): nothing is offered to batch pods.")
+            text = "Not meaningful here (see the note above): nothing is plotted as zero."
+        else:
+            for run in runs:
+                ts, values = _thin(run.capacity_ts, getattr(run, key))
+                fig.add_trace(go.Scatter(x=_x(ts), y=[v / scale for v in values], name=run.label, mode="lines",
+                                         line=_line(run)))
+            _mark_counterfactual(fig, cmp)
+            fig.update_layout(xaxis_title="time (UTC)", yaxis_title=unit)
+            text = f"The batch offer over time: what the capacity formula would publish ({unit})." + shaded
+        fig.update_layout(title=f"{resource} offered to batch pods ({unit})", **layout)
+        out.append((resource, text, fig))
 
     fig = go.Figure()
     ts, ls, node = _thin(cmp.recorded.frame_ts, cmp.recorded.ls_cpu_cores, cmp.recorded.node_cpu_cores)

@@ -33,6 +33,12 @@ class Comparison:
     notes: tuple[str, ...] = ()  # what the figures cannot say, in words
 
     @property
+    def no_capacity(self) -> bool:
+        """Neither run offered anything because colocation was off (or no node facts): the batch series say
+        nothing about the proposal."""
+        return _no_colocation(self.recorded, self.proposed)
+
+    @property
     def unchanged(self) -> bool:
         """Every series of the proposed run equals the recorded run's, frame for frame."""
         return _series(self.recorded) == _series(self.proposed)
@@ -125,6 +131,7 @@ def _series(run: ReplayRun) -> tuple[Any, ...]:
             run.burst_scaled_down, run.memory_min_bytes, run.memory_low_bytes, run.memory_high_bytes)
 
 
+_CAPACITY_ROWS = {"batch_core_hours", "batch_gib_hours", "batch_cpu_mean", "batch_cpu_min"}
 _PREDICTION_ROWS = {"cpu_exceeded", "cpu_max_over", "mem_exceeded", "mem_max_over"}
 _BURST_ROWS = {"ls_quota_mean", "ls_burst_mean", "burst_up", "burst_down"}
 _MEMORY_QOS_ROWS = {"memory_min_mean", "memory_low_mean", "memory_high_mean"}
@@ -136,15 +143,21 @@ def _no_prediction(*runs: ReplayRun) -> bool:
     return all(not p for run in runs for p in run.predicted_cpu_milli)
 
 
+def _no_colocation(*runs: ReplayRun) -> bool:
+    """Every report tick of every run had colocation-config disabled (or there was none)."""
+    return all(run.capacity_off == len(run.capacity_ts) for run in runs)
+
+
 def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: list[str] | None = None) -> Comparison:
     a, b = _figures(recorded), _figures(proposed)
     meaningless = _no_prediction(recorded, proposed)
     no_containers = all(q is None for run in (recorded, proposed) for q in run.ls_quota_cores)
     no_memory_qos = all(v is None for run in (recorded, proposed) for v in run.memory_min_bytes)
+    no_colocation = _no_colocation(recorded, proposed)
     rows = []
     for key, label, fmt in _ROWS:
         if ((meaningless and key in _PREDICTION_ROWS) or (no_containers and key in _BURST_ROWS)
-                or (no_memory_qos and key in _MEMORY_QOS_ROWS)):
+                or (no_memory_qos and key in _MEMORY_QOS_ROWS) or (no_colocation and key in _CAPACITY_ROWS)):
             rows.append((label, "n/a", "n/a", ""))
             continue
         delta = b[key] - a[key]
@@ -152,6 +165,11 @@ def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: li
         change = "±0" if delta == 0 else ("+" if delta > 0 else "−") + shown.format(abs(delta))
         rows.append((label, shown.format(a[key]), shown.format(b[key]), change))
     notes = []
+    if no_colocation:
+        notes.append("batch capacity: n/a; colocation-config is disabled (enable: false) in both runs, so nothing is "
+                     "offered to batch pods (try --colocation with {\"enable\": true})"
+                     if any(run.capacity_ts for run in (recorded, proposed)) else
+                     "batch capacity: n/a; the recording has no node facts to compute it from")
     if meaningless:
         notes.append("LS above the predicted peak: not meaningful here; the predictor held back no peak for prod "
                      "pods (none with a request reached it, e.g. pods created through the proxy), so there is "

@@ -109,3 +109,22 @@ def test_the_json_lists_every_marked_frame(evicting: str, tmp_path: Any, capsys:
     doc = json.loads(capsys.readouterr().out)
     assert doc["diverged"] and all(d["assumed"] for d in doc["diverged"])
     assert doc["proposal"] == [f"--slo ({slo}) resourceUsedThresholdWithBE.memoryEvictThresholdPercent 70 -> 95"]
+
+
+def test_a_recording_with_colocation_off_says_so_and_a_proposal_turning_it_on_offers(tmp_path: Any) -> None:
+    """Standalone agents record colocation-config disabled: the formula offers 0 throughout. Before, the report
+    compared 0.0 with 0.0 core-hours as if it meant something; now the rows are n/a with the reason, and a
+    `--colocation {"enable": true}` proposal shows what would have been offered."""
+    path = str(tmp_path / "off.sqlite")
+    from hookserver.recorder.scenarios.synthetic import DEFAULT_COLOCATION, generate
+
+    generate(path, pods=12, hours=0.2, step_s=10.0, colocation={**DEFAULT_COLOCATION, "enable": False})
+    recorded, proposed = _runs(path, Proposal())
+    cmp = compare("n", recorded, proposed)
+    rows = {label: (a, b) for label, a, b, _c in cmp.rows}
+    assert rows["batch-cpu offered (core-hours)"] == ("n/a", "n/a") and cmp.no_capacity
+    assert any("colocation-config is disabled" in note for note in cmp.notes)
+    recorded, on = _runs(path, Proposal(colocation={"enable": True}))
+    turned_on = compare("n", recorded, on)
+    a, b = {label: (a, b) for label, a, b, _c in turned_on.rows}["batch-cpu offered, mean (cores)"]
+    assert float(a) == 0 and float(b) > 0 and not turned_on.no_capacity
