@@ -17,8 +17,10 @@ frame, so its plans are the agent's (`mismatches` lists any that are not). A run
 proposal's fields over the config recorded at each frame (`proposal.py`) and runs on `world.ProposedWorld`:
 the recorded node while the proposal writes and evicts what the agent did (so a null proposal reproduces the
 recording exactly), its own BE tier and evictions from the first frame it does not, with the agent's
-suppress rounds between two frames replayed at the agent's cadence. Each such frame is marked in
-`diverged` with what the replay assumed there."""
+suppress rounds between two frames replayed at the agent's cadence; CPU burst's CFS files likewise, file by
+file (`kernel_world.py`); and the CPU evictors' averages over the proposal's window where it changes
+`cpuEvictTimeWindowSeconds` (`cpu_window.py`). Each such frame is marked in `diverged` with what the replay
+assumed there."""
 
 from __future__ import annotations
 
