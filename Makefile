@@ -77,8 +77,9 @@ bench-go: $(STAMP)
 	GO_NRI_BIN=$$bin $(PY) -m tests.bench nri_go
 
 # The flight recorder's what-if replay (docs/operations.md, "Replay a node's day"): a synthetic day of a
-# 200-pod node and a real half hour of this machine's cgroups (deploy/replay/), each replayed as recorded and
-# under deploy/replay's proposed NodeSLO and colocation-config; text on the terminal, HTML in run/replay/.
+# 200-pod node, a real half hour of this machine's cgroups and a real agent's 8 minutes on cgroup v1 with
+# evictions and a spike (deploy/replay/), each replayed as recorded and under deploy/replay's proposals; text on
+# the terminal, HTML in run/replay/.
 REPLAY_OUT := run/replay
 $(VENV)/.report-stamp: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,report]'
@@ -92,7 +93,9 @@ replay-demo: $(VENV)/.report-stamp
 		--html $(REPLAY_OUT)/synthetic-day.html
 	$(VENV)/bin/hookctl replay deploy/replay/cgroup-30min.sqlite --slo deploy/replay/proposed-nodeslo-cgroup.yaml \
 		--colocation deploy/replay/proposed-colocation.json --html $(REPLAY_OUT)/cgroup-30min.html
-	@echo "open $(REPLAY_OUT)/synthetic-day.html and $(REPLAY_OUT)/cgroup-30min.html in a browser"
+	$(VENV)/bin/hookctl replay deploy/replay/real-v1-8min.sqlite --slo deploy/replay/proposed-nodeslo-real-v1.yaml \
+		--gate BECPUEvict=true --html $(REPLAY_OUT)/real-v1-8min.html
+	@echo "open $(REPLAY_OUT)/synthetic-day.html, cgroup-30min.html and real-v1-8min.html in a browser"
 
 # The report's browser check needs Chromium (Debian's package; root to install) and the report extra.
 replay-check: $(VENV)/.report-stamp

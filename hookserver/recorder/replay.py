@@ -104,6 +104,10 @@ class ReplayRun:
     actual_prod_cpu_milli: list[float] = field(default_factory=list)
     predicted_memory_bytes: list[float | None] = field(default_factory=list)
     actual_prod_memory_bytes: list[float] = field(default_factory=list)
+    # training rounds where some prod pod's peak came from its model; 0: every pod was in its cold start (younger
+    # than `cold_start_s`) or without a model, and the predicted peak is their requests
+    modelled_rounds: int = 0
+    cold_start_s: float = 0.0
     evictions: list[dict[str, Any]] = field(default_factory=list)
     # CPU burst per frame: the LS containers' CFS quota and CFS burst once its round is carried out (cores;
     # None without container facts), and how many containers it scaled up and down
@@ -176,6 +180,7 @@ class _Predictor:
         self.next_train = -math.inf
         self.peak: tuple[int, int] | None = None
         self.prod_reclaimable: Pair | None = None
+        self.modelled = 0  # training rounds where some prod pod's peak came from its model (not cold, not its request)
 
     def add(self, snap: QoSSnapshot) -> None:
         pods = {p.uid: (p.cpu_usage_cores, p.memory_usage_bytes) for p in snap.pods
@@ -237,6 +242,7 @@ class _Predictor:
             margin_percent=self.settings.safety_margin_percent,
         )
         pod_based = report.pod_based
+        self.modelled += any(line.counted_as == "predicted" for line in report.pods)
         self.peak = (pod_based.peak_cpu_milli, pod_based.peak_memory_bytes)
         self.prod_reclaimable = Pair(report.published.cpu_milli, report.published.memory_bytes) if report.published.ok else None
 
@@ -517,6 +523,8 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
                 run.batch_memory_bytes.append(values[1])
     if world is not None:
         run.kept_pods = sorted(set(world.agent_evicted) - world.evicted_here)
+    run.modelled_rounds = predictor.modelled
+    run.cold_start_s = predictor.settings.cold_start_duration_s
     return run
 
 

@@ -174,6 +174,11 @@ def compare(node: str, recorded: ReplayRun, proposed: ReplayRun, *, proposal: li
         notes.append("LS above the predicted peak: not meaningful here; the predictor held back no peak for prod "
                      "pods (none with a request reached it, e.g. pods created through the proxy), so there is "
                      "nothing to compare their usage with")
+    if not meaningless and not recorded.modelled_rounds and not proposed.modelled_rounds:
+        cold = max(recorded.cold_start_s, proposed.cold_start_s)
+        notes.append(f"predicted peak: every prod pod was in its cold start (younger than cold_start_duration_s, "
+                     f"{cold:.0f} s) or had no model in both runs, so the predicted peak is their requests; a "
+                     "--predictor proposal changes it here only through cold_start_duration_s")
     if no_containers:
         notes.append("CPU burst: not meaningful here; the recording has no container facts (a format-1 recording, "
                      "or an agent that read none), so there is no CFS quota to replay")

@@ -128,3 +128,4 @@ def test_a_recording_with_colocation_off_says_so_and_a_proposal_turning_it_on_of
     turned_on = compare("n", recorded, on)
     a, b = {label: (a, b) for label, a, b, _c in turned_on.rows}["batch-cpu offered, mean (cores)"]
     assert float(a) == 0 and float(b) > 0 and not turned_on.no_capacity
+
