@@ -38,7 +38,7 @@ from qos.snapshot.model import QoSSnapshot
 
 from hookserver.recorder.decisions import Decision, comparable, decision_of
 
-__all__ = ["ASSUMED", "ProposedContainers", "files_after", "ls_cfs_cores"]
+__all__ = ["ASSUMED", "Files", "ProposedContainers", "files_after", "ls_cfs_cores"]
 
 # (quota µs, burst µs) by cgroup dir (containers and pods; a pod's burst is None)
 Files = Mapping[str, tuple[int | None, int | None]]
@@ -99,6 +99,11 @@ def _overlay(files: Files, own: Own) -> dict[str, tuple[int | None, int | None]]
         quota, burst = out.get(directory, (None, None))
         out[directory] = (value, burst) if kind == 0 else (quota, value)
     return out
+
+
+def _quiet(recorded: Decision) -> bool:
+    """The agent's CPU burst round wrote no file (its decision counts every write)."""
+    return not any(recorded.numbers.get(k) for k in ("burst_writes", "scaled_up", "scaled_down"))
 
 
 def _differing(mine: Files, agent: Files) -> Own:
@@ -165,13 +170,6 @@ class ProposedContainers:
         """Whether `name` plans this frame from the state the recording kept (its world is the recorded one)."""
         return self.following.get(name, True)
 
-    def needs_agent(self, name: str, plan: QoSPlan, recorded: Decision | None) -> bool:
-        """Whether `planned` needs the agent's own round on the recorded frame: CPU burst, when the proposal's
-        decision is not the agent's or some files are the proposal's own."""
-        if name != CPUBurst.name or recorded is None:
-            return False
-        return bool(self.own) or comparable(decision_of(plan), recorded).text() != recorded.text()
-
     def catch_up(self, now: float, burst_round: Round, state: Any, round_s: float) -> Any:
         """CPU burst's rounds between the previous frame and `now` (every `round_s`, the agent's interval), on the
         previous frame's inputs, while some files are the proposal's own: quota burst scales a quota by x1.2
@@ -217,16 +215,17 @@ class ProposedContainers:
         """The CFS files once the agent's round on the recorded `frame` was carried out. A round whose recorded
         decision wrote nothing left the frame's files (most rounds: the agent's round is then not planned
         again); otherwise `agent_plan()` plans it."""
-        if not any(recorded.numbers.get(k) for k in ("burst_writes", "scaled_up", "scaled_down")):
+        if _quiet(recorded):
             return _files_of(frame.kernel)
         return files_after(_files_of(frame.kernel), agent_plan())
 
     def planned(self, name: str, snap: QoSSnapshot, plan: QoSPlan, recorded: Decision | None,
-                agent: Files | None = None) -> None:
+                agent: Callable[[], Files] | None = None) -> None:
         """`name` planned `plan` on `snap`: it follows the recording while it decides as the agent did there.
-        `agent`: the files after the agent's round on the recorded frame (`needs_agent`, `agent_files`), to
-        tell which files are the proposal's own. A frame without the agent's decision (a format-1 recording; a
-        round the reconciler was not due) says nothing either way: the run stays where it was."""
+        `agent()`: the files after the agent's round on the recorded frame (`agent_files`), asked for only where
+        the proposal decided otherwise or has files of its own, to tell which files are its own. A frame without
+        the agent's decision (a format-1 recording; a round the reconciler was not due) says nothing either way:
+        the run stays where it was."""
         if recorded is None:
             if name == CPUBurst.name and self.own:
                 after = files_after(_files_of(snap.kernel), plan)
@@ -241,9 +240,11 @@ class ProposedContainers:
                 [mine.numbers.get(k) for k in totals] != [recorded.numbers.get(k) for k in totals])
         if name == CPUBurst.name:
             self._last = snap
-            self._after = files_after(_files_of(snap.kernel), plan)
-            if not same or self.own:
-                self.own = _differing(self._after, agent if agent is not None else _files_of(snap.kernel))
+            if (not same or self.own) and (self.own or plan.writes or not _quiet(recorded)):
+                # (neither round wrote anything and no file is the proposal's: the files stay the frame's, as
+                # after a proposal's evictions, which change the share pool's ratio and nothing else)
+                self._after = files_after(_files_of(snap.kernel), plan)
+                self.own = _differing(self._after, agent() if agent is not None else _files_of(snap.kernel))
             same = same and not self.own
         self.following[name] = same
 

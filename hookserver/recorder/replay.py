@@ -28,7 +28,7 @@ import math
 import os
 import sqlite3
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,10 +57,10 @@ from qos.framework.reconciler import Reconciler, RoundOutcome
 from qos.snapshot.model import PodFacts, QoSSnapshot
 
 from hookserver.recorder.cpu_window import EvictWindow
-from hookserver.recorder.decisions import comparable, decision_of, would_evict
-from hookserver.recorder.kernel_world import ProposedContainers, ls_cfs_cores
+from hookserver.recorder.decisions import Decision, comparable, decision_of, would_evict
+from hookserver.recorder.kernel_world import Files, ProposedContainers, ls_cfs_cores
 from hookserver.recorder.proposal import FrameOverlay, Proposal
-from hookserver.recorder.reader import Recording
+from hookserver.recorder.reader import Frame, Recording
 from hookserver.recorder.schema import explain_sqlite_error
 from hookserver.recorder.states import KEPT, restore_state
 from hookserver.recorder.world import Divergence, ProposedWorld
@@ -397,6 +397,19 @@ def _part2_series(run: ReplayRun, name: str, snap: QoSSnapshot, plan: QoSPlan) -
             series.append(value if isinstance(value, int) and not plan.skipped else None)
 
 
+def _agent_round(r: Reconciler, frame: Frame, recorded: Decision | None) -> Callable[[], Files] | None:
+    """The CFS files after the agent's own round of `r` on the recorded frame (from the recorded state and
+    config), for `ProposedContainers.planned` to tell which files the proposal set otherwise."""
+    if recorded is None or frame.states is None:
+        return None
+    kept = frame.states.get(r.name)
+
+    def agent_plan() -> QoSPlan:
+        return _verdict_plan(r, frame.snapshot, restore_state(r.name, r.initial_state(frame.snapshot.now), kept))
+
+    return lambda: ProposedContainers.agent_files(recorded, frame.snapshot, agent_plan)
+
+
 def _agent_evictions(recording: Recording) -> dict[str, float]:
     first: dict[str, float] = {}
     for e in recording.evictions():
@@ -485,13 +498,7 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
             elif r.name in KEPT:
                 _part2_series(run, r.name, snap, plan)
                 if containers is not None:
-                    agent = None
-                    if recorded is not None and frame.states is not None and containers.needs_agent(r.name, plan, recorded):
-                        # the agent's own round on the recorded frame, to tell which files the proposal set otherwise
-                        kept = frame.states.get(r.name)
-                        agent = containers.agent_files(recorded, frame.snapshot, lambda: _verdict_plan(
-                            r, frame.snapshot, restore_state(r.name, r.initial_state(snap.now), kept)))
-                    containers.planned(r.name, snap, plan, recorded, agent)
+                    containers.planned(r.name, snap, plan, recorded, _agent_round(r, frame, recorded))
         # usage as it really was
         run.frame_ts.append(snap.now)
         ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)

@@ -78,7 +78,7 @@ def _flat(label: str, n: int = 10, *, predicted: float | None = 0.0, be: float =
     run = ReplayRun(label, frame_ts=[1000.0 + 10 * i for i in range(n)], be_cpu_cores=[be] * n,
                     predicted_cpu_milli=[predicted] * n, actual_prod_cpu_milli=[500.0] * n,
                     predicted_memory_bytes=[predicted] * n, actual_prod_memory_bytes=[1e9] * n,
-                    diverged=[""] * n, cpu_capacity_cores=8.0)
+                    diverged=[""] * n, cpu_capacity_cores=8.0, modelled_rounds=n)
     return run
 
 

@@ -290,8 +290,7 @@ def _quota_at_next_frame(round_s: float) -> int | None:
     first = _one_container(0.0, 100_000)
     agent = Decision("CPUBurst", "", {}, ())  # the agent held the quota
     plan = _quota_plan(120_000)  # the proposal (a higher ceiling) scaled it up
-    assert world.needs_agent("CPUBurst", plan, agent)
-    world.planned("CPUBurst", first, plan, agent, ProposedContainers.agent_files(agent, first, _no_plan))
+    world.planned("CPUBurst", first, plan, agent, lambda: ProposedContainers.agent_files(agent, first, _no_plan))
     world.catch_up(10.0, _scale_up, None, round_s)
     following = world.snapshot(_one_container(10.0, 100_000))
     return following.kernel.pods["p"].containers[0].quota_us
@@ -316,7 +315,7 @@ def test_a_file_the_proposal_sets_as_the_agent_did_follows_the_recording() -> No
     burst_only = QoSPlan("CPUBurst", "", numbers(), writes=(ResourcePlan.single(
         [CgroupWrite(_C, CgroupResource.CPU_CFS_BURST, 50_000)]),))
     agent = Decision("CPUBurst", "", {"scaled_up": 1}, ())  # the agent wrote: its round is planned again
-    world.planned("CPUBurst", first, burst_only, agent, ProposedContainers.agent_files(agent, first, _no_plan))
+    world.planned("CPUBurst", first, burst_only, agent, lambda: ProposedContainers.agent_files(agent, first, _no_plan))
     assert world.own == {(_C, 1): 50_000}
     later = world.snapshot(_one_container(10.0, 140_000))  # the agent's rounds scaled the quota meanwhile
     c = later.kernel.pods["p"].containers[0]
