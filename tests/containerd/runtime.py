@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tarfile
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from tests.apt_suite import AptSuiteError, download
 from tests.cgroupchild import rmdir_patiently
+from tests.sockets import accepts
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / "build" / "containerd-nri"
@@ -176,14 +176,6 @@ state = "{home / 'state'}"
 """
 
 
-def _accepts(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-    return True
-
 
 def remove_cgroup_tree(name: str, timeout_s: float = 10.0) -> None:
     """Kill what is left in `/<name>` of every hierarchy (a sandbox whose shim is gone keeps running, reparented)
@@ -235,7 +227,7 @@ class Containerd:
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                           start_new_session=True)
         deadline = time.monotonic() + timeout_s
-        while not (_accepts(self.cri_socket) and self.nri_socket.exists()):
+        while not (accepts(self.cri_socket) and self.nri_socket.exists()):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 raise ContainerdUnavailable(f"containerd did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.1)

@@ -27,6 +27,7 @@ from tests.e2e.pod_cgroup import CGROUP_V1 as CGROUP
 from tests.e2e.pod_cgroup import pod_cgroup_subtree
 from tests.reference_example import SPEC_KEY as SPEC
 from tests.reference_example import WORKED_SPEC_JSON
+from tests.sockets import accepts
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKED = WORKED_SPEC_JSON
@@ -37,17 +38,6 @@ def pod_cgroup() -> Iterator[str]:
     with pod_cgroup_subtree(("cpu", "memory"), prefix="hookserver-e2e") as pod:
         yield pod.rel
 
-
-def _accepts(path: Path) -> bool:
-    """A stale socket file from a killed agent exists but refuses connections."""
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def _find_key(tree: object, key: str) -> dict[str, object]:
@@ -86,7 +76,7 @@ class Agent:
         ]
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + start_timeout_s
-        while not (self.registration.exists() and _accepts(self.hook_socket) and _accepts(self.debug_socket)):
+        while not (self.registration.exists() and accepts(self.hook_socket) and accepts(self.debug_socket)):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise AssertionError(f"agent did not start:\n{(tmp / 'agent.log').read_text()}")
@@ -218,7 +208,7 @@ def test_make_run_config_starts_from_any_directory(tmp_path: Path, capsys: pytes
     registration = tmp_path / "run" / "hookserver.d" / "hookserver.json"
     try:
         deadline = time.monotonic() + 30
-        while not (registration.exists() and _accepts(tmp_path / "run" / "debug.sock")):
+        while not (registration.exists() and accepts(tmp_path / "run" / "debug.sock")):
             assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
             assert time.monotonic() < deadline, "agent did not start"
             time.sleep(0.05)
@@ -244,7 +234,7 @@ def test_second_agent_on_a_live_socket_exits_with_one_clear_line(tmp_path: Path)
         assert "another server is listening" in proc.stderr and str(first.hook_socket) in proc.stderr
         assert "Traceback" not in proc.stderr
         # The running agent still owns its socket and answers.
-        assert _accepts(first.hook_socket)
+        assert accepts(first.hook_socket)
     finally:
         assert first.stop() == 0
 

@@ -25,6 +25,7 @@ from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
 from hookserver.cli import hookctl
 from tests.reference_example import SPEC_KEY, WORKED_SPEC_JSON
+from tests.sockets import accepts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,14 +49,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _accepts(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-    return True
-
 
 def _tree(tmp: Path) -> Path:
     root = tmp / "cg"
@@ -78,7 +71,7 @@ def test_the_charts_koordlet_arguments_start_and_serve(tmp_path: Path, capsys: p
     registration = reg / "koordlet.json"  # koordlet's name: the swap replaces koordlet's registration
     try:
         deadline = time.monotonic() + 40
-        while not (registration.exists() and _accepts(hook) and _accepts(debug)):
+        while not (registration.exists() and accepts(hook) and accepts(debug)):
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "agent.log").read_text()
             time.sleep(0.05)
         # -runtime-hooks-host-endpoint is what the proxy is told to dial

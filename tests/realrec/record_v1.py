@@ -24,37 +24,35 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from hookserver.api import runtime_hook_pb2 as pb
 from hookserver.api import runtime_hook_pb2_grpc as pb_grpc
+from tests.sockets import accepts
 
 ROOT = Path(__file__).resolve().parents[2]
-if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-    sys.exit(__doc__)
-BASE = Path(sys.argv[1]).resolve()
-BASE.mkdir(parents=True, exist_ok=True)
-RUN = BASE / f"agent-{os.environ.get('REC_NAME', 'real')}"  # the agent's sockets, state dir and log
 PY = sys.executable
 HOOKCTL = [PY, "-m", "hookserver.cli.hookctl"]
 CG = Path("/sys/fs/cgroup")
 HIER = ["cpu", "cpuacct", "memory", "freezer", "cpuset", "blkio", "pids"]
 SPEC_KEY = "node.koordinator.sh/extended-resource-spec"
-DURATION = float(sys.argv[2]) if len(sys.argv) > 2 else 480.0
 MEM_EVICT_PCT = int(os.environ.get("MEM_EVICT_PCT", "12"))
 REC_NAME = os.environ.get("REC_NAME", "real")  # the export: OUT_DIR/<REC_NAME>.sqlite
 # koordinator.sh/eviction-enabled opts a BE pod in to the v1.7/v1.8 usage modes (CPUEvict), so that a proposal
 # of them has candidates
 BE_EVICTION_ENABLED = os.environ.get("BE_EVICTION_ENABLED", "1") == "1"
-
-EVENTS = open(BASE / f"events-{os.environ.get('REC_NAME', 'real')}.log", "a", buffering=1)  # noqa: SIM115
+# Set by main() from its arguments: the output dir, the agent's dir (sockets, state dir, log), the event log.
+BASE = Path(".")
+RUN = Path(".")
+DURATION = 480.0
+EVENTS: Any = sys.stdout
 T0 = time.monotonic()
 
 
@@ -95,7 +93,7 @@ spec:
         throttlingPercent: 0
 """
 
-# Worker programs (run with `python -c`); they put themselves in their cgroups before starting (preexec_fn).
+# Worker programs (run with `python -c`); a shell puts each in its container's cgroups first, then execs it.
 LS_PROG = r"""
 import sys, time
 start = float(sys.argv[1]); spike_at = float(sys.argv[2]); spike_len = float(sys.argv[3]); duty = float(sys.argv[4])
@@ -145,24 +143,6 @@ def write(path: Path, value: str) -> None:
         path.write_text(value)
     except OSError as e:
         ev(f"write {path} {value}: {e}")
-
-
-def join_cgroup(rel: str):  # noqa: ANN201
-    def pre() -> None:
-        pid = str(os.getpid())
-        for h in HIER:
-            with open(CG / h / rel / "cgroup.procs", "w") as f:
-                f.write(pid)
-    return pre
-
-
-def accepts(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def hookctl(*argv: str) -> str:
@@ -220,7 +200,16 @@ def cleanup(agent: subprocess.Popen[bytes] | None) -> None:
     ev(f"cleanup: cgroups left: {left}")
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    global BASE, RUN, DURATION, EVENTS
+    if not argv or argv[0].startswith("-"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    BASE = Path(argv[0]).resolve()
+    BASE.mkdir(parents=True, exist_ok=True)
+    RUN = BASE / f"agent-{REC_NAME}"
+    DURATION = float(argv[1]) if len(argv) > 1 else 480.0
+    EVENTS = open(BASE / f"events-{REC_NAME}.log", "a", buffering=1)  # noqa: SIM115
     for h in HIER:
         if (CG / h / "kubepods").exists():
             print(f"{CG / h / 'kubepods'} exists already: refusing to touch a tree not ours", file=sys.stderr)
@@ -249,7 +238,8 @@ def main() -> int:
                 return 1
             time.sleep(0.1)
         ev("agent up")
-        stub = pb_grpc.RuntimeHookServiceStub(grpc.insecure_channel(f"unix://{RUN / 'hook.sock'}"))
+        channel = grpc.insecure_channel(f"unix://{RUN / 'hook.sock'}")
+        stub = pb_grpc.RuntimeHookServiceStub(channel)  # type: ignore[no-untyped-call]
         start = time.time()
         mid = DURATION / 2
         pods = []
@@ -341,13 +331,13 @@ def main() -> int:
             time.sleep(1)
         (BASE / f"final-status-{REC_NAME}.txt").write_text(hookctl("status"))
         (BASE / f"final-qos-pods-{REC_NAME}.txt").write_text(hookctl("qos") + "\n" + hookctl("pods"))
-        out = subprocess.run([*HOOKCTL, "record", "export", str(BASE / f"{REC_NAME}.sqlite"), "--state-dir",
-                              str(RUN / "state")], capture_output=True, text=True, timeout=120)
-        ev(f"export rc={out.returncode}: {out.stdout.strip()} {out.stderr.strip()}")
+        export = subprocess.run([*HOOKCTL, "record", "export", str(BASE / f"{REC_NAME}.sqlite"), "--state-dir",
+                                 str(RUN / "state")], capture_output=True, text=True, timeout=120)
+        ev(f"export rc={export.returncode}: {export.stdout.strip()} {export.stderr.strip()}")
         return 0
     finally:
         cleanup(agent)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -21,6 +21,7 @@ from typing import Any
 
 from hookserver.debug.client import DebugClient
 from hookserver.errors import HookServerError
+from tests.sockets import accepts
 
 __all__ = ["Agent", "AgentPaths", "Sample", "free_port", "metric_sum", "parse_metrics"]
 
@@ -103,14 +104,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _accepts(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-    return True
-
 
 def parse_metrics(text: str) -> dict[str, float]:
     """`name{labels}` -> value for every sample line (the text exposition format)."""
@@ -160,7 +153,7 @@ class Agent:
         finally:
             log.close()
         self.starts += 1
-        while not _accepts(self.paths.hook_socket) or not self.paths.registration.exists():
+        while not accepts(self.paths.hook_socket) or not self.paths.registration.exists():
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited {self.proc.returncode}: see {self.paths.base / 'agent.log'}")
             if time.monotonic() - started > timeout:
