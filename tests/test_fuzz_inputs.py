@@ -28,7 +28,7 @@ from hookserver.errors import (
     InputError,
     QuantityError,
 )
-from hookserver.hooks.plugins.extended_resources import _json_value, parse_spec_text
+from hookserver.extended_resource_spec import _json_value, parse_spec_text
 from hookserver.informer.convert import node_from_json, pod_from_json
 from hookserver.predictor.checkpoint import decode_checkpoint, encode_checkpoint
 from hookserver.predictor.models import ModelTable

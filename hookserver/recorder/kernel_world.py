@@ -38,7 +38,7 @@ from qos.snapshot.model import QoSSnapshot
 
 from hookserver.recorder.decisions import Decision, comparable, decision_of
 
-__all__ = ["ASSUMED", "Files", "ProposedContainers", "files_after", "ls_cfs_cores"]
+__all__ = ["ASSUMED", "WRITE_COUNTS", "Files", "ProposedContainers", "files_after", "ls_cfs_cores"]
 
 # (quota µs, burst µs) by cgroup dir (containers and pods; a pod's burst is None)
 Files = Mapping[str, tuple[int | None, int | None]]
@@ -101,9 +101,13 @@ def _overlay(files: Files, own: Own) -> dict[str, tuple[int | None, int | None]]
     return out
 
 
+# The numbers of CPU burst's decision that count its writes: CFS bursts, quotas scaled up, quotas scaled down.
+WRITE_COUNTS = ("burst_writes", "scaled_up", "scaled_down")
+
+
 def _quiet(recorded: Decision) -> bool:
-    """The agent's CPU burst round wrote no file (its decision counts every write)."""
-    return not any(recorded.numbers.get(k) for k in ("burst_writes", "scaled_up", "scaled_down"))
+    """The agent's CPU burst round wrote no file (its decision counts every write, `WRITE_COUNTS`)."""
+    return not any(recorded.numbers.get(k) for k in WRITE_COUNTS)
 
 
 def _differing(mine: Files, agent: Files) -> Own:

@@ -498,7 +498,8 @@ def replay(recording: Recording, config: ReplayConfig) -> ReplayRun:
             elif r.name in KEPT:
                 _part2_series(run, r.name, snap, plan)
                 if containers is not None:
-                    containers.planned(r.name, snap, plan, recorded, _agent_round(r, frame, recorded))
+                    agent = _agent_round(r, frame, recorded) if r is burst else None
+                    containers.planned(r.name, snap, plan, recorded, agent)
         # usage as it really was
         run.frame_ts.append(snap.now)
         ls = sum(p.cpu_usage_cores or 0.0 for p in snap.pods if not p.is_be)

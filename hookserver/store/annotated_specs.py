@@ -9,10 +9,10 @@ app container's batch-cpu/batch-memory requests and limits from the pod spec int
 (`pkg/webhook/pod/mutating/extended_resource_spec.go`), so its entry for a container is the spec's own batch
 resources: it stands in for the spec exactly, under the same names and quantity texts.
 
-Lenient where the batch hook is strict: the hook reports a malformed annotation (its decision carries the
+One parser with the batch hook (`hookserver.extended_resource_spec`, a shared leaf below both), read
+leniently here where the hook is strict: the hook reports a malformed annotation (its decision carries the
 error); here it only means "not known", so `store.specs` falls back to the announced values, and the pod gets
-one warning line. The hook's parser is not imported: the store sits below the hooks (.importlinter). Both
-judge quantities by `hookserver.quantity.resource_amount`.
+one warning line.
 
 Cost: `container_spec` runs per container per round (collectors, snapshot builder, kernel reader), so a
 text's parse is cached (bounded LRU, keyed by the annotation text; a pod's text is one string object, whose
@@ -22,14 +22,13 @@ hash Python keeps).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from hookserver.errors import InputError
-from hookserver.koord_resources import ANNOTATION_EXTENDED_RESOURCE_SPEC, BATCH_CPU, BATCH_MEMORY, LEGACY_BATCH_NAMES
-from hookserver.quantity import resource_amount
+from hookserver.extended_resource_spec import batch_quantities, parse_spec_text
+from hookserver.koord_resources import ANNOTATION_EXTENDED_RESOURCE_SPEC
 from hookserver.store.records import PodRecord
 
 __all__ = ["AnnotatedSpec", "annotated_container_spec"]
@@ -39,8 +38,6 @@ log = logging.getLogger(__name__)
 # (requests, limits): resource name -> quantity text, batch resources only, under their current names.
 AnnotatedSpec = tuple[Mapping[str, str], Mapping[str, str]]
 
-# A pod's annotations are at most 256 KiB together (the apiserver's limit); a longer text is not one it admitted.
-_MAX_TEXT = 256 * 1024
 # Distinct annotation texts kept parsed: one per BE pod on the node (kubelet's default is 110 pods), with room.
 _CACHE_TEXTS = 1024
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -67,10 +64,17 @@ def annotated_container_spec(pod: PodRecord, name: str) -> AnnotatedSpec | None:
 
 @functools.lru_cache(maxsize=_CACHE_TEXTS)
 def _entries(text: str) -> Mapping[str, AnnotatedSpec] | _Malformed:
+    """Container name -> (requests, limits) as quantity texts; _Malformed on any malformed part (a half-read
+    annotation would count a pod short)."""
     try:
-        return MappingProxyType(_parse(text))
-    except (ValueError, InputError) as exc:  # json's errors are ValueErrors; a bad quantity is an InputError
+        parsed = parse_spec_text(text)
+    except InputError as exc:  # AnnotationError / QuantityError, naming the JSON path
         return _Malformed(str(exc))
+    return MappingProxyType({name: _frozen(batch_quantities(entry)) for name, entry in parsed.items()})
+
+
+def _frozen(pair: tuple[dict[str, str], dict[str, str]]) -> AnnotatedSpec:
+    return (MappingProxyType(pair[0]) if pair[0] else _EMPTY, MappingProxyType(pair[1]) if pair[1] else _EMPTY)
 
 
 @functools.lru_cache(maxsize=_CACHE_TEXTS)
@@ -78,43 +82,3 @@ def _warn_once(uid: str, key: str, problem: str) -> None:
     """Cached, so a malformed annotation costs its pod one line, not one per container per round."""
     log.warning("pod %s (%s): %s annotation not read, its requests come from the runtime's announced values: %s",
                 key, uid, ANNOTATION_EXTENDED_RESOURCE_SPEC, problem)
-
-
-def _parse(text: str) -> dict[str, AnnotatedSpec]:
-    """Container name -> (requests, limits) of the webhook's JSON `{"containers": {"<name>": {"requests": {...},
-    "limits": {...}}}}`. ValueError/InputError on any malformed part: a half-read annotation would count a pod
-    short."""
-    if len(text) > _MAX_TEXT:
-        raise ValueError(f"{len(text)} bytes, over {_MAX_TEXT}")
-    doc = json.loads(text)
-    if not isinstance(doc, dict):
-        raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
-    containers = doc.get("containers")
-    if containers is None:
-        return {}
-    if not isinstance(containers, dict):
-        raise ValueError("'containers' must be an object")
-    out: dict[str, AnnotatedSpec] = {}
-    for name, entry in containers.items():
-        if entry is None:
-            entry = {}
-        if not isinstance(entry, dict):
-            raise ValueError(f"containers[{name}] must be an object with 'requests' and 'limits'")
-        out[name] = (_batch(entry.get("requests"), f"containers[{name}].requests"),
-                     _batch(entry.get("limits"), f"containers[{name}].limits"))
-    return out
-
-
-def _batch(values: object, where: str) -> Mapping[str, str]:
-    """The batch resources of one requests/limits object as quantity texts under their current names (a
-    deprecated name counts where the current one is absent, as the batch hook reads them)."""
-    if values is None:
-        return _EMPTY
-    if not isinstance(values, dict):
-        raise ValueError(f"{where} must be an object of resource name to quantity")
-    out: dict[str, str] = {}
-    for resource in (BATCH_CPU, BATCH_MEMORY):
-        key = resource if resource in values else LEGACY_BATCH_NAMES[resource]
-        if key in values:
-            out[resource] = resource_amount(values[key], field=f"{where}[{key}]").text
-    return MappingProxyType(out) if out else _EMPTY

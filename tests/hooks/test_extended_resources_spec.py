@@ -8,7 +8,7 @@ import json
 import pytest
 
 from hookserver.errors import QuantityError
-from hookserver.hooks.plugins.extended_resources import parse_spec_text
+from hookserver.extended_resource_spec import parse_spec_text
 
 
 def _spec(requests: dict[str, object], limits: dict[str, object]) -> str:

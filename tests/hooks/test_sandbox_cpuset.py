@@ -25,10 +25,9 @@ from hookserver.hooks.plugins import BatchResourcePlugin, CPUSetAllocatorPlugin
 from hookserver.proxy import ProxyServer
 from hookserver.store import PodRecord, StateStore
 from hookserver.system import SystemRoots
-from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.topology import CpuInfo
 from hookserver.topology import ANNOTATION_RESOURCE_STATUS
-from tests.hooks.v1_subtree import ROOT, mkdirs, unusable, v1_subtree
+from tests.hooks.v1_subtree import ROOT, cpuset_host, mkdirs, v1_subtree
 from tests.nri.conftest import nri_world, run, sock_dir  # noqa: F401 - the fixture
 from tests.proxy.conftest import hook_settings
 from tests.reconciler.conftest import World, make_world
@@ -78,13 +77,7 @@ def test_proxy_pre_run_pod_sandbox_answers_the_sandbox_cpuset_and_writes_no_pod_
 # -- NRI, a real cgroup v1 cpuset subtree ---------------------------------------------------------------------
 @pytest.mark.cgroup
 def test_nri_run_pod_sandbox_pins_the_sandbox_cgroup_on_real_v1(sock_dir: Path) -> None:  # noqa: F811
-    reason = unusable(("cpu", "cpuset"))
-    if reason:
-        pytest.skip(reason)
-    online = sorted(parse_cpu_list((ROOT / "cpuset" / "cpuset.cpus").read_text()))
-    if len(online) < 2:
-        pytest.skip("needs two CPUs for a bound pod beside a share pool")
-    cpus = tuple(CpuInfo(cpu=i, core=i, socket=0, numa_node=0, l3=0, online=True) for i in online)
+    online, cpus = cpuset_host(("cpu", "cpuset"))
     bound = online[-1]
     with v1_subtree(("cpu", "cpuset")) as top:
         pod_parent = f"{top}/podlsr"

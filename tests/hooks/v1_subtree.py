@@ -4,7 +4,8 @@
 yields its path relative to the hierarchy roots ("/hookserver-hooks-…"), for a pod's cgroup parent or a host
 application's cgroup path. A cpuset child starts with no CPUs on v1 (unless the parent sets
 `cgroup.clone_children`), which would make every cpuset write below it fail, so `mkdirs` copies the parent's
-`cpuset.cpus`/`cpuset.mems` into each directory it makes. `unusable()` says why a host cannot run these tests.
+`cpuset.cpus`/`cpuset.mems` into each directory it makes. `unusable()` says why a host cannot run these tests;
+`cpuset_host()` skips a test that needs them and two online CPUs (a bound pod beside a share pool).
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ROOT", "mkdirs", "unusable", "v1_subtree"]
+import pytest
+
+from hookserver.system.cpulist import parse_cpu_list
+from hookserver.system.topology import CpuInfo
+
+__all__ = ["ROOT", "cpuset_host", "mkdirs", "unusable", "v1_subtree"]
 
 ROOT = Path("/sys/fs/cgroup")
 
@@ -27,6 +33,18 @@ def unusable(subsystems: tuple[str, ...]) -> str:
         if not (ROOT / sub / "cgroup.procs").is_file():
             return f"no cgroup v1 {sub} hierarchy at {ROOT / sub}"
     return ""
+
+
+def cpuset_host(subsystems: tuple[str, ...]) -> tuple[list[int], tuple[CpuInfo, ...]]:
+    """The host's online CPUs, sorted, and as one socket's topology; skips the test where `subsystems` are
+    unusable or fewer than two CPUs are online."""
+    reason = unusable(subsystems)
+    if reason:
+        pytest.skip(reason)
+    online = sorted(parse_cpu_list((ROOT / "cpuset" / "cpuset.cpus").read_text()))
+    if len(online) < 2:
+        pytest.skip("needs two CPUs for a bound pod beside a share pool")
+    return online, tuple(CpuInfo(cpu=i, core=i, socket=0, numa_node=0, l3=0, online=True) for i in online)
 
 
 def mkdirs(subsystem: str, rel: str) -> Path:

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hookserver.errors import AnnotationError
-from hookserver.hooks.plugins.extended_resources import (
+from hookserver.extended_resource_spec import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC as KEY,
 )
-from hookserver.hooks.plugins.extended_resources import parse_extended_resource_spec
+from hookserver.extended_resource_spec import parse_extended_resource_spec
 from hookserver.store import ContainerRecord, NodeRecord, PodRecord, StateStore
 
 SPEC = json.dumps({"containers": {"a": {"limits": {"kubernetes.io/batch-cpu": "1k"}}}})

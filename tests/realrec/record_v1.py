@@ -43,7 +43,7 @@ HOOKCTL = [PY, "-m", "hookserver.cli.hookctl"]
 CG = Path("/sys/fs/cgroup")
 HIER = ["cpu", "cpuacct", "memory", "freezer", "cpuset", "blkio", "pids"]
 SPEC_KEY = "node.koordinator.sh/extended-resource-spec"
-MEM_EVICT_PCT = int(os.environ.get("MEM_EVICT_PCT", "12"))
+MEM_EVICT_PCT = os.environ.get("MEM_EVICT_PCT", "12")  # checked by main()
 REC_NAME = os.environ.get("REC_NAME", "real")  # the export: OUT_DIR/<REC_NAME>.sqlite
 # koordinator.sh/eviction-enabled opts a BE pod in to the v1.7/v1.8 usage modes (CPUEvict), so that a proposal
 # of them has candidates
@@ -205,10 +205,20 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
+    try:
+        DURATION = float(argv[1]) if len(argv) > 1 else 480.0
+    except ValueError:
+        print(f"DURATION_S must be a number of seconds, not {argv[1]!r}", file=sys.stderr)
+        return 2
+    if not 10 <= DURATION <= 86400:
+        print(f"DURATION_S {DURATION:g} is outside 10..86400 seconds", file=sys.stderr)
+        return 2
+    if not MEM_EVICT_PCT.isdigit() or not 1 <= int(MEM_EVICT_PCT) <= 99:
+        print(f"MEM_EVICT_PCT must be a percent from 1 to 99, not {MEM_EVICT_PCT!r}", file=sys.stderr)
+        return 2
     BASE = Path(argv[0]).resolve()
     BASE.mkdir(parents=True, exist_ok=True)
     RUN = BASE / f"agent-{REC_NAME}"
-    DURATION = float(argv[1]) if len(argv) > 1 else 480.0
     EVENTS = open(BASE / f"events-{REC_NAME}.log", "a", buffering=1)  # noqa: SIM115
     for h in HIER:
         if (CG / h / "kubepods").exists():

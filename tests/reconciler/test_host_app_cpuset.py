@@ -26,7 +26,7 @@ from hookserver.system.cgroupnames import CgroupDriver
 from hookserver.system.cpulist import parse_cpu_list
 from hookserver.system.topology import CpuInfo
 from hookserver.topology import ANNOTATION_RESOURCE_STATUS
-from tests.hooks.v1_subtree import ROOT, mkdirs, unusable, v1_subtree
+from tests.hooks.v1_subtree import ROOT, cpuset_host, mkdirs, v1_subtree
 from tests.reconciler.conftest import make_world
 
 CPUS = tuple(CpuInfo(cpu=i, core=i // 2, socket=0, numa_node=0, l3=0, online=True) for i in range(4))
@@ -88,13 +88,7 @@ def test_ls_host_app_gets_the_share_pool_on_a_v2_fixture_tree_and_be_is_refused(
 
 @pytest.mark.cgroup
 def test_ls_host_app_cpuset_on_a_real_v1_cgroup(tmp_path: Path) -> None:
-    reason = unusable(("cpuset",))
-    if reason:
-        pytest.skip(reason)
-    online = sorted(parse_cpu_list((ROOT / "cpuset" / "cpuset.cpus").read_text()))
-    if len(online) < 2:
-        pytest.skip("needs two CPUs for a bound pod beside a share pool")
-    cpus = tuple(CpuInfo(cpu=i, core=i, socket=0, numa_node=0, l3=0, online=True) for i in online)
+    online, cpus = cpuset_host(("cpuset",))
     with v1_subtree(("cpuset",)) as top:
         app_dir = mkdirs("cpuset", f"{top}/nm")
         try:

@@ -334,3 +334,19 @@ def test_the_agents_round_is_planned_again_only_where_it_wrote() -> None:
     assert ProposedContainers.agent_files(quiet, frame, plan)[_C] == (100_000, 0) and not calls
     wrote = Decision("CPUBurst", "", {"burst_writes": 0, "scaled_up": 1, "scaled_down": 0}, ())
     assert ProposedContainers.agent_files(wrote, frame, plan)[_C] == (120_000, 0) and calls == [1]
+
+
+def test_cpu_burst_decisions_count_every_write_under_the_names_the_replay_reads(tmp_path: Path) -> None:
+    """`agent_files` skips the agent's round where its decision counts no write (`WRITE_COUNTS`): a planner that
+    renamed one of those numbers would make every round look quiet. A recording where CPU burst wrote: each
+    round's decision has all three counts."""
+    from hookserver.recorder.kernel_world import WRITE_COUNTS
+
+    rec = _record(str(tmp_path / "r.sqlite"), pods=15, seed=2, burst={"policy": "auto", "cpuBurstPercent": 200},
+                  ls_memory={"enable": False}, start_hour=3.0)
+    try:
+        decisions = [f.decisions["CPUBurst"] for f in rec.frames() if "CPUBurst" in f.decisions]
+    finally:
+        rec.close()
+    assert decisions and all(set(WRITE_COUNTS) <= set(d.numbers) for d in decisions)
+    assert any(d.numbers["burst_writes"] for d in decisions)  # the first round sets every container's burst

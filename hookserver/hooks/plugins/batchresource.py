@@ -21,7 +21,7 @@ from hookserver.cgroupmath import apply_quota_rule, milli_cpu_to_quota, milli_cp
 from hookserver.hooks.context import LABEL_QOS_CLASS, ContainerRequest, PodRequest, QoSClass, Resources
 from hookserver.hooks.outcome import HookResult
 from hookserver.slo.threshold import ResourceThresholdStrategy
-from hookserver.hooks.plugins.extended_resources import (
+from hookserver.extended_resource_spec import (
     ANNOTATION_EXTENDED_RESOURCE_SPEC,
     ContainerBatchResources,
     parse_spec_text,

@@ -4,6 +4,10 @@ koord-manager's webhook writes `{"containers": {"<name>": {"requests": {...}, "l
 quantity strings. A key that is missing reads as -1 (absent), exactly as koordlet's getters do.
 Anything malformed raises AnnotationError/QuantityError naming the JSON path, so a bad pod gets a clear
 message instead of silently wrong cgroup values.
+
+A shared leaf (outside the layers, like `koord_resources`): the batch hook reads it strictly (a bad annotation
+is the decision's error), and the store reads the same parse leniently for a spec-less pod's requests
+(`store.annotated_specs`, `batch_quantities`), so the two never disagree on what the annotation says.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ __all__ = [
     "BATCH_CPU",
     "BATCH_MEMORY",
     "ContainerBatchResources",
+    "batch_quantities",
     "parse_extended_resource_spec",
     "parse_spec_text",
 ]
@@ -135,16 +140,40 @@ def _resource_list(value: object, field: str, container: object, part: str) -> M
     return value
 
 
-def _amount(resources: Mapping[str, object], name: str, field: str, container: object, part: str) -> int:
-    """Quantity.Value() of the resource (batch-cpu is already milli-cores); -1 when absent. The current name is
-    looked up once (the common case), the legacy one only when the current name is absent."""
-    key = name
+def _named(resources: Mapping[str, object], name: str) -> tuple[str, object] | None:
+    """The key that gives resource `name` (the current name, else its legacy one) and its raw value; None when
+    absent. The current name is looked up once (the common case), the legacy one only when it is absent."""
     raw = resources.get(name)
     if raw is None and name not in resources:
         key = LEGACY_BATCH_NAMES[name]
         if key not in resources:
-            return -1
-        raw = resources[key]
+            return None
+        return key, resources[key]
+    return name, raw
+
+
+def batch_quantities(entry: ContainerBatchResources) -> tuple[dict[str, str], dict[str, str]]:
+    """(requests, limits) of a parsed entry as quantity texts under the current batch names, the texts as the
+    webhook wrote them (`1Gi` stays `1Gi`): how a pod spec would hold them. The entry was checked by the parse."""
+    out: list[dict[str, str]] = []
+    for part in ("requests", "limits"):
+        resources = entry.spec.get(part)
+        texts: dict[str, str] = {}
+        if isinstance(resources, dict):
+            for name in (BATCH_CPU, BATCH_MEMORY):
+                found = _named(resources, name)
+                if found is not None:
+                    texts[name] = resource_amount(found[1], field=found[0]).text
+        out.append(texts)
+    return out[0], out[1]
+
+
+def _amount(resources: Mapping[str, object], name: str, field: str, container: object, part: str) -> int:
+    """Quantity.Value() of the resource (batch-cpu is already milli-cores); -1 when absent."""
+    found = _named(resources, name)
+    if found is None:
+        return -1
+    key, raw = found
     if isinstance(raw, str):
         known = _AMOUNTS.get(raw)  # a quantity seen before
         if known is not None:
